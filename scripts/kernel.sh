@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build (or reuse) the test kernel. Usage: scripts/kernel.sh [module|builtin]
+#   module   linux-source-7.3 + scripts/kconfig/test-kernel.config; lbr_dump.ko is built against it
+#   builtin  the same kernel with lbr_dump built in through the in-tree overlay (scripts/overlay.sh),
+#            for boot-parameter tests
+# Prints the build directory (O=) on stdout: it holds arch/x86/boot/bzImage, vmlinux and
+# Module.symvers. The build directory is keyed by the kernel source version, the fragment, the
+# build root and this script; an existing one is brought up to date by make (incremental), so the
+# built-in variant recompiles only lbr_dump when only our sources changed.
+source "$(dirname "$0")/common.sh"
+
+VARIANT=${1:-module}
+case "$VARIANT" in module|builtin) ;; *) die "usage: $0 [module|builtin]" ;; esac
+"$REPO/scripts/toolchain.sh" >/dev/null
+
+KVER=$(awk '$2 ~ /^linux-source-/ { sub(/.*=/, "", $2); print $2 }' "$REPO/scripts/packages.txt")
+FRAGMENT="$REPO/scripts/kconfig/test-kernel.config"
+inputs=("$FRAGMENT" "$REPO/scripts/kernel.sh")
+[ "$VARIANT" = builtin ] && inputs+=("$REPO/scripts/kconfig/builtin.config")
+KEY=$( { echo "$KVER $ROOT_KEY"; cat "${inputs[@]}"; } | sha256sum | cut -c1-16)
+SRC="$CACHE/linux-$KVER"             # pristine source, shared by every key
+KSRC=$SRC/linux                      # the tree the module variant builds
+OUT="$CACHE/kbuild-$VARIANT-$KEY"
+JOBS=$(( $(nproc) + 1 ))
+
+exec 8>"$CACHE/kernel-$VARIANT.lock"
+flock 8
+
+if [ ! -e "$SRC/.complete" ]; then
+	log "unpacking linux-source $KVER"
+	rm -rf "$SRC" && mkdir -p "$SRC"
+	tar -C "$SRC" -xf "$BUILD_ROOT/usr/src/linux-source-7.3.tar.xz"
+	mv "$SRC/linux-source-7.3" "$KSRC"
+	touch "$SRC/.complete"
+fi
+
+if [ "$VARIANT" = builtin ]; then
+	# A hard-linked copy of the pristine tree with the overlay added: new files are written,
+	# edited files are replaced (never written through a hard link), so the pristine tree and the
+	# module variant's build stay untouched.
+	if [ ! -e "$SRC/.builtin-complete" ]; then
+		rm -rf "$SRC/linux-builtin" && cp -al "$KSRC" "$SRC/linux-builtin"
+		touch "$SRC/.builtin-complete"
+	fi
+	KSRC=$SRC/linux-builtin
+	"$REPO/scripts/overlay.sh" "$KSRC"
+fi
+
+kmake() { in_root make -C "$KSRC" O="$OUT" LLVM=1 ARCH=x86_64 "$@"; }
+
+if [ ! -e "$OUT/.config-complete" ]; then
+	log "configuring $VARIANT kernel in $OUT"
+	rm -rf "$OUT" && mkdir -p "$OUT"
+	fragments=("$FRAGMENT")
+	[ "$VARIANT" = builtin ] && fragments+=("$REPO/scripts/kconfig/builtin.config")
+	kmake -s tinyconfig >/dev/null
+	in_root "$KSRC/scripts/kconfig/merge_config.sh" -m -O "$OUT" "$OUT/.config" "${fragments[@]}" >"$OUT/merge.log" 2>&1
+	kmake -s olddefconfig >/dev/null
+	# Refuse a configuration that silently differs from the fragment.
+	bad=0
+	while IFS= read -r line; do
+		case "$line" in
+		CONFIG_*=*) grep -qxF "$line" "$OUT/.config" || { log "fragment line not in .config: $line"; bad=1; } ;;
+		"# CONFIG_"*" is not set") sym=${line#\# }; sym=${sym%% *}
+			grep -q "^$sym=" "$OUT/.config" && { log "fragment wants $sym off, .config has it on"; bad=1; } ;;
+		esac
+	done < <(cat "${fragments[@]}")
+	[ $bad = 0 ] || die "kernel configuration does not match the fragment (see $OUT/.config, $OUT/merge.log)"
+	touch "$OUT/.config-complete"
+fi
+
+log "building $VARIANT kernel in $OUT (incremental when warm)"
+kmake -j"$JOBS" bzImage modules >"$OUT/build.log" 2>&1 || {
+	tail -n 40 "$OUT/build.log" >&2
+	die "kernel build failed, full log: $OUT/build.log"
+}
+echo "$OUT"

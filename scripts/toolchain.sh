@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Make the pinned build root: a Debian trixie system made with debootstrap, holding the exact
+# package versions of scripts/packages.txt (LLVM/clang 19, rustc + rust-src 1.96.1, bindgen
+# 0.71.1, linux-source-7.3, QEMU 11.1.3 with TCG plugins, busybox). It is made once per key
+# (hash of packages.txt and this script) under $LBR_DUMP_CACHE and reused while the key holds.
+# Idempotent; prints the root's path on stdout. Needs root (debootstrap, chroot, mounts).
+#
+# The Debian mirror is the one the host's apt already uses (override: LBR_DUMP_MIRROR).
+source "$(dirname "$0")/common.sh"
+
+if [ -e "$BUILD_ROOT/.complete" ]; then
+	echo "$BUILD_ROOT"
+	exit 0
+fi
+[ "$(id -u)" = 0 ] || die "making the build root needs root (debootstrap and chroot)"
+
+host_mirror() {
+	local m
+	m=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\/debian\)\/\?[[:space:]]*$/\1/p' \
+		/etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
+	[ -n "$m" ] || m=$(sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\/debian\)\/\?[[:space:]].*/\2/p' \
+		/etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | head -n1)
+	echo "$m"
+}
+MIRROR=${LBR_DUMP_MIRROR:-$(host_mirror)}
+[ -n "$MIRROR" ] || die "no Debian mirror found in the host's apt sources; set LBR_DUMP_MIRROR"
+
+exec 9>"$CACHE/root.lock"
+flock 9
+[ -e "$BUILD_ROOT/.complete" ] && { echo "$BUILD_ROOT"; exit 0; }
+
+if ! command -v debootstrap >/dev/null; then
+	log "installing debootstrap on the host"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+fi
+
+TMP="$BUILD_ROOT.tmp"
+rm -rf "$TMP"
+log "debootstrap trixie into $TMP (mirror $MIRROR)"
+debootstrap --variant=minbase trixie "$TMP" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 ||
+	die "debootstrap failed, see $CACHE/debootstrap.log"
+
+rm -f "$TMP/etc/apt/sources.list"
+cat >"$TMP/etc/apt/sources.list.d/debian.sources" <<SRC
+Types: deb deb-src
+URIs: $MIRROR
+Suites: trixie trixie-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+
+# Install by suite, exact versions; recommends are left out so the root holds only the pins and
+# their dependencies.
+trixie=$(awk '$1 == "trixie" { print $2 }' "$REPO/scripts/packages.txt")
+backports=$(awk '$1 == "trixie-backports" { print $2 }' "$REPO/scripts/packages.txt")
+FINAL=$BUILD_ROOT
+BUILD_ROOT=$TMP
+touch "$TMP/.complete" # lets in_root use the unfinished root; removed again on failure below
+trap 'rm -f "$TMP/.complete"' ERR
+export LBR_DUMP_ROOT_ENV="DEBIAN_FRONTEND=noninteractive"
+log "installing pinned packages"
+in_root apt-get update -qq
+# shellcheck disable=SC2086
+in_root apt-get install -y -qq --no-install-recommends $trixie >"$CACHE/apt.log" 2>&1 ||
+	die "apt-get install failed, see $CACHE/apt.log"
+# shellcheck disable=SC2086
+in_root apt-get install -y -qq --no-install-recommends -t trixie-backports $backports >>"$CACHE/apt.log" 2>&1 ||
+	die "apt-get install (backports) failed, see $CACHE/apt.log"
+in_root apt-get clean
+rm -f "$TMP/.complete"
+trap - ERR
+
+# Confirm the pins took: every package at exactly its version.
+while read -r suite pin; do
+	case "$suite" in ''|'#'*) continue ;; esac
+	pkg=${pin%%=*} want=${pin#*=}
+	have=$(chroot "$TMP" dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null || true)
+	[ "$have" = "$want" ] || die "$pkg: installed '$have', pinned '$want'"
+done <"$REPO/scripts/packages.txt"
+
+touch "$TMP/.complete"
+mv "$TMP" "$FINAL"
+log "build root ready: $FINAL"
+echo "$FINAL"

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Boot the lbr-dump test VM once: build what it needs, run QEMU, capture the serial console.
+
+Used by the test scenarios (tests/scenarios/*.py, through tests/harness.py) and by hand:
+
+    scripts/vm.py --cpu Skylake-Client --smp 2 --script 'insmod /lib/lbr-dump/lbr_dump.ko'
+    scripts/vm.py --emulate model=skylake ...     # run under the branch-record emulator plugin
+
+QEMU runs inside the pinned build root (scripts/common.sh in_root): its own PID namespace, so
+killing the run (timeout, Ctrl-C, a crash of this script) leaves no QEMU behind. The console is
+written to --log as it arrives and returned. A run ends when the guest reboots (the test /init
+reboots after its script; panic=-1 reboots on panic; QEMU runs with -no-reboot) or on timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fcntl
+import functools
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "out"
+
+# What each kernel variant needs: the kernel build (scripts/kernel.sh VARIANT) and the modules
+# placed in the initramfs (the built-in variant has lbr_dump in vmlinux).
+VARIANTS = ("module", "builtin")
+
+
+def sh(*argv: str, capture: bool = True) -> str:
+    """Runs one of the repository's scripts; its stdout (a path) is returned."""
+    r = subprocess.run(argv, cwd=REPO, stdout=subprocess.PIPE if capture else None, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed with exit code {r.returncode}")
+    return r.stdout.strip() if capture else ""
+
+
+def kvm_works() -> bool:
+    """True when /dev/kvm can create a VM with a vCPU (not merely exists): KVM_GET_API_VERSION,
+    KVM_CREATE_VM and KVM_CREATE_VCPU must all succeed."""
+    try:
+        fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if fcntl.ioctl(fd, 0xAE00) != 12:  # KVM_GET_API_VERSION
+            return False
+        vm = fcntl.ioctl(fd, 0xAE01, 0)  # KVM_CREATE_VM
+        try:
+            vcpu = fcntl.ioctl(vm, 0xAE41, 0)  # KVM_CREATE_VCPU
+            os.close(vcpu)
+            return True
+        finally:
+            os.close(vm)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+@dataclasses.dataclass
+class Result:
+    """One VM run."""
+
+    console: str
+    timed_out: bool
+    exit_code: int | None
+    log: Path
+    seconds: float
+    command: list[str]
+
+    @property
+    def finished(self) -> bool:
+        """The guest's /init ran its script to the end."""
+        return "lbr-dump-vm: done" in self.console
+
+
+@dataclasses.dataclass
+class Vm:
+    """A VM configuration. `script` is a shell script run by the guest's /init (sh -e)."""
+
+    name: str = "vm"
+    kernel: str = "module"
+    cpu: str = "Skylake-Client"
+    smp: int = 1
+    memory: str = "512M"
+    pti: str = "off"
+    append: str = ""
+    script: str = ""
+    emulate: str | None = None  # lbr-emu plugin arguments, e.g. "model=skylake"
+    accel: str = "auto"  # auto (KVM if it works and no emulator), kvm, tcg
+    timeout: float = 300.0
+    qemu_args: list[str] = dataclasses.field(default_factory=list)
+
+    def run(self) -> Result:
+        if self.kernel not in VARIANTS:
+            raise ValueError(f"kernel must be one of {VARIANTS}, not {self.kernel!r}")
+        run_dir = OUT / "vm" / self.name
+        run_dir.mkdir(parents=True, exist_ok=True)
+        kdir = kernel_dir(self.kernel)
+        base = prepare_initramfs(self.kernel)
+        initrd = run_dir / "initrd.cpio"
+        extra = run_dir / "scenario.cpio"
+        (run_dir / "scenario.d").mkdir(exist_ok=True)
+        (run_dir / "scenario.d" / "scenario.sh").write_text(self.script + "\n")
+        sh("bash", "-c", 'source scripts/common.sh; in_root sh -c \'cd "$1" && echo scenario.sh '
+           '| cpio -o -H newc --quiet -R 0:0\' _ "$1" > "$2"', "_", str(run_dir / "scenario.d"),
+           str(extra))
+        initrd.write_bytes(base.read_bytes() + extra.read_bytes())
+
+        accel = self.accel
+        if accel == "auto":
+            accel = "kvm" if self.emulate is None and kvm_works() else "tcg"
+        if accel == "kvm" and self.emulate is not None:
+            raise ValueError("the branch-record emulator is a TCG plugin: it cannot run with KVM")
+        append = f"console=ttyS0 panic=-1 pti={self.pti} {self.append}".strip()
+        cmd = [
+            "qemu-system-x86_64", "-M", "q35", "-cpu", self.cpu, "-smp", str(self.smp),
+            "-m", self.memory, "-accel", accel, "-display", "none", "-monitor", "none",
+            "-serial", "stdio", "-no-reboot", "-kernel", str(kdir / "arch/x86/boot/bzImage"),
+            "-initrd", str(initrd), "-append", append,
+        ]
+        if self.emulate is not None:
+            plugin = build_emulator()
+            cmd += ["-plugin", f"{plugin},{self.emulate}"]
+        cmd += self.qemu_args
+        return run_qemu(cmd, run_dir / "console.log", self.timeout)
+
+
+@functools.cache
+def kernel_dir(kernel: str) -> Path:
+    """The kernel build directory of a variant, brought up to date once per process."""
+    return Path(sh("scripts/kernel.sh", kernel))
+
+
+@functools.cache
+def prepare_initramfs(kernel: str) -> Path:
+    """The base initramfs for a kernel variant, rebuilt from the current module build once per
+    process."""
+    modules = [] if kernel == "builtin" else [sh("scripts/module.sh")]
+    return Path(sh("scripts/initramfs.sh", str(OUT / f"initramfs-{kernel}.cpio"), *modules))
+
+
+@functools.cache
+def build_emulator() -> Path:
+    """Builds the lbr-emu plugin (host cargo) and returns its path."""
+    sh("cargo", "build", "--quiet", "--release", "-p", "lbr-emu", capture=False)
+    return REPO / "target" / "release" / "liblbr_emu.so"
+
+
+def run_qemu(cmd: list[str], log: Path, timeout: float) -> Result:
+    """Runs QEMU in the build root, console to `log`, killing everything on timeout."""
+    wrapped = ["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_", *cmd]
+    start = time.monotonic()
+    chunks: list[bytes] = []
+    timed_out = False
+    with open(log, "wb") as f:
+        p = subprocess.Popen(wrapped, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        os.set_blocking(p.stdout.fileno(), False)
+        try:
+            while True:
+                data = p.stdout.read()
+                if data:
+                    chunks.append(data)
+                    f.write(data)
+                    f.flush()
+                elif p.poll() is not None:
+                    break
+                else:
+                    time.sleep(0.05)
+                if time.monotonic() - start > timeout:
+                    timed_out = True
+                    break
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            rest = p.stdout.read()
+            if rest:
+                chunks.append(rest)
+                f.write(rest)
+    console = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return Result(console, timed_out, None if timed_out else p.returncode, log,
+                  time.monotonic() - start, cmd)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--name", default="manual", help="run directory name under out/vm/")
+    ap.add_argument("--kernel", choices=VARIANTS, default="module")
+    ap.add_argument("--cpu", default="Skylake-Client", help="QEMU -cpu model")
+    ap.add_argument("--smp", type=int, default=1)
+    ap.add_argument("--pti", default="off", choices=("on", "off", "auto"))
+    ap.add_argument("--append", default="", help="extra kernel command line")
+    ap.add_argument("--script", default="", help="guest shell script (text)")
+    ap.add_argument("--script-file", type=Path, help="guest shell script (file)")
+    ap.add_argument("--emulate", help="run under the lbr-emu plugin with these plugin arguments")
+    ap.add_argument("--accel", default="auto", choices=("auto", "kvm", "tcg"))
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--qemu-arg", action="append", default=[], help="extra QEMU argument")
+    a = ap.parse_args()
+    script = a.script_file.read_text() if a.script_file else a.script
+    vm = Vm(name=a.name, kernel=a.kernel, cpu=a.cpu, smp=a.smp, pti=a.pti, append=a.append,
+            script=script, emulate=a.emulate, accel=a.accel, timeout=a.timeout,
+            qemu_args=a.qemu_arg)
+    r = vm.run()
+    sys.stdout.write(r.console)
+    print(f"\n[vm] {'timed out' if r.timed_out else 'exited'} after {r.seconds:.1f}s; "
+          f"console log: {r.log}; command: {shlex.join(r.command)}", file=sys.stderr)
+    return 0 if r.finished else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

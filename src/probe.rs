@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Finding a usable branch recorder: CPUID says what the CPU claims, then the control MSR is
+//! switched on and read back with exception-safe accesses. A recorder whose switch faults (a
+//! hypervisor without LBR pass-through) or does not stay on (plain QEMU TCG drops the write)
+//! counts as absent: lbr-dump refuses to arm rather than print records that are always zero.
+
+use core::fmt;
+
+use kernel::{cpu::CpuId, prelude::*};
+
+use crate::facility::{self, msr, Bts, Cpuid, CpuidRegs, Facility, Recorder, Switch};
+use crate::ffi;
+
+/// The `cpuid` instruction of the CPU this runs on.
+pub(crate) struct CpuidInsn;
+
+impl Cpuid for CpuidInsn {
+    fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidRegs {
+        let (eax, ecx, edx): (u32, u32, u32);
+        let rbx: u64;
+        // SAFETY: `cpuid` only writes EAX, EBX, ECX and EDX. LLVM reserves RBX, so it is saved in
+        // a scratch register around the instruction and swapped back; no memory or stack is used.
+        unsafe {
+            core::arch::asm!(
+                "mov {saved}, rbx",
+                "cpuid",
+                "xchg {saved}, rbx",
+                saved = out(reg) rbx,
+                inout("eax") leaf => eax,
+                inout("ecx") subleaf => ecx,
+                out("edx") edx,
+                options(nostack, preserves_flags, nomem),
+            );
+        }
+        CpuidRegs {
+            eax,
+            ebx: rbx as u32,
+            ecx,
+            edx,
+        }
+    }
+}
+
+/// An MSR access that faulted (or could not be made): which MSR, and the kernel's error.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MsrError {
+    msr: u32,
+    write: Option<u64>,
+    errno: i32,
+}
+
+impl fmt::Display for MsrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.write {
+            Some(v) => write!(f, "writing {v:#x} to MSR {:#x}", self.msr)?,
+            None => write!(f, "reading MSR {:#x}", self.msr)?,
+        }
+        match self.errno {
+            -5 => f.write_str(" faults"), // -EIO: the exception-table fixup ran (#GP)
+            e => write!(f, " fails ({e})"),
+        }
+    }
+}
+
+/// Reads `msr` on `cpu`; a #GP comes back as an error instead of an oops.
+pub(crate) fn read_msr(cpu: CpuId, msr: u32) -> Result<u64, MsrError> {
+    let mut v = 0u64;
+    // SAFETY: `rdmsrq_safe_on_cpu` takes any CPU number and MSR number (faults are caught by its
+    // exception-table entry) and writes one u64 through `q`, which points to a live local.
+    let r = unsafe { ffi::rdmsrq_safe_on_cpu(cpu.as_u32(), msr, &mut v) };
+    match r {
+        0 => Ok(v),
+        errno => Err(MsrError {
+            msr,
+            write: None,
+            errno,
+        }),
+    }
+}
+
+/// Writes `value` to `msr` on `cpu`; a #GP comes back as an error.
+pub(crate) fn write_msr(cpu: CpuId, msr: u32, value: u64) -> Result<(), MsrError> {
+    // SAFETY: `wrmsrq_safe_on_cpu` takes any CPU number, MSR number and value; faults are caught
+    // by its exception-table entry. Which MSRs may be written is the caller's concern: lbr-dump
+    // writes only the branch-recorder control MSRs it identified, and restores them.
+    let r = unsafe { ffi::wrmsrq_safe_on_cpu(cpu.as_u32(), msr, value) };
+    match r {
+        0 => Ok(()),
+        errno => Err(MsrError {
+            msr,
+            write: Some(value),
+            errno,
+        }),
+    }
+}
+
+/// A recorder that was shown to work.
+pub(crate) struct Found {
+    pub(crate) facility: Facility,
+    pub(crate) recorder: Recorder,
+    pub(crate) bts: Bts,
+    /// The switch was already on when probed: another owner (perf) records with it.
+    pub(crate) in_use: bool,
+}
+
+/// Why there is no usable recorder.
+pub(crate) enum Refusal {
+    /// CPUID describes none.
+    NoRecorder(Facility),
+    /// PDCM says PERF_CAPABILITIES exists, but reading it fails.
+    Capabilities(Facility, MsrError),
+    /// An access to the switch or the records failed.
+    Access(Facility, Recorder, MsrError),
+    /// The switch was written on and reads back off.
+    DoesNotStick {
+        facility: Facility,
+        recorder: Recorder,
+        wrote: u64,
+        read: u64,
+    },
+}
+
+/// Identifies the recorder from CPUID and checks on `cpu` that it can be switched on, leaving
+/// the control MSR as it was.
+pub(crate) fn probe(cpu: CpuId) -> Result<Found, Refusal> {
+    let mut facility = facility::identify(&CpuidInsn, None);
+    if facility.pdcm {
+        let caps = read_msr(cpu, msr::PERF_CAPABILITIES)
+            .map_err(|e| Refusal::Capabilities(facility, e))?;
+        facility = facility::identify(&CpuidInsn, Some(caps));
+    }
+    let bts = match facility.ds {
+        true => facility::bts(true, read_msr(cpu, msr::MISC_ENABLE).ok()),
+        false => Bts::Absent,
+    };
+    let recorder = facility.recorder.ok_or(Refusal::NoRecorder(facility))?;
+    let access = |e| Refusal::Access(facility, recorder, e);
+    let Switch { msr, mask, .. } = recorder.switch();
+
+    let old = read_msr(cpu, msr).map_err(access)?;
+    let in_use = old & mask != 0;
+    if !in_use {
+        let wrote = old | mask;
+        write_msr(cpu, msr, wrote).map_err(access)?;
+        let read = read_msr(cpu, msr);
+        // Restore before judging, so that no outcome leaves recording switched on.
+        let restored = write_msr(cpu, msr, old);
+        let read = read.map_err(access)?;
+        restored.map_err(access)?;
+        if read & mask == 0 {
+            return Err(Refusal::DoesNotStick {
+                facility,
+                recorder,
+                wrote,
+                read,
+            });
+        }
+    }
+    read_msr(cpu, recorder.first_record_msr()).map_err(access)?;
+    Ok(Found {
+        facility,
+        recorder,
+        bts,
+        in_use,
+    })
+}
+
+impl fmt::Display for Found {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sw = self.recorder.switch();
+        write!(
+            f,
+            "{}: {}; {} {}; {}",
+            self.facility.signature,
+            self.recorder,
+            sw.name,
+            if self.in_use {
+                "already on (another owner, e.g. perf, is recording)"
+            } else {
+                "switches on"
+            },
+            self.bts
+        )
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoRecorder(fac) => write!(
+                f,
+                "{}: CPUID describes no branch recorder lbr-dump supports",
+                fac.signature
+            )?,
+            Self::Capabilities(fac, e) => write!(
+                f,
+                "{}: CPUID.1:ECX.PDCM is set but {e} (IA32_PERF_CAPABILITIES)",
+                fac.signature
+            )?,
+            Self::Access(fac, rec, e) => write!(
+                f,
+                "{}: {rec}: {e} (a hypervisor without branch-record pass-through?)",
+                fac.signature
+            )?,
+            Self::DoesNotStick {
+                facility,
+                recorder,
+                wrote,
+                read,
+            } => {
+                let sw = recorder.switch();
+                write!(
+                    f,
+                    "{}: {recorder}: {} does not stay on (MSR {:#x} reads {read:#x} after \
+                     writing {wrote:#x}; an emulator or hypervisor that drops the write?)",
+                    facility.signature, sw.name, sw.msr
+                )?
+            }
+        }
+        f.write_str(": no usable branch recorder")
+    }
+}

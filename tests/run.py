@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""`make test`: every lbr-dump test, one summary.
+
+Stages, in order (a failed build fails the tests that need it, and the run goes on):
+  1. host: `cargo test` over the workspace (each Rust test counts), `cargo fmt --check`,
+     `cargo clippy -D warnings`;
+  2. builds: the test kernel, both variants; lbr_dump.ko from clean, with no warning;
+  3. VM scenarios: every `test_*` function of tests/scenarios/*.py (KUnit suites report one
+     result per KTAP test case).
+Prints PASS/FAIL lines, then `N passed, N failed`; exits 1 on any failure.
+
+    python3 tests/run.py [-k SUBSTRING]...   # only tests whose name contains a SUBSTRING
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "scripts"))
+
+import harness  # noqa: E402
+
+
+def run(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=REPO, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, **kw)
+
+
+def host_tests(r: harness.Results) -> None:
+    p = run(["cargo", "test", "--workspace", "--no-fail-fast"])
+    Path(REPO / "out").mkdir(exist_ok=True)
+    (REPO / "out" / "cargo-test.log").write_text(p.stdout)
+    # libtest prints one "test NAME ... ok|FAILED" line per test.
+    seen = 0
+    for m in re.finditer(r"^test (\S+) \.\.\. (ok|FAILED|ignored)$", p.stdout, re.M):
+        name, status = m.groups()
+        if status == "ignored":
+            r.fail(f"cargo: {name}", "ignored tests are not allowed")
+        else:
+            r.record(f"cargo: {name}", status == "ok", "see out/cargo-test.log")
+        seen += 1
+    if p.returncode != 0 and seen == 0:
+        r.fail("cargo test", "did not build, see out/cargo-test.log:\n" + p.stdout[-3000:])
+    elif p.returncode != 0 and "FAILED" not in p.stdout:
+        r.fail("cargo test", f"exit {p.returncode}, see out/cargo-test.log")
+    fmt = run(["cargo", "fmt", "--all", "--", "--check"])
+    r.record("cargo fmt --check", fmt.returncode == 0, fmt.stdout[-2000:])
+    clippy = run(["cargo", "clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"])
+    r.record("cargo clippy -D warnings", clippy.returncode == 0, clippy.stdout[-3000:])
+
+
+def builds(r: harness.Results) -> bool:
+    ok = True
+    for variant in ("module", "builtin"):
+        t = time.monotonic()
+        p = run(["scripts/kernel.sh", variant])
+        good = p.returncode == 0
+        r.record(f"build: {variant} kernel ({time.monotonic() - t:.0f}s)", good, p.stdout[-3000:])
+        ok &= good
+    if not ok:
+        return False
+    # From clean, so that every compiler and objtool message is in the log.
+    kdir = run(["scripts/kernel.sh", "module"]).stdout.strip().splitlines()[-1]
+    run(["bash", "-c", 'source scripts/common.sh; in_root make -C "$1" M="$REPO" '
+         'MO="$REPO/out/module" LLVM=1 ARCH=x86_64 clean', "_", kdir])
+    p = run(["scripts/module.sh"])
+    log = REPO / "out" / "module" / "build.log"
+    text = log.read_text() if log.exists() else p.stdout
+    warnings = [l for l in text.splitlines() if re.search(r"warning|error", l, re.I)]
+    built = p.returncode == 0 and (REPO / "out/module/lbr_dump.ko").exists()
+    compiled = re.search(r"RUSTC \[M\].*lbr_dump\.o", text) and re.search(r"AS \[M\].*cpu\.o", text)
+    r.record("build: lbr_dump.ko from clean, no warnings (rustc, clang, objtool, modpost)",
+             built and bool(compiled) and not warnings,
+             "\n".join(warnings[:20]) or ("not compiled from clean" if not compiled else text[-2000:]))
+    return built
+
+
+def scenarios(r: harness.Results, only: list[str]) -> None:
+    for path in sorted((REPO / "tests" / "scenarios").glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"scenario_{path.stem}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for name in sorted(n for n in dir(mod) if n.startswith("test_")):
+            full = f"{path.stem}: {name[5:]}"
+            if only and not any(s in full for s in only):
+                continue
+            t = time.monotonic()
+            try:
+                getattr(mod, name)(r)
+                r.record(f"{full} ({time.monotonic() - t:.0f}s)", True)
+            except AssertionError as e:
+                r.fail(f"{full} ({time.monotonic() - t:.0f}s)", str(e) or traceback.format_exc())
+            except Exception:  # a broken scenario is a failed test, not a crash of the run
+                r.fail(f"{full} ({time.monotonic() - t:.0f}s)", traceback.format_exc())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-k", action="append", default=[], help="run only tests whose name contains this")
+    a = ap.parse_args()
+    r = harness.Results()
+    t = time.monotonic()
+    if not a.k or any(k.startswith("cargo") for k in a.k):
+        host_tests(r)
+    if builds(r):
+        scenarios(r, a.k)
+    else:
+        r.fail("scenarios", "not run: a build failed")
+    print(f"\n[lbr-dump] tests took {time.monotonic() - t:.0f}s")
+    print(f"{r.passed} passed, {r.failed} failed")
+    return 0 if r.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The module identifies the CPU's branch recorder, refuses when it cannot be switched on, and
+loads and unloads cleanly where it can.
+
+Expected CPU identities come from QEMU's CPU models (Skylake-Client: family 6 model 94;
+EPYC-Genoa: family 0x19 model 0x11) and from the emulator's model definitions, never from the
+module's own output."""
+
+from harness import MODULE, assert_clean, boot, kernel_lines
+
+INSMOD = f"""
+if insmod {MODULE}; then echo "insmod: ok"; else echo "insmod: failed"; fi
+"""
+
+
+def test_plain_tcg_intel_refuses(r):
+    # QEMU TCG presents a Skylake by CPUID but drops writes to DEBUGCTL: no usable recorder.
+    vm = boot(name="refuse-intel", cpu="Skylake-Client", accel="tcg", script=INSMOD)
+    lines = kernel_lines(vm.console, "lbr_dump:")
+    assert len(lines) == 1, f"want one line from lbr_dump, got {lines}"
+    line = lines[0]
+    assert line.startswith("lbr_dump: Intel family 0x6 model 0x5e"), line
+    assert "Intel LBR (Skylake), 32 entries" in line, line
+    assert "DEBUGCTL.LBR does not stay on" in line, line
+    assert line.endswith(": no usable branch recorder"), line
+    assert "No such device" in vm.console, "insmod must fail with -ENODEV"
+    assert "insmod: failed" in vm.console
+    assert_clean(vm.console)
+
+
+def test_plain_tcg_amd_refuses(r):
+    vm = boot(name="refuse-amd", cpu="EPYC-Genoa", accel="tcg", script=INSMOD)
+    lines = kernel_lines(vm.console, "lbr_dump:")
+    assert len(lines) == 1, f"want one line from lbr_dump, got {lines}"
+    assert lines[0].startswith("lbr_dump: AMD family 0x19 model 0x11"), lines[0]
+    assert lines[0].endswith(": no usable branch recorder"), lines[0]
+    assert "No such device" in vm.console
+    assert_clean(vm.console)

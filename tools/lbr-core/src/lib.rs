@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module's pure code, compiled for the host.
+//!
+//! These files live in the module's `src/` and are compiled into `lbr_dump.ko` by Kbuild; this
+//! crate includes the very same files so that they are unit-tested with `cargo test` and shared
+//! with the user-space decoder. They use `core` only.
+
+#![no_std]
+
+#[path = "../../../src/facility.rs"]
+pub mod facility;

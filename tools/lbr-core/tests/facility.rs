@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Identification from CPUID values of real CPUs. The register values are written out by hand
+//! from the CPUs' documented signatures (Intel SDM vol. 2 CPUID, AMD APM vol. 3 appendix E) and
+//! the expected depths/MSRs from the kernel's arch/x86/events/intel/lbr.c.
+
+use lbr_core::facility::*;
+use std::collections::HashMap;
+
+/// A CPU as a table of CPUID leaves; absent leaves read as zero, like a real CPU past its maximum.
+struct Table(HashMap<(u32, u32), CpuidRegs>);
+
+impl Cpuid for Table {
+    fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidRegs {
+        self.0.get(&(leaf, subleaf)).copied().unwrap_or_default()
+    }
+}
+
+const INTEL: (u32, u32, u32) = (0x756e_6547, 0x4965_6e69, 0x6c65_746e); // "Genu" "ineI" "ntel"
+const AMD: (u32, u32, u32) = (0x6874_7541, 0x6974_6e65, 0x444d_4163); // "Auth" "enti" "cAMD"
+
+fn cpu(vendor: (u32, u32, u32), max: u32, leaves: &[((u32, u32), CpuidRegs)]) -> Table {
+    let mut t = HashMap::new();
+    t.insert(
+        (0, 0),
+        CpuidRegs {
+            eax: max,
+            ebx: vendor.0,
+            edx: vendor.1,
+            ecx: vendor.2,
+        },
+    );
+    for (k, v) in leaves {
+        t.insert(*k, *v);
+    }
+    Table(t)
+}
+
+fn regs(eax: u32, ebx: u32, ecx: u32, edx: u32) -> CpuidRegs {
+    CpuidRegs { eax, ebx, ecx, edx }
+}
+
+const PDCM: u32 = 1 << 15; // CPUID.1:ECX
+const DS: u32 = 1 << 21; // CPUID.1:EDX
+
+/// Skylake client (i7-6700K): CPUID.1:EAX = 0x000506e3, family 6 model 0x5e stepping 3.
+fn skylake() -> Table {
+    cpu(INTEL, 0x16, &[((1, 0), regs(0x0005_06e3, 0, PDCM, DS))])
+}
+
+#[test]
+fn skylake_is_legacy_lbr_32_deep_with_info() {
+    let f = identify(&skylake(), Some(0x33c5)); // PERF_CAPABILITIES of a Skylake: format 5
+    assert_eq!(
+        f.signature,
+        Signature {
+            vendor: Vendor::Intel,
+            family: 6,
+            model: 0x5e,
+            stepping: 3
+        }
+    );
+    assert!(f.pdcm && f.ds);
+    let Some(Recorder::IntelLegacy(l)) = f.recorder else {
+        panic!("{:?}", f.recorder)
+    };
+    assert_eq!(
+        (l.depth, l.from, l.to, l.info),
+        (32, 0x680, 0x6c0, Some(0xdc0))
+    );
+    assert_eq!(l.format, Some(LbrFormat::Info));
+    assert_eq!(
+        f.recorder.unwrap().switch(),
+        Switch {
+            msr: 0x1d9,
+            mask: 1,
+            name: "DEBUGCTL.LBR"
+        }
+    );
+    assert_eq!(
+        f.recorder.unwrap().to_string(),
+        "Intel LBR (Skylake), 32 entries, format 5 (INFO), FROM 0x680 TO 0x6c0 INFO 0xdc0"
+    );
+}
+
+#[test]
+fn format_needs_pdcm() {
+    // Same CPU without PDCM (as plain QEMU TCG presents it): the format cannot be known.
+    let t = cpu(INTEL, 0x16, &[((1, 0), regs(0x0005_06e3, 0, 0, 0))]);
+    let f = identify(&t, Some(5));
+    assert!(!f.pdcm);
+    let Some(Recorder::IntelLegacy(l)) = f.recorder else {
+        panic!()
+    };
+    assert_eq!(l.format, None);
+}
+
+#[test]
+fn core2_penryn_uses_core_msrs_4_deep() {
+    // Core 2 Duo E8400: 0x00010676: family 6, extended model 1, model 7 -> 0x17, stepping 6.
+    let t = cpu(INTEL, 0xd, &[((1, 0), regs(0x0001_0676, 0, PDCM, DS))]);
+    let f = identify(&t, Some(0));
+    assert_eq!(f.signature.model, 0x17);
+    let Some(Recorder::IntelLegacy(l)) = f.recorder else {
+        panic!()
+    };
+    assert_eq!((l.depth, l.from, l.to, l.info), (4, 0x40, 0x60, None));
+    assert_eq!(l.format, Some(LbrFormat::Bits32));
+}
+
+#[test]
+fn nehalem_haswell_goldmont_plus() {
+    // i7-920 0x000106a5 (model 0x1a), i7-4770 0x000306c3 (0x3c), Goldmont Plus 0x000706a1 (0x7a).
+    for (eax, model, depth, info, caps, format) in [
+        (0x0001_06a5, 0x1a, 16, None, 3, LbrFormat::EipFlags),
+        (0x0003_06c3, 0x3c, 16, None, 4, LbrFormat::EipFlags2),
+        (0x0007_06a1, 0x7a, 32, Some(0xdc0), 6, LbrFormat::Time),
+    ] {
+        let t = cpu(INTEL, 0xb, &[((1, 0), regs(eax, 0, PDCM, 0))]);
+        let f = identify(&t, Some(caps));
+        assert_eq!(f.signature.model, model);
+        let Some(Recorder::IntelLegacy(l)) = f.recorder else {
+            panic!()
+        };
+        assert_eq!(
+            (l.depth, l.from, l.info, l.format),
+            (depth, 0x680, info, Some(format))
+        );
+    }
+}
+
+#[test]
+fn bonnell_erratum_has_no_lbr() {
+    // Atom Bonnell model 0x1c stepping 2: the kernel disables LBR (erratum); stepping 10 is fine.
+    let early = cpu(INTEL, 0xa, &[((1, 0), regs(0x0001_06c2, 0, 0, 0))]);
+    assert_eq!(identify(&early, None).recorder, None);
+    let late = cpu(INTEL, 0xa, &[((1, 0), regs(0x0001_06ca, 0, 0, 0))]);
+    assert_eq!(identify(&late, None).recorder.map(|r| r.depth()), Some(8));
+}
+
+#[test]
+fn unknown_intel_model_has_no_legacy_lbr() {
+    // Pentium 4 (family 0xf) and a family 6 model the kernel does not list (0x01, Pentium Pro).
+    for eax in [0x0000_0f29, 0x0000_0611] {
+        let t = cpu(INTEL, 2, &[((1, 0), regs(eax, 0, 0, 0))]);
+        assert_eq!(identify(&t, None).recorder, None);
+    }
+}
+
+#[test]
+fn sapphire_rapids_has_arch_lbr() {
+    // 0x000806f8: family 6 model 0x8f. CPUID.(7,0):EDX[19] arch LBR; leaf 0x1c: depths 8..32
+    // (EAX[7:0] = 0x0f), deep C-state reset and LIP (EAX[31:30]), all filters (EBX[2:0]), INFO
+    // mispredict, timed and branch type (ECX[2:0]).
+    let t = cpu(
+        INTEL,
+        0x20,
+        &[
+            ((1, 0), regs(0x0008_06f8, 0, PDCM, DS)),
+            ((7, 0), regs(0, 0, 0, 1 << 19)),
+            ((0x1c, 0), regs(0xc000_000f, 0x7, 0x7, 0)),
+        ],
+    );
+    let r = identify(&t, Some(0x33c5)).recorder.unwrap();
+    let Recorder::IntelArch(a) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(a.depths, 0x0f);
+    assert_eq!(r.depth(), 32);
+    assert!(
+        a.cpl_filter && a.branch_filter && a.call_stack && a.mispredict && a.timed && a.branch_type
+    );
+    assert_eq!(
+        r.switch(),
+        Switch {
+            msr: 0x14ce,
+            mask: 1,
+            name: "ARCH_LBR_CTL.LBREn"
+        }
+    );
+    assert_eq!(r.first_record_msr(), 0x1500);
+}
+
+#[test]
+fn arch_lbr_needs_leaf_0x1c() {
+    // The arch-LBR bit with a maximum leaf below 0x1c is not trusted; model 0x8f is not a
+    // legacy-LBR model either.
+    let t = cpu(
+        INTEL,
+        0x1b,
+        &[
+            ((1, 0), regs(0x0008_06f8, 0, 0, 0)),
+            ((7, 0), regs(0, 0, 0, 1 << 19)),
+        ],
+    );
+    assert_eq!(identify(&t, None).recorder, None);
+}
+
+#[test]
+fn zen4_has_lbr_v2_16_deep() {
+    // Ryzen 9 7950X: CPUID.1:EAX = 0x00a60f12: base family 0xf + extended 0xa = 0x19, model 0x61.
+    // 0x80000022: EAX[1] LbrExtV2, EBX[9:4] = 16 entries, EBX[3:0] = 6 core counters.
+    let t = cpu(
+        AMD,
+        0x10,
+        &[
+            ((1, 0), regs(0x00a6_0f12, 0, 0, 0)),
+            ((0x8000_0000, 0), regs(0x8000_0028, 0, 0, 0)),
+            ((0x8000_0022, 0), regs(0x7, 0x106, 0, 0)),
+        ],
+    );
+    let f = identify(&t, None);
+    assert_eq!(
+        f.signature,
+        Signature {
+            vendor: Vendor::Amd,
+            family: 0x19,
+            model: 0x61,
+            stepping: 2
+        }
+    );
+    let r = f.recorder.unwrap();
+    assert_eq!(r, Recorder::AmdLbrV2 { depth: 16 });
+    assert_eq!(
+        r.switch(),
+        Switch {
+            msr: 0xc000_010f,
+            mask: 0x40,
+            name: "DBG_EXTN_CFG.LBRV2EN"
+        }
+    );
+    assert_eq!(r.first_record_msr(), 0xc001_0300);
+    assert!(!f.pdcm && !f.ds); // Intel-only bits are not read on AMD
+}
+
+#[test]
+fn zen3_has_the_single_record() {
+    // Ryzen 5 5600X: 0x00a20f10 -> family 0x19 model 0x21; max extended leaf 0x80000020.
+    let t = cpu(
+        AMD,
+        0x10,
+        &[
+            ((1, 0), regs(0x00a2_0f10, 0, 0, 0)),
+            ((0x8000_0000, 0), regs(0x8000_0020, 0, 0, 0)),
+        ],
+    );
+    let r = identify(&t, None).recorder.unwrap();
+    assert_eq!(r, Recorder::AmdSingle);
+    assert_eq!(
+        (r.switch().msr, r.first_record_msr(), r.depth()),
+        (0x1d9, 0x1db, 1)
+    );
+}
+
+#[test]
+fn other_vendors_have_nothing() {
+    // "KVMKVMKVM\0\0\0" is a hypervisor leaf, but as a vendor it stands for any unknown one.
+    let t = cpu(
+        (0x4b4d_564b, 0x564b_4d56, 0x0000_004d),
+        1,
+        &[((1, 0), regs(0x0005_06e3, 0, 0, 0))],
+    );
+    let f = identify(&t, None);
+    assert!(matches!(f.signature.vendor, Vendor::Other(_)));
+    assert_eq!(f.recorder, None);
+    assert!(f
+        .signature
+        .to_string()
+        .starts_with("KVMKVMKVM??? family 0x6 model 0x5e"));
+}
+
+#[test]
+fn every_perf_capabilities_format_decodes() {
+    let names = [
+        "32",
+        "LIP",
+        "EIP",
+        "EIP_FLAGS",
+        "EIP_FLAGS2",
+        "INFO",
+        "TIME",
+        "INFO2",
+    ];
+    for (n, name) in names.iter().enumerate() {
+        // Higher PERF_CAPABILITIES bits (PEBS format etc.) must not leak into the LBR format.
+        let f = LbrFormat::from_perf_capabilities(0xff00 | n as u64);
+        assert_eq!((f.number(), f.name()), (n as u8, *name));
+    }
+    assert_eq!(
+        LbrFormat::from_perf_capabilities(0x3f),
+        LbrFormat::Unknown(63)
+    );
+}
+
+#[test]
+fn bts_availability() {
+    assert_eq!(bts(false, Some(0)), Bts::Absent);
+    assert_eq!(bts(true, None), Bts::Absent);
+    assert_eq!(bts(true, Some(0x850089)), Bts::Available);
+    assert_eq!(bts(true, Some(1 << 11)), Bts::Unavailable);
+}

@@ -5,14 +5,15 @@
 #   make                      build lbr_dump.ko against the pinned test kernel (made on first use)
 #   make KDIR=/path/to/linux  build lbr_dump.ko against your own kernel tree, with your toolchain
 #                             (pass LLVM=1 etc. as your kernel was built); objects go to out/
-#   make test                 every test: host cargo tests, kernel + module builds, KUnit, QEMU
-#                             scenarios; ends with "N passed, N failed"
+#   make test                 every test: host cargo tests, fmt, clippy, both kernel builds, the
+#                             module build from clean, the QEMU scenarios; ends "N passed, N failed"
+#   make test-host            only the host tests (seconds)
 #   make demo                 the main job: build, boot a VM, load the module, show its report
 #   make vm ARGS="..."        boot the test VM by hand (scripts/vm.py --help)
 #
 # The pinned environment and kernel builds are cached in $LBR_DUMP_CACHE (~/.cache/lbr-dump).
 
-.PHONY: all module test demo vm clean
+.PHONY: all module test test-host demo vm clean
 
 ifneq ($(KDIR),)
 all module:
@@ -28,6 +29,9 @@ endif
 
 test:
 	python3 tests/run.py
+
+test-host:
+	python3 tests/run.py --host-only
 
 demo:
 	scripts/demo.sh

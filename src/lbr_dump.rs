@@ -31,11 +31,11 @@ impl kernel::Module for LbrDump {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         match probe::probe(CpuId::current()) {
             Ok(found) => {
-                pr_info!("{found}\n");
+                pr_info!("{}\n", format_args!("{found}"));
                 Ok(LbrDump { found })
             }
             Err(refusal) => {
-                pr_err!("{refusal}\n");
+                pr_err!("{}\n", format_args!("{refusal}"));
                 Err(ENODEV)
             }
         }

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build lbr_dump.ko against the pinned test kernel, inside the build root, out of tree.
-# Usage: scripts/module.sh
-# Objects go to out/module; the build log to out/module/build.log (the tests read it for warnings).
-# Prints the path of lbr_dump.ko.
+# Build an out-of-tree module against the pinned test kernel, inside the build root.
+# Usage: scripts/module.sh [DIR]   DIR defaults to the repository (lbr_dump.ko); the test modules
+# are in tests/modules/NAME. Objects go to out/module (lbr_dump) or out/NAME, the build log to
+# build.log there (the tests read it for warnings). Prints the path of the .ko.
 source "$(dirname "$0")/common.sh"
 
 KDIR=$("$REPO/scripts/kernel.sh" module)
-MO="$REPO/out/module"
+M=$(cd "${1:-$REPO}" && pwd)
+if [ "$M" = "$REPO" ]; then MO="$REPO/out/module" NAME=lbr_dump; else NAME=${M##*/} MO="$REPO/out/$NAME"; fi
 mkdir -p "$MO"
-in_root make -C "$KDIR" M="$REPO" MO="$MO" LLVM=1 ARCH=x86_64 modules >"$MO/build.log" 2>&1 || {
+in_root make -C "$KDIR" M="$M" MO="$MO" LLVM=1 ARCH=x86_64 modules >"$MO/build.log" 2>&1 || {
 	cat "$MO/build.log" >&2
-	die "module build failed"
+	die "module build failed: $M"
 }
-echo "$MO/lbr_dump.ko"
+echo "$MO/$NAME.ko"

@@ -30,8 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "out"
 
-# What each kernel variant needs: the kernel build (scripts/kernel.sh VARIANT) and the modules
-# placed in the initramfs (the built-in variant has lbr_dump in vmlinux).
+# The kernel variants (scripts/kernel.sh VARIANT). The initramfs holds the test modules of
+# tests/modules/, and lbr_dump.ko for the module variant (the built-in one has it in vmlinux).
 VARIANTS = ("module", "builtin")
 
 
@@ -145,7 +145,9 @@ def kernel_dir(kernel: str) -> Path:
 def prepare_initramfs(kernel: str) -> Path:
     """The base initramfs for a kernel variant, rebuilt from the current module build once per
     process."""
-    modules = [] if kernel == "builtin" else [sh("scripts/module.sh")]
+    modules = [sh("scripts/module.sh", str(d)) for d in sorted((REPO / "tests/modules").iterdir())]
+    if kernel == "module":
+        modules.append(sh("scripts/module.sh"))
     return Path(sh("scripts/initramfs.sh", str(OUT / f"initramfs-{kernel}.cpio"), *modules))
 
 

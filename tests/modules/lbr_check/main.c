@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * lbr_check: guest side of the branch-record emulator's tests (tools/lbr-emu).
+ *
+ * Programs the recorder directly from the manuals (not through lbr_dump, whose code it must not
+ * share), runs a test, and prints every MSR value it reads, so that the host can compare them
+ * with the known branch sequence and with the emulator's ground-truth log. Written in C because
+ * it is a test fixture: the branch sequence must be exact assembly (seq.S) and the rest is a
+ * few MSR accesses.
+ *
+ *   insmod lbr_check.ko flavour=legacy depth=32 from=0x680 to=0x6c0 info=0xdc0 [filter=kernel]
+ *   insmod lbr_check.ko flavour=arch depth=32
+ *   insmod lbr_check.ko flavour=amd-v2 depth=16
+ *   insmod lbr_check.ko flavour=amd-single
+ * test=sequence (default) records seq.S's known sequence; test=user records for `ms`
+ * milliseconds while user space runs (filter=kernel must then drop every user branch).
+ * The module prints its results at load; unload it before loading it again.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/delay.h>
+#include <linux/irqflags.h>
+#include <linux/module.h>
+#include <linux/string.h>
+#include <asm/msr.h>
+
+/* MSR numbers are the kernel's (asm/msr-index.h). */
+
+static char *flavour = "legacy";
+module_param(flavour, charp, 0);
+static char *test = "sequence";
+module_param(test, charp, 0);
+static char *filter = "all";
+module_param(filter, charp, 0);
+static uint depth = 32;
+module_param(depth, uint, 0);
+static uint from = 0x680, to = 0x6c0, info;
+module_param(from, uint, 0);
+module_param(to, uint, 0);
+module_param(info, uint, 0);
+static uint ms = 200;
+module_param(ms, uint, 0);
+
+void lbr_check_sequence(u32 msr, u64 on, u64 off);
+/* Offsets of seq.S's labels from lbr_check_sequence, in this order (see seq.S). */
+extern const u64 lbr_check_offsets[];
+static const char *const label_names[] = { "nt", "j1", "t1", "j2", "t2", "c3", "leaf", "r3", "a3" };
+
+static u64 show(u32 msr)
+{
+	u64 v;
+
+	rdmsrq(msr, v);
+	pr_info("rdmsr %#x %#llx\n", msr, v);
+	return v;
+}
+
+static int __init lbr_check_init(void)
+{
+	bool kernel_only = !strcmp(filter, "kernel");
+	u32 ctl;
+	u64 old, on, off;
+	unsigned long flags;
+	uint i;
+
+	/* Switch MSR and the values for on and off; filters and depth first. */
+	if (!strcmp(flavour, "legacy")) {
+		ctl = MSR_IA32_DEBUGCTLMSR;
+		/* LBR_SELECT bit 1 suppresses branches ending in ring > 0. */
+		wrmsrq(MSR_LBR_SELECT, kernel_only ? 0x2 : 0);
+		rdmsrq(ctl, old);
+		on = old | 1;
+	} else if (!strcmp(flavour, "arch")) {
+		ctl = MSR_ARCH_LBR_CTL;
+		wrmsrq(MSR_ARCH_LBR_DEPTH, depth); /* also clears the records */
+		old = 0;
+		/* LBREn | OS | (USR unless kernel-only) | every branch-type enable (16..22). */
+		on = 0x1 | 0x2 | (kernel_only ? 0 : 0x4) | (0x7fULL << 16);
+	} else if (!strcmp(flavour, "amd-v2")) {
+		ctl = MSR_AMD_DBG_EXTN_CFG;
+		wrmsrq(MSR_AMD64_LBR_SELECT, kernel_only ? 0x2 : 0);
+		rdmsrq(ctl, old);
+		on = old | (1 << 6);
+	} else if (!strcmp(flavour, "amd-single")) {
+		ctl = MSR_IA32_DEBUGCTLMSR;
+		rdmsrq(ctl, old);
+		on = old | 1;
+	} else {
+		pr_err("unknown flavour %s\n", flavour);
+		return -EINVAL;
+	}
+	off = old;
+
+	for (i = 0; i < ARRAY_SIZE(label_names); i++)
+		pr_info("label %s %px\n", label_names[i],
+			(char *)lbr_check_sequence + lbr_check_offsets[i]);
+
+	if (!strcmp(test, "sequence")) {
+		local_irq_save(flags);
+		lbr_check_sequence(ctl, on, off);
+		local_irq_restore(flags);
+	} else if (!strcmp(test, "user")) {
+		wrmsrq(ctl, on);
+		msleep(ms);
+		wrmsrq(ctl, off);
+	} else {
+		pr_err("unknown test %s\n", test);
+		return -EINVAL;
+	}
+
+	show(ctl);
+	if (!strcmp(flavour, "legacy")) {
+		show(MSR_LBR_TOS);
+		for (i = 0; i < depth; i++) {
+			show(from + i);
+			show(to + i);
+			if (info)
+				show(info + i);
+		}
+	} else if (!strcmp(flavour, "arch")) {
+		for (i = 0; i < depth; i++) {
+			show(MSR_ARCH_LBR_FROM_0 + i);
+			show(MSR_ARCH_LBR_TO_0 + i);
+			show(MSR_ARCH_LBR_INFO_0 + i);
+		}
+	} else if (!strcmp(flavour, "amd-v2")) {
+		for (i = 0; i < depth; i++) {
+			show(MSR_AMD_SAMP_BR_FROM + 2 * i);
+			show(MSR_AMD_SAMP_BR_FROM + 2 * i + 1);
+		}
+	} else {
+		show(MSR_IA32_LASTBRANCHFROMIP);
+		show(MSR_IA32_LASTBRANCHTOIP);
+	}
+	pr_info("done\n");
+	return 0;
+}
+
+static void __exit lbr_check_exit(void)
+{
+}
+
+module_init(lbr_check_init);
+module_exit(lbr_check_exit);
+MODULE_DESCRIPTION("Test fixture for lbr-dump's branch-record emulator");
+MODULE_LICENSE("GPL");

@@ -10,3 +10,9 @@
 
 #[path = "../../../src/facility.rs"]
 pub mod facility;
+#[path = "../../../src/layout.rs"]
+pub mod layout;
+#[path = "../../../src/record.rs"]
+pub mod record;
+#[path = "../../../src/report.rs"]
+pub mod report;

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Branch records: which MSRs the capture reads, and how their raw values decode.
+//!
+//! Pure code shared by the module (oops printer) and the decoder (`tools/lbr-decode`). The
+//! capture stubs read a flat list of MSRs into a snapshot ([`capture_list`] builds it when the
+//! feature is armed); [`Records`] turns the raw values back into branches, newest first. The
+//! rules are the SDM's (vol. 3B, "Last Branch Recording") and the APM's (LbrExtV2), as the kernel
+//! applies them in arch/x86/events/intel/lbr.c and amd/lbr.c.
+
+use crate::facility::{msr, LbrFormat, Recorder};
+
+/// The most MSR values one snapshot holds: Arch LBR at depth 64 with FROM, TO and INFO.
+pub const MAX_VALUES: usize = 3 * 64 + 1;
+
+/// What the decoder needs to know about the recorder that produced a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Intel model-specific LBR: values are TOS, FROM\[0..depth\], TO\[0..depth\], then
+    /// INFO\[0..depth\] when `info`.
+    IntelLegacy {
+        /// LBR format (PERF_CAPABILITIES\[5:0\]).
+        format: u8,
+        /// Number of entries (a power of two).
+        depth: u8,
+        /// LBR_INFO MSRs are captured (formats 5 and 7).
+        info: bool,
+        /// The CPU has TSX: format 4's FROM bits 62:61 are in_tx/abort, not sign extension.
+        tsx: bool,
+    },
+    /// Intel Arch LBR: FROM\[0..depth\], TO\[0..depth\], INFO\[0..depth\]; entry 0 newest.
+    IntelArch {
+        /// Number of entries.
+        depth: u8,
+    },
+    /// AMD LbrExtV2: FROM\[0\], TO\[0\], FROM\[1\], ...; entry 0 newest.
+    AmdLbrV2 {
+        /// Number of entries.
+        depth: u8,
+    },
+    /// AMD single record: LastBranchFromIP, LastBranchToIP.
+    AmdSingle,
+}
+
+/// Numeric flavour codes used in the dump layout and the printed lines.
+impl Layout {
+    /// The flavour code: 1 Intel LBR, 2 Intel Arch LBR, 3 AMD LbrExtV2, 4 AMD single record.
+    pub fn flavour_code(&self) -> u32 {
+        match self {
+            Self::IntelLegacy { .. } => 1,
+            Self::IntelArch { .. } => 2,
+            Self::AmdLbrV2 { .. } => 3,
+            Self::AmdSingle => 4,
+        }
+    }
+
+    /// The flavour's name in printed lines.
+    pub fn flavour_name(&self) -> &'static str {
+        match self {
+            Self::IntelLegacy { .. } => "intel-lbr",
+            Self::IntelArch { .. } => "intel-arch-lbr",
+            Self::AmdLbrV2 { .. } => "amd-lbr-v2",
+            Self::AmdSingle => "amd-lbr",
+        }
+    }
+
+    /// The inverse of [`Layout::flavour_code`] with the other header fields; `None` for values
+    /// no recorder has (a corrupt or foreign header).
+    pub fn from_codes(flavour: u32, format: u32, depth: u32, flags: u32) -> Option<Self> {
+        let depth = u8::try_from(depth).ok()?;
+        let l = match flavour {
+            1 => Self::IntelLegacy {
+                format: u8::try_from(format).ok().filter(|f| *f <= 7)?,
+                depth,
+                info: flags & LAYOUT_INFO != 0,
+                tsx: flags & LAYOUT_TSX != 0,
+            },
+            2 => Self::IntelArch { depth },
+            3 => Self::AmdLbrV2 { depth },
+            4 => Self::AmdSingle,
+            _ => return None,
+        };
+        (l.values() <= MAX_VALUES && l.depth() > 0).then_some(l)
+    }
+
+    /// (format, flags) for the dump header, the inverse of [`Layout::from_codes`].
+    pub fn codes(&self) -> (u32, u32) {
+        match *self {
+            Self::IntelLegacy {
+                format, info, tsx, ..
+            } => (
+                format as u32,
+                if info { LAYOUT_INFO } else { 0 } | if tsx { LAYOUT_TSX } else { 0 },
+            ),
+            _ => (0, 0),
+        }
+    }
+
+    /// Number of records the layout holds.
+    pub fn depth(&self) -> usize {
+        match *self {
+            Self::IntelLegacy { depth, .. }
+            | Self::IntelArch { depth }
+            | Self::AmdLbrV2 { depth } => depth as usize,
+            Self::AmdSingle => 1,
+        }
+    }
+
+    /// Number of raw values a snapshot holds.
+    pub fn values(&self) -> usize {
+        let d = self.depth();
+        match *self {
+            Self::IntelLegacy { info, .. } => 1 + if info { 3 * d } else { 2 * d },
+            Self::IntelArch { .. } => 3 * d,
+            Self::AmdLbrV2 { .. } => 2 * d,
+            Self::AmdSingle => 2,
+        }
+    }
+}
+
+/// Header flag: LBR_INFO values follow FROM and TO.
+pub const LAYOUT_INFO: u32 = 1 << 0;
+/// Header flag: the CPU has TSX (format 4 flags are real).
+pub const LAYOUT_TSX: u32 = 1 << 1;
+
+/// The layout for a recorder, or `None` when its format is unknown (no PDCM) or unsupported.
+pub fn layout(recorder: &Recorder, tsx: bool) -> Option<Layout> {
+    Some(match recorder {
+        Recorder::IntelLegacy(l) => {
+            let format = l.format?;
+            let n = format.number();
+            if n > 7 || !l.depth.is_power_of_two() {
+                return None;
+            }
+            Layout::IntelLegacy {
+                format: n,
+                depth: l.depth,
+                info: l.info.is_some() && matches!(format, LbrFormat::Info | LbrFormat::Info2),
+                tsx,
+            }
+        }
+        Recorder::IntelArch(_) => Layout::IntelArch {
+            depth: recorder.depth(),
+        },
+        Recorder::AmdLbrV2 { depth } => Layout::AmdLbrV2 { depth: *depth },
+        Recorder::AmdSingle => Layout::AmdSingle,
+    })
+}
+
+/// Fills `out` with the MSRs to read, in snapshot order; returns how many. `out` must hold
+/// [`Layout::values`] entries.
+pub fn capture_list(recorder: &Recorder, layout: &Layout, out: &mut [u32]) -> usize {
+    let d = layout.depth() as u32;
+    let mut n = 0;
+    let mut push = |m: u32| {
+        out[n] = m;
+        n += 1;
+    };
+    match (recorder, layout) {
+        (Recorder::IntelLegacy(l), Layout::IntelLegacy { info, .. }) => {
+            push(msr::LBR_TOS);
+            (0..d).for_each(|i| push(l.from + i));
+            (0..d).for_each(|i| push(l.to + i));
+            if let (true, Some(base)) = (*info, l.info) {
+                (0..d).for_each(|i| push(base + i));
+            }
+        }
+        (_, Layout::IntelArch { .. }) => {
+            (0..d).for_each(|i| push(msr::ARCH_LBR_FROM_0 + i));
+            (0..d).for_each(|i| push(msr::ARCH_LBR_TO_0 + i));
+            (0..d).for_each(|i| push(msr::ARCH_LBR_INFO_0 + i));
+        }
+        (_, Layout::AmdLbrV2 { .. }) => (0..d).for_each(|i| {
+            push(msr::AMD_SAMP_BR_FROM + 2 * i);
+            push(msr::AMD_SAMP_BR_FROM + 2 * i + 1);
+        }),
+        (_, Layout::AmdSingle) => {
+            push(msr::LAST_BRANCH_FROM_IP);
+            push(msr::LAST_BRANCH_TO_IP);
+        }
+        _ => {}
+    }
+    n
+}
+
+/// Arch LBR branch types (INFO\[59:56\]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BranchType {
+    /// Conditional jump.
+    Jcc,
+    /// Near indirect jump.
+    IndJmp,
+    /// Near relative jump.
+    RelJmp,
+    /// Near indirect call.
+    IndCall,
+    /// Near relative call.
+    RelCall,
+    /// Near return.
+    Ret,
+    /// Other (far branches, exceptions, interrupts), or a reserved code.
+    Other(u8),
+}
+
+impl BranchType {
+    fn from_code(c: u8) -> Self {
+        match c {
+            0 => Self::Jcc,
+            1 => Self::IndJmp,
+            2 => Self::RelJmp,
+            3 => Self::IndCall,
+            4 => Self::RelCall,
+            5 => Self::Ret,
+            c => Self::Other(c),
+        }
+    }
+
+    /// Name in printed lines.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Jcc => "jcc",
+            Self::IndJmp => "ind_jmp",
+            Self::RelJmp => "jmp",
+            Self::IndCall => "ind_call",
+            Self::RelCall => "call",
+            Self::Ret => "ret",
+            Self::Other(_) => "other",
+        }
+    }
+
+    /// Parses [`BranchType::name`].
+    pub fn from_name(s: &str) -> Option<Self> {
+        Some(match s {
+            "jcc" => Self::Jcc,
+            "ind_jmp" => Self::IndJmp,
+            "jmp" => Self::RelJmp,
+            "ind_call" => Self::IndCall,
+            "call" => Self::RelCall,
+            "ret" => Self::Ret,
+            "other" => Self::Other(15),
+            _ => return None,
+        })
+    }
+}
+
+/// One decoded branch. Flags the format does not have are `None`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Branch {
+    /// Address of the branch instruction (or the interrupted one, for an exception).
+    pub from: u64,
+    /// Branch target.
+    pub to: u64,
+    /// Mispredicted.
+    pub mispred: Option<bool>,
+    /// Inside a TSX transaction.
+    pub in_tx: Option<bool>,
+    /// A TSX abort.
+    pub abort: Option<bool>,
+    /// Cycles since the previous record (when the format counts them and the count is valid).
+    pub cycles: Option<u16>,
+    /// Branch type (Arch LBR with CPUID.1C:ECX\[2\]).
+    pub branch_type: Option<BranchType>,
+    /// AMD: the branch was speculative (TO bit 62).
+    pub spec: Option<bool>,
+}
+
+/// Sign-extends the low `bits` bits.
+pub fn sign_extend(v: u64, bits: u32) -> u64 {
+    let s = 64 - bits;
+    (((v << s) as i64) >> s) as u64
+}
+
+const fn bit(v: u64, n: u32) -> bool {
+    v >> n & 1 != 0
+}
+
+/// The branches of one snapshot, newest first.
+pub struct Records<'a> {
+    layout: Layout,
+    values: &'a [u64],
+    next: usize,
+}
+
+/// Decodes raw snapshot values. Returns `None` if `values` is shorter than the layout needs.
+pub fn records(layout: Layout, values: &[u64]) -> Option<Records<'_>> {
+    (values.len() >= layout.values()).then_some(Records {
+        layout,
+        values,
+        next: 0,
+    })
+}
+
+impl Iterator for Records<'_> {
+    type Item = Branch;
+
+    fn next(&mut self) -> Option<Branch> {
+        let d = self.layout.depth();
+        let v = self.values;
+        loop {
+            let i = self.next;
+            if i >= d {
+                return None;
+            }
+            self.next += 1;
+            let b = match self.layout {
+                Layout::IntelLegacy {
+                    format, info, tsx, ..
+                } => {
+                    // Entry i (0 = newest) is (TOS - i) mod depth.
+                    let n = (v[0] as usize).wrapping_sub(i) & (d - 1);
+                    let (from, to) = (v[1 + n], v[1 + d + n]);
+                    let info = if info { Some(v[1 + 2 * d + n]) } else { None };
+                    let b = legacy(format, tsx, from, to, info);
+                    if b.from == 0 && b.to == 0 {
+                        self.next = d; // never written: nothing older is valid either
+                        return None;
+                    }
+                    b
+                }
+                Layout::IntelArch { .. } => {
+                    let (from, to, inf) = (v[i], v[d + i], v[2 * d + i]);
+                    if from == 0 {
+                        self.next = d; // SDM: FROM == 0 ends the valid records
+                        return None;
+                    }
+                    Branch {
+                        from,
+                        to,
+                        mispred: Some(bit(inf, 63)),
+                        in_tx: Some(bit(inf, 62)),
+                        abort: Some(bit(inf, 61)),
+                        cycles: bit(inf, 60).then_some(inf as u16),
+                        branch_type: Some(BranchType::from_code((inf >> 56 & 0xf) as u8)),
+                        spec: None,
+                    }
+                }
+                Layout::AmdLbrV2 { .. } => {
+                    let (from, to) = (v[2 * i], v[2 * i + 1]);
+                    let (valid, spec) = (bit(to, 63), bit(to, 62));
+                    if !valid && !spec {
+                        self.next = d; // empty entry
+                        return None;
+                    }
+                    if bit(to, 61) {
+                        continue; // erratum 1452: not a branch (amd/lbr.c discards these)
+                    }
+                    Branch {
+                        from: sign_extend(from, 58),
+                        to: sign_extend(to, 58),
+                        mispred: Some(bit(from, 63)),
+                        spec: Some(spec),
+                        ..Branch::default()
+                    }
+                }
+                Layout::AmdSingle => {
+                    if v[0] == 0 && v[1] == 0 {
+                        return None;
+                    }
+                    Branch {
+                        from: v[0],
+                        to: v[1],
+                        ..Branch::default()
+                    }
+                }
+            };
+            return Some(b);
+        }
+    }
+}
+
+fn legacy(format: u8, tsx: bool, from: u64, to: u64, info: Option<u64>) -> Branch {
+    let mut b = Branch::default();
+    match format {
+        // LBR_FORMAT_32: one MSR, from in 31:0, to in 63:32.
+        0 => {
+            b.from = from & 0xffff_ffff;
+            b.to = from >> 32;
+        }
+        1 | 2 => {
+            b.from = from;
+            b.to = to;
+        }
+        3 | 6 => {
+            b.from = sign_extend(from, 63);
+            b.mispred = Some(bit(from, 63));
+            if format == 6 {
+                b.to = sign_extend(to, 48);
+                b.cycles = Some((to >> 48) as u16);
+            } else {
+                b.to = to;
+            }
+        }
+        4 => {
+            b.mispred = Some(bit(from, 63));
+            if tsx {
+                b.from = sign_extend(from, 61);
+                b.in_tx = Some(bit(from, 62));
+                b.abort = Some(bit(from, 61));
+            } else {
+                // Without TSX, bits 62:61 are sign extension (kernel: lbr_from_signext_quirk).
+                b.from = sign_extend(from, 63);
+            }
+            b.to = to;
+        }
+        _ => {
+            // 5 INFO and 7 INFO2: full addresses, flags in LBR_INFO.
+            b.from = from;
+            b.to = to;
+            if let Some(inf) = info {
+                b.mispred = Some(bit(inf, 63));
+                if format == 5 {
+                    b.in_tx = Some(bit(inf, 62));
+                    b.abort = Some(bit(inf, 61));
+                }
+                b.cycles = Some(inf as u16);
+            }
+        }
+    }
+    b
+}

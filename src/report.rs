@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The lines lbr-dump prints in an oops, and their parser. Pure code: the module prints with
+//! [`Header`] and [`RecordLine`] (appending the `%pS` symbols through printk), the decoder reads
+//! the same lines back with [`parse`], so printer and reader cannot drift.
+//!
+//! Format, version 1 (stable: fields are only ever added at the end of a line):
+//! ```text
+//! lbr_dump: v1 cpu=C seq=S vector=V (#NAME) error=0xE rip=0xR cr2=0xA flavour=F format=N records=K state=STATE
+//! lbr_dump: #I 0xFROM -> 0xTO [mispred] [in_tx] [abort] [spec] [cycles=N] [type=T] | FROM_SYM -> TO_SYM
+//! lbr_dump: end cpu=C seq=S
+//! lbr_dump: v1 cpu=C none: REASON
+//! ```
+//! Records come newest first (#0 is the exception itself when recording was on). `STATE` is
+//! `complete`, `torn` (another owner changed the recorder's control MSR during the capture) or
+//! `was-off` (recording was off at entry: the records predate this exception). The symbols are
+//! the kernel's `%pS` (`func+0xoff/0xsize [module]`), absent when not printed by the kernel.
+
+use core::fmt;
+
+use crate::record::{Branch, BranchType};
+
+/// The prefix of every line (the module's `pr_fmt`).
+pub const PREFIX: &str = "lbr_dump: ";
+
+/// The exception names of the hooked vectors.
+pub fn vector_name(v: u32) -> &'static str {
+    match v {
+        0 => "#DE",
+        6 => "#UD",
+        8 => "#DF",
+        11 => "#NP",
+        12 => "#SS",
+        13 => "#GP",
+        14 => "#PF",
+        17 => "#AC",
+        21 => "#CP",
+        _ => "#??",
+    }
+}
+
+/// Snapshot state in a header line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Captured with recording on, control state restored.
+    Complete,
+    /// The control MSR changed under the capture.
+    Torn,
+    /// Recording was off at entry.
+    WasOff,
+}
+
+impl State {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Torn => "torn",
+            Self::WasOff => "was-off",
+        }
+    }
+}
+
+/// The first line of a printed snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header<'a> {
+    /// CPU number.
+    pub cpu: u32,
+    /// Snapshot sequence number.
+    pub seq: u64,
+    /// Exception vector.
+    pub vector: u32,
+    /// Error code.
+    pub error: u64,
+    /// Faulting RIP.
+    pub rip: u64,
+    /// CR2.
+    pub cr2: u64,
+    /// Flavour name (record::Layout::flavour_name).
+    pub flavour: &'a str,
+    /// LBR format (Intel LBR), else 0.
+    pub format: u32,
+    /// Number of record lines that follow.
+    pub records: u32,
+    /// State.
+    pub state: State,
+}
+
+impl fmt::Display for Header<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "v1 cpu={} seq={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x} flavour={} format={} records={} state={}",
+            self.cpu,
+            self.seq,
+            self.vector,
+            vector_name(self.vector),
+            self.error,
+            self.rip,
+            self.cr2,
+            self.flavour,
+            self.format,
+            self.records,
+            self.state.name()
+        )
+    }
+}
+
+/// The part of a record line before the symbols: `#I 0xFROM -> 0xTO flags...`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordLine {
+    /// Position, 0 = newest.
+    pub index: u32,
+    /// The branch.
+    pub branch: Branch,
+}
+
+impl fmt::Display for RecordLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = &self.branch;
+        write!(f, "#{} {:#018x} -> {:#018x}", self.index, b.from, b.to)?;
+        for (flag, name) in [
+            (b.mispred, "mispred"),
+            (b.in_tx, "in_tx"),
+            (b.abort, "abort"),
+            (b.spec, "spec"),
+        ] {
+            if flag == Some(true) {
+                write!(f, " {name}")?;
+            }
+        }
+        if let Some(c) = b.cycles {
+            write!(f, " cycles={c}")?;
+        }
+        if let Some(t) = b.branch_type {
+            write!(f, " type={}", t.name())?;
+        }
+        Ok(())
+    }
+}
+
+/// One parsed line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// A snapshot header.
+    Header(Header<'a>),
+    /// A record, with the kernel's symbols when present.
+    Record {
+        /// The record.
+        record: RecordLine,
+        /// `%pS` of `from`.
+        from_sym: Option<&'a str>,
+        /// `%pS` of `to`.
+        to_sym: Option<&'a str>,
+    },
+    /// The end of a snapshot.
+    End {
+        /// CPU number.
+        cpu: u32,
+        /// Sequence number.
+        seq: u64,
+    },
+    /// No snapshot belongs to an oops.
+    None {
+        /// CPU number.
+        cpu: u32,
+        /// Why.
+        reason: &'a str,
+    },
+}
+
+fn num(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+fn field<'a>(tok: Option<&'a str>, key: &str) -> Option<&'a str> {
+    tok?.strip_prefix(key)?.strip_prefix('=')
+}
+
+/// Parses one line of lbr-dump output. Anything before [`PREFIX`] (timestamps, syslog prefixes)
+/// is ignored; a line without it, or one that does not follow the format, gives `None`.
+pub fn parse(line: &str) -> Option<Line<'_>> {
+    let at = line.find(PREFIX)?;
+    let rest = line[at + PREFIX.len()..].trim_end_matches(['\r', '\n']);
+    if let Some(r) = rest.strip_prefix("v1 ") {
+        let mut t = r.split(' ');
+        let cpu = num(field(t.next(), "cpu")?)? as u32;
+        let next = t.next()?;
+        if next == "none:" {
+            let reason = r.split_once("none: ")?.1;
+            return Some(Line::None { cpu, reason });
+        }
+        let seq = num(field(Some(next), "seq")?)?;
+        let vector = num(field(t.next(), "vector")?)? as u32;
+        t.next()?; // (#NAME)
+        let error = num(field(t.next(), "error")?)?;
+        let rip = num(field(t.next(), "rip")?)?;
+        let cr2 = num(field(t.next(), "cr2")?)?;
+        let flavour = field(t.next(), "flavour")?;
+        let format = num(field(t.next(), "format")?)? as u32;
+        let records = num(field(t.next(), "records")?)? as u32;
+        let state = match field(t.next(), "state")? {
+            "complete" => State::Complete,
+            "torn" => State::Torn,
+            "was-off" => State::WasOff,
+            _ => return None,
+        };
+        return Some(Line::Header(Header {
+            cpu,
+            seq,
+            vector,
+            error,
+            rip,
+            cr2,
+            flavour,
+            format,
+            records,
+            state,
+        }));
+    }
+    if let Some(r) = rest.strip_prefix("end ") {
+        let mut t = r.split(' ');
+        let cpu = num(field(t.next(), "cpu")?)? as u32;
+        let seq = num(field(t.next(), "seq")?)?;
+        return Some(Line::End { cpu, seq });
+    }
+    let r = rest.strip_prefix('#')?;
+    let (raw, syms) = match r.split_once(" | ") {
+        Some((raw, syms)) => (raw, Some(syms)),
+        None => (r, None),
+    };
+    let mut t = raw.split(' ');
+    let index = num(t.next()?)? as u32;
+    let from = num(t.next()?)?;
+    if t.next()? != "->" {
+        return None;
+    }
+    let to = num(t.next()?)?;
+    let mut b = Branch {
+        from,
+        to,
+        ..Branch::default()
+    };
+    for tok in t {
+        match tok {
+            "mispred" => b.mispred = Some(true),
+            "in_tx" => b.in_tx = Some(true),
+            "abort" => b.abort = Some(true),
+            "spec" => b.spec = Some(true),
+            _ => {
+                if let Some(c) = tok.strip_prefix("cycles=") {
+                    b.cycles = Some(c.parse().ok()?);
+                } else if let Some(ty) = tok.strip_prefix("type=") {
+                    b.branch_type = Some(BranchType::from_name(ty)?);
+                } else {
+                    return None;
+                }
+            }
+        }
+    }
+    let (from_sym, to_sym) = match syms.and_then(|s| s.split_once(" -> ")) {
+        Some((f, t)) => (Some(f), Some(t)),
+        None => (None, None),
+    };
+    Some(Line::Record {
+        record: RecordLine { index, branch: b },
+        from_sym,
+        to_sym,
+    })
+}

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The printed line format: lines as the kernel prints them (with printk decorations and `%pS`
+//! symbols written out by hand) parse, and what the module formats parses back to itself.
+
+use lbr_core::record::{Branch, BranchType};
+use lbr_core::report::*;
+
+#[test]
+fn parses_kernel_lines_with_decorations() {
+    let h = "[   12.345678] lbr_dump: v1 cpu=1 seq=7 vector=14 (#PF) error=0x2 rip=0xffffffffc0001234 cr2=0x0 flavour=intel-lbr format=5 records=32 state=complete\r\n";
+    let Some(Line::Header(h)) = parse(h) else {
+        panic!()
+    };
+    assert_eq!(
+        (h.cpu, h.seq, h.vector, h.error, h.rip, h.cr2),
+        (1, 7, 14, 2, 0xffff_ffff_c000_1234, 0)
+    );
+    assert_eq!(
+        (h.flavour, h.format, h.records, h.state),
+        ("intel-lbr", 5, 32, State::Complete)
+    );
+
+    let r = "<4>Nov 22 10:00:00 host kernel: lbr_dump: #0 0xffffffffc0001230 -> 0xffffffff81a00000 mispred cycles=3 | crash_me+0x10/0x40 [lbr_check] -> asm_exc_page_fault+0x0/0x30";
+    let Some(Line::Record {
+        record,
+        from_sym,
+        to_sym,
+    }) = parse(r)
+    else {
+        panic!()
+    };
+    assert_eq!(record.index, 0);
+    assert_eq!(
+        (record.branch.from, record.branch.to),
+        (0xffff_ffff_c000_1230, 0xffff_ffff_81a0_0000)
+    );
+    assert_eq!(
+        (record.branch.mispred, record.branch.cycles),
+        (Some(true), Some(3))
+    );
+    assert_eq!(from_sym, Some("crash_me+0x10/0x40 [lbr_check]"));
+    assert_eq!(to_sym, Some("asm_exc_page_fault+0x0/0x30"));
+
+    assert_eq!(
+        parse("lbr_dump: end cpu=1 seq=7"),
+        Some(Line::End { cpu: 1, seq: 7 })
+    );
+    assert_eq!(
+        parse("lbr_dump: v1 cpu=0 none: no snapshot of this exception"),
+        Some(Line::None {
+            cpu: 0,
+            reason: "no snapshot of this exception"
+        })
+    );
+}
+
+#[test]
+fn rejects_other_lines() {
+    for l in [
+        "",
+        "lbr_dump: Intel family 0x6 model 0x5e stepping 3: ...",
+        "lbr_dump: #x 0x1 -> 0x2",
+        "lbr_dump: #0 0x1 => 0x2",
+        "lbr_dump: #0 0x1 -> 0x2 bogusflag",
+        "lbr_dump: v1 cpu=0 seq=1 vector=14 (#PF) error=0x0 rip=0x1 cr2=0x0 flavour=x format=5 records=1 state=weird",
+        "lbr_dump: v1 cpu=0 seq=1 vector=14",
+        "something else entirely",
+    ] {
+        assert_eq!(parse(l), None, "{l:?}");
+    }
+}
+
+#[test]
+fn what_the_module_prints_parses_back() {
+    let b = Branch {
+        from: 0xffff_ffff_8100_0010,
+        to: 0x40_1000,
+        mispred: Some(true),
+        in_tx: Some(false),
+        abort: Some(true),
+        cycles: Some(65535),
+        branch_type: Some(BranchType::IndCall),
+        spec: None,
+    };
+    let line = format!(
+        "{PREFIX}{}",
+        RecordLine {
+            index: 31,
+            branch: b
+        }
+    );
+    assert_eq!(line, "lbr_dump: #31 0xffffffff81000010 -> 0x0000000000401000 mispred abort cycles=65535 type=ind_call");
+    let Some(Line::Record {
+        record,
+        from_sym: None,
+        to_sym: None,
+    }) = parse(&line)
+    else {
+        panic!("{line}")
+    };
+    // Flags that are clear are not printed: they read back as absent.
+    assert_eq!(record.branch, Branch { in_tx: None, ..b });
+
+    let h = Header {
+        cpu: 3,
+        seq: 99,
+        vector: 21,
+        error: 3,
+        rip: 1,
+        cr2: 2,
+        flavour: "intel-arch-lbr",
+        format: 0,
+        records: 0,
+        state: State::Torn,
+    };
+    let line = format!("{PREFIX}{h}");
+    assert!(line.contains(" vector=21 (#CP) "), "{line}");
+    assert_eq!(parse(&line), Some(Line::Header(h)));
+}

@@ -17,10 +17,11 @@ put() { # put SRC DST: copy when different
 }
 put "$REPO/Kbuild" "$dst/Makefile"
 put "$REPO/Kconfig" "$dst/Kconfig"
-for f in "$REPO"/src/*.rs; do put "$f" "$dst/src/${f##*/}"; done
-for f in "$REPO"/asm/*.S; do put "$f" "$dst/asm/${f##*/}"; done
+for f in "$REPO"/src/*.rs "$REPO"/src/*.c "$REPO"/asm/*.S "$REPO"/asm/*.h; do
+	put "$f" "$dst/${f#"$REPO"/}"
+done
 # Files removed from the repository go from the tree too.
-for f in "$dst"/src/*.rs "$dst"/asm/*.S; do
+for f in "$dst"/src/* "$dst"/asm/*; do
 	[ -e "$REPO/${f#"$dst"/}" ] || rm -f "$f"
 done
 

@@ -1,10 +1,44 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Every function lbr-dump calls that the `kernel` crate does not wrap, declared by hand here
-//! and nowhere else. Each declaration names the file that defines it; its signature was copied
-//! from there (Linux 7.3).
+//! Every function and symbol lbr-dump uses that the `kernel` crate does not wrap, declared by
+//! hand here and nowhere else. Each declaration names the file that defines it; its signature
+//! was copied from there (Linux 7.3), or from our own src/glue.c and asm/.
 
-use kernel::ffi::{c_int, c_uint};
+use kernel::bindings;
+use kernel::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
+
+/// `struct die_args` (include/linux/kdebug.h), which bindgen does not generate.
+#[repr(C)]
+pub(crate) struct DieArgs {
+    pub(crate) regs: *mut bindings::pt_regs,
+    pub(crate) str_: *const c_char,
+    pub(crate) err: c_long,
+    pub(crate) trapnr: c_int,
+    pub(crate) signr: c_int,
+}
+
+/// `DIE_OOPS` of `enum die_val` (arch/x86/include/asm/kdebug.h).
+pub(crate) const DIE_OOPS: c_ulong = 1;
+/// `NOTIFY_DONE` (include/linux/notifier.h).
+pub(crate) const NOTIFY_DONE: c_int = 0;
+
+/// `struct capture_config` of asm/stubs.S (the `CFG_*` offsets there): what the entry stubs
+/// read. Written only while no IDT gate points at a stub.
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct CaptureConfig {
+    pub(crate) cpu0: u64,
+    pub(crate) block_size: u64,
+    pub(crate) nr_cpus: u64,
+    pub(crate) ring_mask: u64,
+    pub(crate) snap_size: u64,
+    pub(crate) msrs: u64,
+    pub(crate) nr_values: u64,
+    pub(crate) ctl_msr: u64,
+    pub(crate) mask: u64,
+    pub(crate) armed: u64,
+    pub(crate) seq: u64,
+}
 
 unsafe extern "C" {
     /// arch/x86/lib/msr-smp.c: `int rdmsrq_safe_on_cpu(unsigned int cpu, u32 msr_no, u64 *q)`.
@@ -15,6 +49,42 @@ unsafe extern "C" {
     /// arch/x86/lib/msr-smp.c: `int wrmsrq_safe_on_cpu(unsigned int cpu, u32 msr_no, u64 q)`.
     pub(crate) fn wrmsrq_safe_on_cpu(cpu: c_uint, msr_no: u32, q: u64) -> c_int;
 
+    /// kernel/notifier.c: `int register_die_notifier(struct notifier_block *nb)`.
+    pub(crate) fn register_die_notifier(nb: *mut bindings::notifier_block) -> c_int;
+
+    /// kernel/notifier.c: `int unregister_die_notifier(struct notifier_block *nb)`.
+    pub(crate) fn unregister_die_notifier(nb: *mut bindings::notifier_block) -> c_int;
+
+    /// src/glue.c: a writable vmap() alias of the IDT page, or NULL.
+    pub(crate) fn lbr_dump_idt_alias() -> *mut c_void;
+
+    /// src/glue.c: undoes [`lbr_dump_idt_alias`].
+    pub(crate) fn lbr_dump_idt_unalias(alias: *mut c_void);
+
+    /// src/glue.c: why lbr-dump cannot run in this environment (static string), or NULL.
+    pub(crate) fn lbr_dump_environment_refusal() -> *const c_char;
+
+    /// src/glue.c: `on_each_cpu(func, info, 1)`.
+    pub(crate) fn lbr_dump_on_each_cpu(func: unsafe extern "C" fn(*mut c_void), info: *mut c_void);
+
+    /// src/glue.c: `__get_free_pages(GFP_KERNEL | __GFP_ZERO, order)`.
+    pub(crate) fn lbr_dump_alloc_pages(order: c_uint) -> c_ulong;
+
+    /// src/glue.c: creates /sys/kernel/lbr_dump with the given read-only texts (copied).
+    pub(crate) fn lbr_dump_sysfs_create(facility: *const c_char, vectors: *const c_char) -> c_int;
+
+    /// src/glue.c: removes /sys/kernel/lbr_dump, waiting for running callbacks.
+    pub(crate) fn lbr_dump_sysfs_remove();
+
     /// asm/cpu.S: this CPU's number from the CPUNODE segment limit, without `%gs`.
     pub(crate) fn lbr_dump_cpu_number() -> c_uint;
+
+    /// asm/stubs.S: the stubs' configuration.
+    pub(crate) static mut lbr_dump_capture: CaptureConfig;
+
+    /// asm/stubs.S: the original handler of each vector, where the stubs jump on.
+    pub(crate) static mut lbr_dump_orig: [u64; 32];
+
+    /// asm/stubs.S: the stub of each hookable vector, 0 for the others.
+    pub(crate) static lbr_dump_stubs: [u64; 32];
 }

@@ -4,16 +4,28 @@
 //! and print them in the oops.
 //!
 //! This crate root only declares the parts and the module's life cycle:
-//! - [`facility`] (pure, shared with the host tools): what CPUID says the recorder is;
+//! - pure code, shared with the host tools: [`facility`] (what CPUID says the recorder is),
+//!   [`record`] (decoding records), [`layout`] (the snapshot area), [`report`] (printed lines);
 //! - [`probe`]: whether that recorder can really be switched on;
-//! - [`ffi`]: every C function declared by hand;
+//! - [`capture`]: arming (area, recording on every CPU, gates), [`idt`]: the gates,
+//!   [`printer`]: the die notifier;
+//! - [`ffi`]: every C function declared by hand; `glue.c`: what Rust cannot express;
 //! - `asm/`: code that must not be compiled Rust (CPU lookup without `%gs`, entry stubs).
+
+use core::fmt::Write;
 
 use kernel::{cpu::CpuId, prelude::*};
 
+mod capture;
+mod control;
 pub mod facility;
 mod ffi;
+mod idt;
+pub mod layout;
+mod printer;
 mod probe;
+pub mod record;
+pub mod report;
 
 module! {
     type: LbrDump,
@@ -21,30 +33,75 @@ module! {
     authors: ["lbr-dump developers"],
     description: "Freeze and print last-branch records at kernel exceptions",
     license: "GPL",
+    params: {
+        enable: bool {
+            default: false,
+            description: "Arm at load: hook the exception vectors and record branches",
+        },
+        all_rings: bool {
+            default: false,
+            description: "Record user-mode branches too (default: kernel only)",
+        },
+    },
 }
 
 struct LbrDump {
-    found: probe::Found,
+    control: Pin<KBox<control::Control>>,
+}
+
+fn text_base(module: &'static ThisModule) -> u64 {
+    let m = module.as_ptr();
+    if m.is_null() {
+        return 0; // built in
+    }
+    // SAFETY: `m` is this module, alive while its code runs.
+    unsafe { (*m).mem[kernel::bindings::mod_mem_type_MOD_TEXT as usize].base as u64 }
 }
 
 impl kernel::Module for LbrDump {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
-        match probe::probe(CpuId::current()) {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let found = match probe::probe(CpuId::current()) {
             Ok(found) => {
                 pr_info!("{}\n", format_args!("{found}"));
-                Ok(LbrDump { found })
+                found
             }
             Err(refusal) => {
                 pr_err!("{}\n", format_args!("{refusal}"));
-                Err(ENODEV)
+                return Err(ENODEV);
             }
+        };
+        let mut line = printer::Line::new();
+        let _ = write!(line, "{found}");
+        let kernel_only = !module_parameters::all_rings.value();
+        let mut control = KBox::pin(
+            control::Control::new(found, kernel_only, text_base(module)),
+            GFP_KERNEL,
+        )?;
+        if module_parameters::enable.value() {
+            control.as_mut().get_mut().set(true)?;
         }
+        // SAFETY: the control is pinned in a box that lives until `drop`, which unpublishes it.
+        unsafe { control.as_mut().get_mut().publish() };
+        let mut vectors = printer::Line::new();
+        let _ = write!(vectors, "{}", control::VECTOR_LIST);
+        // SAFETY: two NUL-terminated buffers, copied by the callee.
+        let r = unsafe { ffi::lbr_dump_sysfs_create(line.as_ptr().cast(), vectors.as_ptr().cast()) };
+        if r != 0 {
+            control.as_mut().get_mut().unpublish();
+            return Err(Error::from_errno(r));
+        }
+        Ok(LbrDump { control })
     }
 }
 
 impl Drop for LbrDump {
     fn drop(&mut self) {
-        pr_info!("unloaded ({})\n", self.found.recorder.flavour());
+        // SAFETY: created in `init`; removal waits for running attribute callbacks.
+        unsafe { ffi::lbr_dump_sysfs_remove() };
+        let c = self.control.as_mut().get_mut();
+        c.unpublish();
+        let _ = c.set(false);
+        pr_info!("unloaded ({})\n", c.found.recorder.flavour());
     }
 }
 

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C glue: the few things lbr-dump needs that Rust cannot express, because they are C macros or
+ * static inline functions that bindgen does not turn into anything callable:
+ *  - a writable alias of the IDT page: pfn_to_page() and PAGE_KERNEL are macros;
+ *  - the environment checks: boot_cpu_has(), cpu_feature_enabled(), xen_pv_domain() and
+ *    cc_platform_has() are macros or inlines over feature words;
+ *  - on_each_cpu() is a static inline.
+ * Every function here is declared for Rust in src/ffi.rs, and nowhere else.
+ */
+#include <linux/cc_platform.h>
+#include <linux/mm.h>
+#include <linux/smp.h>
+#include <linux/vmalloc.h>
+#include <asm/cpufeature.h>
+#include <asm/desc.h>
+#include <xen/xen.h>
+
+/* Called from Rust only (src/ffi.rs); the prototypes keep -Wmissing-prototypes quiet. */
+void *lbr_dump_idt_alias(void);
+void lbr_dump_idt_unalias(void *alias);
+const char *lbr_dump_environment_refusal(void);
+void lbr_dump_on_each_cpu(void (*func)(void *info), void *info);
+unsigned long lbr_dump_alloc_pages(unsigned int order);
+
+/*
+ * Map the page holding the IDT a second time, writable. The IDT is read-only after boot
+ * (idt.c: set_memory_ro) and the IDTR points at a read-only alias in the cpu_entry_area; a vmap()
+ * alias of the same physical page is the one writable view. Returns the alias of the IDT's first
+ * gate, or NULL. The IDT is one page (256 gates of 16 bytes), page-aligned.
+ */
+void *lbr_dump_idt_alias(void)
+{
+	struct desc_ptr idtr;
+	struct page *page;
+	void *va;
+
+	store_idt(&idtr);
+	if (idtr.size != IDT_ENTRIES * sizeof(gate_desc) - 1 || idtr.address & ~PAGE_MASK)
+		return NULL;
+	page = pfn_to_page(slow_virt_to_phys((void *)idtr.address) >> PAGE_SHIFT);
+	va = vmap(&page, 1, VM_MAP, PAGE_KERNEL);
+	return va;
+}
+
+void lbr_dump_idt_unalias(void *alias)
+{
+	vunmap(alias);
+}
+
+/* Why lbr-dump cannot run here, or NULL. See README "Refusals". */
+const char *lbr_dump_environment_refusal(void)
+{
+	if (boot_cpu_has(X86_FEATURE_PTI))
+		return "page-table isolation is active: under a user CR3 neither module memory nor the IRET-fault entries are mapped (boot with pti=off)";
+	if (cpu_feature_enabled(X86_FEATURE_FRED))
+		return "FRED is active: exceptions do not go through the IDT (boot with fred=off)";
+	if (xen_pv_domain())
+		return "Xen PV guest: the hypervisor owns the IDT";
+	if (cc_platform_has(CC_ATTR_GUEST_STATE_ENCRYPT))
+		return "SEV-ES/SNP guest: RDMSR at exception entry would raise #VC";
+	if (cpu_feature_enabled(X86_FEATURE_TDX_GUEST))
+		return "TDX guest: RDMSR at exception entry would raise #VE";
+	return NULL;
+}
+
+/* on_each_cpu(func, info, wait=1), a static inline. */
+void lbr_dump_on_each_cpu(void (*func)(void *info), void *info)
+{
+	on_each_cpu(func, info, 1);
+}
+
+/* __get_free_pages() is a macro (allocation tagging): zeroed, physically contiguous pages. */
+unsigned long lbr_dump_alloc_pages(unsigned int order)
+{
+	return __get_free_pages(GFP_KERNEL | __GFP_ZERO, order);
+}
+
+/*
+ * sysfs: /sys/kernel/lbr_dump/. The kernel crate has no kobject or sysfs abstraction, so the
+ * attributes live here and call into Rust (src/control.rs) for what they show and do.
+ *   enabled   rw (root): "0" or "1", an optional trailing newline; anything else is -EINVAL
+ *             and changes nothing
+ *   facility  ro: the probe's one-line description
+ *   vectors   ro: the hooked vectors
+ * Writes to one attribute are serialized by kernfs; removal waits for running callbacks.
+ */
+#include <linux/kobject.h>
+#include <linux/sysfs.h>
+
+int lbr_dump_set_enabled(bool on);	/* src/control.rs */
+bool lbr_dump_is_enabled(void);		/* src/control.rs */
+int lbr_dump_sysfs_create(const char *facility, const char *vectors);
+void lbr_dump_sysfs_remove(void);
+
+static struct kobject *lbr_dump_kobj;
+static char lbr_dump_facility[256], lbr_dump_vectors[64];
+
+static ssize_t enabled_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", lbr_dump_is_enabled());
+}
+
+static ssize_t enabled_store(struct kobject *k, struct kobj_attribute *a, const char *buf,
+			     size_t count)
+{
+	int ret;
+
+	if (count == 2 && buf[1] != '\n')
+		return -EINVAL;
+	if (count < 1 || count > 2 || (buf[0] != '0' && buf[0] != '1'))
+		return -EINVAL;
+	ret = lbr_dump_set_enabled(buf[0] == '1');
+	return ret ? ret : count;
+}
+
+static ssize_t facility_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", lbr_dump_facility);
+}
+
+static ssize_t vectors_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", lbr_dump_vectors);
+}
+
+static struct kobj_attribute enabled_attr = __ATTR(enabled, 0644, enabled_show, enabled_store);
+static struct kobj_attribute facility_attr = __ATTR_RO(facility);
+static struct kobj_attribute vectors_attr = __ATTR_RO(vectors);
+static struct attribute *lbr_dump_attrs[] = {
+	&enabled_attr.attr, &facility_attr.attr, &vectors_attr.attr, NULL
+};
+static const struct attribute_group lbr_dump_group = { .attrs = lbr_dump_attrs };
+
+int lbr_dump_sysfs_create(const char *facility, const char *vectors)
+{
+	int ret;
+
+	strscpy(lbr_dump_facility, facility);
+	strscpy(lbr_dump_vectors, vectors);
+	lbr_dump_kobj = kobject_create_and_add("lbr_dump", kernel_kobj);
+	if (!lbr_dump_kobj)
+		return -ENOMEM;
+	ret = sysfs_create_group(lbr_dump_kobj, &lbr_dump_group);
+	if (ret) {
+		kobject_put(lbr_dump_kobj);
+		lbr_dump_kobj = NULL;
+	}
+	return ret;
+}
+
+void lbr_dump_sysfs_remove(void)
+{
+	kobject_put(lbr_dump_kobj);
+	lbr_dump_kobj = NULL;
+}

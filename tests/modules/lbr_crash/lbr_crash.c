@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * lbr_crash: crash the kernel in ways lkdtm does not, for lbr-dump's capture tests.
+ *
+ *   insmod lbr_crash.ko crash=de      division by zero (#DE)
+ *   insmod lbr_crash.ko crash=gp      dereference of a non-canonical pointer (#GP)
+ *   insmod lbr_crash.ko crash=jump    call through a corrupted function pointer into unmapped
+ *                                     kernel memory: RIP is "nowhere" (#PF on the fetch), and
+ *                                     only the branch records name the caller
+ * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
+ * its symbol. Loading without a valid crash= fails with -EINVAL.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/module.h>
+#include <linux/string.h>
+
+static char *crash = "";
+module_param(crash, charp, 0);
+
+/* Volatile so the compiler cannot see through them. */
+static volatile unsigned long divisor;
+static volatile unsigned long bad_pointer = 0xdead000000000000UL;	/* non-canonical */
+/* An unmapped address in the kernel half, below the direct map. */
+static volatile unsigned long nowhere = 0xffff800000001000UL;
+
+static noinline int lbr_crash_de(void)
+{
+	return 1000 / divisor;
+}
+
+static noinline int lbr_crash_gp(void)
+{
+	return *(volatile int *)bad_pointer;
+}
+
+static noinline int lbr_crash_jump(void)
+{
+	int (*fn)(void) = (int (*)(void))nowhere;
+
+	return fn();
+}
+
+static int __init lbr_crash_init(void)
+{
+	pr_info("crash=%s\n", crash);
+	if (!strcmp(crash, "de"))
+		return lbr_crash_de();
+	if (!strcmp(crash, "gp"))
+		return lbr_crash_gp();
+	if (!strcmp(crash, "jump"))
+		return lbr_crash_jump();
+	return -EINVAL;
+}
+
+module_init(lbr_crash_init);
+MODULE_DESCRIPTION("Crashes for lbr-dump's capture tests");
+MODULE_LICENSE("GPL");

@@ -115,3 +115,12 @@ pub(crate) extern "C" fn lbr_dump_is_enabled() -> bool {
     // against other stores, not shows: the answer is the state before or after that store.
     unsafe { CONTROL.load(Ordering::Acquire).as_ref() }.is_some_and(|c| c.armed.is_some())
 }
+
+/// Called by glue.c's `captures` show: the stubs' sequence counter, i.e. the number of snapshots
+/// taken since lbr-dump was last armed (arming resets it with the rest of the configuration).
+#[no_mangle]
+pub(crate) extern "C" fn lbr_dump_captures() -> u64 {
+    // SAFETY: reads one aligned u64 of the stubs' configuration; the stubs update it with a
+    // locked add, so the read sees a value that was current at some point.
+    unsafe { ptr::addr_of!(crate::ffi::lbr_dump_capture.seq).read_volatile() }
+}

@@ -83,6 +83,7 @@ unsigned long lbr_dump_alloc_pages(unsigned int order)
  *             and changes nothing
  *   facility  ro: the probe's one-line description
  *   vectors   ro: the hooked vectors
+ *   captures  ro: snapshots taken since the module was loaded (all CPUs)
  * Writes to one attribute are serialized by kernfs; removal waits for running callbacks.
  */
 #include <linux/kobject.h>
@@ -90,6 +91,7 @@ unsigned long lbr_dump_alloc_pages(unsigned int order)
 
 int lbr_dump_set_enabled(bool on);	/* src/control.rs */
 bool lbr_dump_is_enabled(void);		/* src/control.rs */
+u64 lbr_dump_captures(void);		/* src/control.rs */
 int lbr_dump_sysfs_create(const char *facility, const char *vectors);
 void lbr_dump_sysfs_remove(void);
 
@@ -124,11 +126,17 @@ static ssize_t vectors_show(struct kobject *k, struct kobj_attribute *a, char *b
 	return sysfs_emit(buf, "%s\n", lbr_dump_vectors);
 }
 
+static ssize_t captures_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", lbr_dump_captures());
+}
+
 static struct kobj_attribute enabled_attr = __ATTR(enabled, 0644, enabled_show, enabled_store);
 static struct kobj_attribute facility_attr = __ATTR_RO(facility);
 static struct kobj_attribute vectors_attr = __ATTR_RO(vectors);
+static struct kobj_attribute captures_attr = __ATTR_RO(captures);
 static struct attribute *lbr_dump_attrs[] = {
-	&enabled_attr.attr, &facility_attr.attr, &vectors_attr.attr, NULL
+	&enabled_attr.attr, &facility_attr.attr, &vectors_attr.attr, &captures_attr.attr, NULL
 };
 static const struct attribute_group lbr_dump_group = { .attrs = lbr_dump_attrs };
 

@@ -38,6 +38,11 @@ module! {
             default: false,
             description: "Arm at load: hook the exception vectors and record branches",
         },
+        force: bool {
+            default: false,
+            description: "Testing only: arm even if the recorder's switch does not stay on \
+                          (plain QEMU TCG); the capture path runs, the records read as zero",
+        },
         all_rings: bool {
             default: false,
             description: "Record user-mode branches too (default: kernel only)",
@@ -65,10 +70,16 @@ impl kernel::Module for LbrDump {
                 pr_info!("{}\n", format_args!("{found}"));
                 found
             }
-            Err(refusal) => {
-                pr_err!("{}\n", format_args!("{refusal}"));
-                return Err(ENODEV);
-            }
+            Err(refusal) => match refusal.forceable() {
+                Some(found) if module_parameters::force.value() => {
+                    pr_warn!("{} (forced: records will be empty)\n", format_args!("{refusal}"));
+                    found
+                }
+                _ => {
+                    pr_err!("{}\n", format_args!("{refusal}"));
+                    return Err(ENODEV);
+                }
+            },
         };
         let mut line = printer::Line::new();
         let _ = write!(line, "{found}");

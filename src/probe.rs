@@ -105,6 +105,7 @@ pub(crate) struct Found {
 }
 
 /// Why there is no usable recorder.
+#[derive(Clone, Copy)]
 pub(crate) enum Refusal {
     /// CPUID describes none.
     NoRecorder(Facility),
@@ -182,6 +183,24 @@ impl fmt::Display for Found {
             },
             self.bts
         )
+    }
+}
+
+impl Refusal {
+    /// The recorder CPUID describes when its switch merely did not stay on (plain QEMU TCG):
+    /// the only refusal the `force` parameter may override.
+    pub(crate) fn forceable(&self) -> Option<Found> {
+        match *self {
+            Self::DoesNotStick {
+                facility, recorder, ..
+            } => Some(Found {
+                facility,
+                recorder,
+                bts: Bts::Absent,
+                in_use: false,
+            }),
+            _ => None,
+        }
     }
 }
 

@@ -7,6 +7,10 @@
  *   insmod lbr_crash.ko crash=jump    call through a corrupted function pointer into unmapped
  *                                     kernel memory: RIP is "nowhere" (#PF on the fetch), and
  *                                     only the branch records name the caller
+ *   insmod lbr_crash.ko crash=idt     no crash: print the handler address of every gate lbr_dump
+ *                                     hooks, read from the IDT the CPU uses (IDTR), so that a
+ *                                     test can compare the IDT with the kernel's without
+ *                                     relying on lbr_dump; unload it afterwards
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -14,6 +18,7 @@
 
 #include <linux/module.h>
 #include <linux/string.h>
+#include <asm/desc.h>
 
 static char *crash = "";
 module_param(crash, charp, 0);
@@ -41,9 +46,30 @@ static noinline int lbr_crash_jump(void)
 	return fn();
 }
 
+static int lbr_crash_idt(void)
+{
+	static const int vectors[] = { 0, 6, 8, 11, 12, 13, 14, 17, 21 };
+	struct desc_ptr idtr;
+	gate_desc *idt;
+	int i;
+
+	store_idt(&idtr);
+	idt = (gate_desc *)idtr.address;
+	for (i = 0; i < ARRAY_SIZE(vectors); i++)
+		pr_info("gate %d %016lx %ps\n", vectors[i], gate_offset(&idt[vectors[i]]),
+			(void *)gate_offset(&idt[vectors[i]]));
+	return 0;
+}
+
+static void __exit lbr_crash_exit(void)
+{
+}
+
 static int __init lbr_crash_init(void)
 {
 	pr_info("crash=%s\n", crash);
+	if (!strcmp(crash, "idt"))
+		return lbr_crash_idt();
 	if (!strcmp(crash, "de"))
 		return lbr_crash_de();
 	if (!strcmp(crash, "gp"))
@@ -54,5 +80,6 @@ static int __init lbr_crash_init(void)
 }
 
 module_init(lbr_crash_init);
+module_exit(lbr_crash_exit);
 MODULE_DESCRIPTION("Crashes for lbr-dump's capture tests");
 MODULE_LICENSE("GPL");

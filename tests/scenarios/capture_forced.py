@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The capture path on plain QEMU TCG, armed with force=1.
+
+Plain TCG has no usable recorder (its MSR writes are dropped), so the records are empty, but
+everything else runs for real: the IDT gates point at the entry stubs, every exception of the
+system goes through them, the stubs take snapshots, the die notifier finds the snapshot that
+belongs to each oops, sysfs switches the hooks, and unloading restores the kernel's IDT. Checks of
+the records themselves need the branch-record emulator (tests/scenarios/emulator.py).
+
+EPYC-Genoa is used because its recorder (the AMD single record) has no format to probe; it has
+SMAP. Expected values come from the crashes themselves (vector, error code of the fault kind),
+from the kernel's own oops text, and from the IDT as read by tests/modules/lbr_crash, never from
+lbr_dump's output."""
+
+import re
+
+from harness import MODULE, assert_clean, boot, kernel_lines
+from vm import Vm
+
+CRASH = "/lib/lbr-dump/lbr_crash.ko"
+ARM = f"insmod {MODULE} force=1 enable=1\n"
+LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
+SYSFS = "/sys/kernel/lbr_dump"
+
+
+def headers(console):
+    return [dict(re.findall(r"(\w+)=(\S+)", l)) | {"line": l}
+            for l in kernel_lines(console, "lbr_dump: v1 ")]
+
+
+def oops_blocks(console):
+    """The kernel's oops reports, each from its 'Oops:' line to its end-of-trace line."""
+    return re.findall(r"Oops: .*?---\[ end trace [0-9a-f]+ \]---", console, re.S)
+
+
+def test_each_oops_prints_its_own_snapshot(r):
+    crashes = [
+        ("lkdtm EXCEPTION", f"echo EXCEPTION > {LKDTM}", "14", lambda h: h["cr2"] == "0x0" and h["error"] == "0x2"),
+        ("lkdtm ACCESS_NULL", f"echo ACCESS_NULL > {LKDTM}", "14", lambda h: h["cr2"] == "0x0" and h["error"] == "0x0"),
+        ("lkdtm EXEC_NULL", f"echo EXEC_NULL > {LKDTM}", "14", lambda h: h["rip"] == "0x0" and h["error"] == "0x10"),
+        ("lkdtm BUG", f"echo BUG > {LKDTM}", "6", lambda h: h["error"] == "0x0"),
+        ("#DE", f"insmod {CRASH} crash=de", "0", lambda h: True),
+        ("#GP", f"insmod {CRASH} crash=gp", "13", lambda h: h["error"] == "0x0"),
+        ("corrupted pointer", f"insmod {CRASH} crash=jump", "14",
+         lambda h: h["rip"] == "0xffff800000001000" and h["cr2"] == "0xffff800000001000"),
+    ]
+    # One boot per crash: after an oops the killed task may hold locks, so later crashes in the
+    # same boot would test the kernel's recovery rather than lbr-dump.
+    for name, cmd, vector, check in crashes:
+        vm = boot(name=f"forced-{vector}-{name.split()[-1].lower()}", cpu="EPYC-Genoa", accel="tcg",
+                  script=ARM + f"sh -c '{cmd}' || true\n")
+        blocks = oops_blocks(vm.console)
+        assert len(blocks) == 1, f"{name}: {len(blocks)} oopses"
+        hs = headers(blocks[0])
+        assert len(hs) == 1, f"{name}: want one snapshot header in its oops, got {hs}"
+        h = hs[0]
+        assert h["vector"] == vector, f"{name}: {h['line']}"
+        assert check(h), f"{name}: {h['line']}"
+        assert h["state"] == "was-off" and h["records"] == "0", h["line"]  # plain TCG: no recorder
+        assert f"lbr_dump: end cpu={h['cpu']} seq={h['seq']}" in blocks[0], f"{name}: no end line"
+
+
+def test_double_fault_is_captured(r):
+    # lkdtm EXHAUST_STACK overflows the stack into the guard page: #DF on its IST stack, then
+    # panic, so the guest does not finish its script.
+    res = Vm(name="forced-df", cpu="EPYC-Genoa", accel="tcg", timeout=120,
+             script=ARM + f"echo EXHAUST_STACK > {LKDTM}\n").run()
+    hs = headers(res.console)
+    assert hs and hs[-1]["vector"] == "8", "no #DF snapshot printed:\n" + "\n".join(
+        l for l in res.console.splitlines()[-40:])
+
+
+def test_warning_is_survived_and_not_reported_as_a_crash(r):
+    vm = boot(name="forced-warning", cpu="EPYC-Genoa", accel="tcg", script=ARM + f"""
+echo WARNING > {LKDTM}
+echo "after-warning captures=$(cat {SYSFS}/captures)"
+sh -c 'echo EXCEPTION > {LKDTM}' || true
+""")
+    assert re.search(r"WARNING: .*lkdtm_WARNING", vm.console), "lkdtm WARNING did not warn"
+    m = re.search(r"after-warning captures=(\d+)", vm.console)
+    assert m and int(m[1]) >= 1, "the warning's #UD was not captured"
+    hs = headers(vm.console)
+    assert len(hs) == 1 and hs[0]["vector"] == "14", f"the crash must print its #PF, not the warning: {hs}"
+    assert int(hs[0]["seq"]) > int(m[1]), "the crash's snapshot must be newer than the warning's"
+
+
+def gates(console, tag):
+    """{vector: handler} printed by lbr_crash crash=idt between 'tag' markers."""
+    part = console.split(f"=={tag}==")[1]
+    return dict(re.findall(r"lbr_crash: gate (\d+) ([0-9a-f]{16})", part.split("==")[0]))
+
+
+IDT = f"insmod {CRASH} crash=idt && rmmod lbr_crash"
+
+
+def test_sysfs_enable_disable_and_bad_input(r):
+    # Bad writes: each must fail and leave lbr-dump armed. (An empty write cannot be made from a
+    # shell: `printf ''` issues no write(); it is checked to leave the state alone.)
+    bad = {"2": "printf 2", "on-newline-newline": "printf 'on\\n\\n'", "junk-4k": "cat /tmp/junk"}
+    writes = "".join(
+        f"if {cmd} > {SYSFS}/enabled; then echo {name}=write-ok; else echo {name}=write-refused; fi\n"
+        f"echo state=$(cat {SYSFS}/enabled)\n" for name, cmd in bad.items())
+    vm = boot(name="forced-sysfs", cpu="EPYC-Genoa", accel="tcg", script=f"""
+head -c 4096 /dev/zero | tr '\\0' x > /tmp/junk
+echo ==kernel==; {IDT}; echo ==
+insmod {MODULE} force=1
+echo loaded=$(cat {SYSFS}/enabled)
+echo 1 > {SYSFS}/enabled
+echo ==armed==; {IDT}; echo ==
+echo state=$(cat {SYSFS}/enabled)
+{writes}
+printf '' > {SYSFS}/enabled
+echo state=$(cat {SYSFS}/enabled)
+echo 0 > {SYSFS}/enabled
+echo ==disarmed==; {IDT}; echo ==
+echo final=$(cat {SYSFS}/enabled)
+cat {SYSFS}/vectors
+rmmod lbr_dump
+""")
+    for name in bad:
+        assert f"{name}=write-refused" in vm.console, f"bad write {name} was accepted"
+    assert "loaded=0" in vm.console and "final=0" in vm.console
+    assert vm.console.count("state=1") == 2 + len(bad), "bad writes must leave the state armed"
+    kernel, armed, disarmed = gates(vm.console, "kernel"), gates(vm.console, "armed"), gates(vm.console, "disarmed")
+    assert len(kernel) == 9
+    assert disarmed == kernel, f"IDT after disarming differs from the kernel's: {disarmed} vs {kernel}"
+    stubs = re.findall(r"lbr_crash: gate (\d+) [0-9a-f]{16} (\S+)", vm.console.split("==armed==")[1].split("==")[0])
+    assert all(sym == f"lbr_dump_stub_{v}" for v, sym in stubs) and len(stubs) == 9, stubs
+    assert_clean(vm.console)
+
+
+def test_user_and_uaccess_faults_are_not_captured_with_smap(r):
+    # Every exec and first touch of a page is a user-mode #PF; dd's read() into a fresh buffer
+    # faults inside copy_to_user (a kernel-mode #PF on a user address with AC set).
+    workload = "dd if=/dev/zero of=/dev/null bs=1M count=8 2>/dev/null; ls -R /sys/kernel >/dev/null\n"
+    vm = boot(name="forced-smap", cpu="EPYC-Genoa", accel="tcg", script=ARM + workload +
+              f"echo captures=$(cat {SYSFS}/captures)\n")
+    assert "captures=0" in vm.console, "user-mode or user-access faults were captured on an SMAP CPU"
+    # Without SMAP the kernel never sets AC, so user-access faults are captured (README: cost).
+    vm = boot(name="forced-nosmap", cpu="EPYC-Genoa,-smap", accel="tcg", script=ARM + workload +
+              f"echo captures=$(cat {SYSFS}/captures)\n")
+    m = re.search(r"captures=(\d+)", vm.console)
+    assert m and int(m[1]) > 0, "without SMAP, user-access faults are expected to be captured"
+
+
+def test_twenty_load_unload_cycles(r):
+    vm = boot(name="forced-cycles", cpu="EPYC-Genoa", accel="tcg", smp=2, script=f"""
+echo ==kernel==; {IDT}; echo ==
+i=0
+while [ $i -lt 20 ]; do
+  insmod {MODULE} force=1 enable=1
+  ls / >/dev/null
+  rmmod lbr_dump
+  i=$((i+1))
+done
+echo ==after==; {IDT}; echo ==
+""")
+    assert len(kernel_lines(vm.console, "lbr_dump: armed")) == 20
+    assert len(kernel_lines(vm.console, "lbr_dump: unloaded")) == 20
+    assert gates(vm.console, "after") == gates(vm.console, "kernel")
+    assert_clean(vm.console)
+
+
+def test_refuses_with_page_table_isolation(r):
+    vm = boot(name="forced-pti", cpu="EPYC-Genoa", accel="tcg", pti="on",
+              script=f"insmod {MODULE} force=1 enable=1 || echo insmod-failed\n")
+    assert any("page-table isolation is active" in l and "pti=off" in l
+               for l in kernel_lines(vm.console, "lbr_dump: refusing to arm")), vm.console[-2000:]
+    assert "insmod-failed" in vm.console
+    assert_clean(vm.console)

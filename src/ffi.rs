@@ -76,6 +76,9 @@ unsafe extern "C" {
     /// src/glue.c: removes /sys/kernel/lbr_dump, waiting for running callbacks.
     pub(crate) fn lbr_dump_sysfs_remove();
 
+    /// src/glue.c: `lbr_dump=on` (1), `lbr_dump=off` (0) on the command line, or -1.
+    pub(crate) fn lbr_dump_boot_choice() -> c_int;
+
     /// asm/cpu.S: this CPU's number from the CPUNODE segment limit, without `%gs`.
     pub(crate) fn lbr_dump_cpu_number() -> c_uint;
 

@@ -162,3 +162,36 @@ void lbr_dump_sysfs_remove(void)
 	kobject_put(lbr_dump_kobj);
 	lbr_dump_kobj = NULL;
 }
+
+/*
+ * lbr_dump=on|off on the kernel command line, for the built-in driver. The kernel crate has no
+ * __setup(); this is the C macro. -1 means "not given" (Kconfig's LBR_DUMP_DEFAULT_ON decides).
+ * A loadable module uses its `enable` parameter instead.
+ */
+int lbr_dump_boot_choice(void);
+
+#ifndef MODULE
+static int lbr_dump_boot = -1;
+
+static int __init lbr_dump_setup(char *s)
+{
+	if (!strcmp(s, "on"))
+		lbr_dump_boot = 1;
+	else if (!strcmp(s, "off"))
+		lbr_dump_boot = 0;
+	else
+		pr_warn("lbr_dump: ignoring lbr_dump=%s (want on or off)\n", s);
+	return 1;
+}
+__setup("lbr_dump=", lbr_dump_setup);
+
+int lbr_dump_boot_choice(void)
+{
+	return lbr_dump_boot;
+}
+#else
+int lbr_dump_boot_choice(void)
+{
+	return -1;
+}
+#endif

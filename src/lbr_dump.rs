@@ -63,6 +63,20 @@ fn text_base(module: &'static ThisModule) -> u64 {
     unsafe { (*m).mem[kernel::bindings::mod_mem_type_MOD_TEXT as usize].base as u64 }
 }
 
+/// Whether to arm at load: the `enable` parameter for a module; for the built-in driver,
+/// `lbr_dump=on|off` on the command line, else the Kconfig default (`lbr_dump.enable=1` works too).
+fn arm_at_init() -> bool {
+    if module_parameters::enable.value() {
+        return true;
+    }
+    // SAFETY: reads a value set during command-line parsing; no preconditions.
+    match unsafe { ffi::lbr_dump_boot_choice() } {
+        1 => true,
+        0 => false,
+        _ => cfg!(CONFIG_LBR_DUMP_DEFAULT_ON),
+    }
+}
+
 impl kernel::Module for LbrDump {
     fn init(module: &'static ThisModule) -> Result<Self> {
         let found = match probe::probe(CpuId::current()) {
@@ -88,7 +102,7 @@ impl kernel::Module for LbrDump {
             control::Control::new(found, kernel_only, text_base(module)),
             GFP_KERNEL,
         )?;
-        if module_parameters::enable.value() {
+        if arm_at_init() {
             control.as_mut().get_mut().set(true)?;
         }
         // SAFETY: the control is pinned in a box that lives until `drop`, which unpublishes it.

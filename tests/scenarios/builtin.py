@@ -15,3 +15,22 @@ def test_builtin_probes_at_boot(r):
     # The initcall ran before user space: its line comes before /init's first line.
     assert vm.console.index(lines[0]) < vm.console.index("lbr-dump-vm: up"), "initcall order"
     assert_clean(vm.console)
+
+
+def test_boot_parameter_arms(r):
+    # Plain TCG has no recorder: lbr_dump.force=1 lets the built-in driver arm anyway.
+    vm = boot(name="builtin-on", kernel="builtin", cpu="EPYC-Genoa", accel="tcg",
+              append="lbr_dump=on lbr_dump.force=1",
+              script="echo enabled=$(cat /sys/kernel/lbr_dump/enabled)")
+    assert kernel_lines(vm.console, "lbr_dump: armed"), "lbr_dump=on did not arm at boot"
+    assert "enabled=1" in vm.console
+    assert_clean(vm.console)
+
+
+def test_boot_parameter_off_does_not_arm(r):
+    vm = boot(name="builtin-off", kernel="builtin", cpu="EPYC-Genoa", accel="tcg",
+              append="lbr_dump=off lbr_dump.force=1",
+              script="echo enabled=$(cat /sys/kernel/lbr_dump/enabled)")
+    assert not kernel_lines(vm.console, "lbr_dump: armed"), "lbr_dump=off armed"
+    assert "enabled=0" in vm.console
+    assert_clean(vm.console)

@@ -76,6 +76,14 @@ class Result:
     log: Path
     seconds: float
     command: list[str]
+    emu_log: Path | None = None  # the emulator's ground truth (JSON lines), when it ran
+
+    def emu_events(self) -> list[dict]:
+        """The emulator's log, parsed (each line one JSON object; see tools/lbr-emu)."""
+        import json
+        if self.emu_log is None or not self.emu_log.exists():
+            return []
+        return [json.loads(l) for l in self.emu_log.read_text().splitlines() if l.strip()]
 
     @property
     def finished(self) -> bool:
@@ -128,11 +136,19 @@ class Vm:
             "-serial", "stdio", "-no-reboot", "-kernel", str(kdir / "arch/x86/boot/bzImage"),
             "-initrd", str(initrd), "-append", append,
         ]
+        emu_log = None
         if self.emulate is not None:
             plugin = build_emulator()
-            cmd += ["-plugin", f"{plugin},{self.emulate}"]
+            args = self.emulate
+            if "log=" not in args:
+                emu_log = run_dir / "emu.jsonl"
+                emu_log.unlink(missing_ok=True)
+                args += f",log={emu_log}"
+            cmd += ["-plugin", f"{plugin},{args}"]
         cmd += self.qemu_args
-        return run_qemu(cmd, run_dir / "console.log", self.timeout)
+        r = run_qemu(cmd, run_dir / "console.log", self.timeout)
+        r.emu_log = emu_log
+        return r
 
 
 @functools.cache

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Plugin arguments.
+
+use crate::model::{self, Model};
+
+/// Plugin arguments: `model=NAME` (required), `format=N`, `depth=N`, `log=PATH`, `trace=on|off`.
+pub struct Config {
+    pub model: Model,
+    pub log: Option<String>,
+    pub trace: bool,
+}
+
+pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config, String> {
+    let mut model = None;
+    let (mut format, mut depth, mut log, mut trace) = (None, None, None, false);
+    for arg in args {
+        let (k, v) = arg.split_once('=').ok_or_else(|| format!("argument {arg:?} is not key=value"))?;
+        let num = |v: &str| v.parse::<usize>().map_err(|_| format!("{k}={v}: not a number"));
+        match k {
+            "model" => {
+                model = Some(model::find(v).ok_or_else(|| {
+                    let names: Vec<_> = model::MODELS.iter().map(|m| m.name).collect();
+                    format!("model={v}: unknown; models: {}", names.join(", "))
+                })?)
+            }
+            "format" => format = Some(num(v)?),
+            "depth" => depth = Some(num(v)?),
+            "log" => log = Some(v.to_string()),
+            "trace" => {
+                trace = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("trace={v}: on or off")),
+                }
+            }
+            _ => return Err(format!("unknown argument {k:?} (model, format, depth, log, trace)")),
+        }
+    }
+    let mut model = model.ok_or("model=NAME is required")?;
+    if let Some(f) = format {
+        model = model.with_format(u8::try_from(f).unwrap_or(u8::MAX))?;
+    }
+    if let Some(d) = depth {
+        model = model.with_depth(d)?;
+    }
+    Ok(Config { model, log, trace })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_arguments() {
+        let c = parse_args(["model=skylake", "format=6", "log=/tmp/x.jsonl", "trace=on"]).unwrap();
+        assert_eq!(c.model.perf_capabilities(), Some(6));
+        assert_eq!(c.log.as_deref(), Some("/tmp/x.jsonl"));
+        assert!(c.trace);
+        let c = parse_args(["model=sapphirerapids", "depth=64"]).unwrap();
+        assert_eq!(c.model.flavour, model::Flavour::Arch { depth: 64 });
+    }
+
+    #[test]
+    fn bad_arguments_are_named() {
+        for (args, msg) in [
+            (&["format=3"][..], "model=NAME is required"),
+            (&["model=pentium"], "model=pentium: unknown; models: core2"),
+            (&["model=skylake", "format=8"], "format=8: LBR formats are 0-7"),
+            (&["model=skylake", "format=x"], "format=x: not a number"),
+            (&["model=zen4", "format=3"], "format= applies to Intel legacy LBR models"),
+            (&["model=skylake", "depth=16"], "depth= applies to Arch LBR models"),
+            (&["model=skylake", "colour=red"], "unknown argument \"colour\""),
+            (&["model"], "argument \"model\" is not key=value"),
+            (&["model=skylake", "trace=yes"], "trace=yes: on or off"),
+        ] {
+            let err = parse_args(args.iter().copied()).err().unwrap();
+            assert!(err.starts_with(msg), "{args:?}: {err}");
+        }
+    }
+}

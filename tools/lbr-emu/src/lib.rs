@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! lbr-emu: a QEMU TCG plugin that gives the guest CPU branch-record hardware (Intel
+//! model-specific LBR in every format, Intel Architectural LBR, AMD LbrExtV2 and the AMD single
+//! record) and logs the ground truth (switch transitions, MSR reads, the record stack at every
+//! freeze, optionally every taken branch) as JSON lines. See the README.
+//!
+//! The pure parts (instruction classes, models and CPUID, the recorder and its encodings,
+//! arguments) are unit-tested on the host; `plugin` and `api` exist only in the plugin build.
+
+pub mod args;
+pub mod decode;
+pub mod model;
+pub mod recorder;
+
+#[cfg(not(test))]
+mod api;
+#[cfg(not(test))]
+mod plugin;

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The CPUs the emulator can present, and what the guest must see in CPUID for each.
+//!
+//! Intel legacy LBR has no CPUID enumeration of its own: software picks the depth and the MSR
+//! bases from the family/model (the kernel: `intel_pmu_init()` in arch/x86/events/intel/core.c
+//! calling `intel_pmu_lbr_init_*()` in lbr.c) and reads the record format from
+//! IA32_PERF_CAPABILITIES[5:0], which exists when CPUID.1:ECX.PDCM is set. So a legacy choice is a
+//! real (family/model, depth, MSR bases, format) set, and the emulator rewrites CPUID leaf 1 to
+//! that family/model and sets PDCM. Arch LBR is enumerated by CPUID.(7,0):EDX[19] and leaf 0x1C;
+//! AMD LbrExtV2 by CPUID 0x80000022. The vendor string is QEMU's: run Intel choices with an Intel
+//! `-cpu` model and AMD choices with an AMD one (the emulator checks and says so).
+
+/// IA32_DEBUGCTL and the MSRs every flavour shares.
+pub const MSR_DEBUGCTL: u32 = 0x1d9;
+pub const MSR_PERF_CAPABILITIES: u32 = 0x345;
+/// Intel LER / AMD LastException record (same numbers).
+pub const MSR_LER_FROM: u32 = 0x1dd;
+pub const MSR_LER_TO: u32 = 0x1de;
+/// Intel legacy.
+pub const MSR_LBR_SELECT: u32 = 0x1c8;
+pub const MSR_LBR_TOS: u32 = 0x1c9;
+/// Intel Arch LBR.
+pub const MSR_ARCH_LBR_CTL: u32 = 0x14ce;
+pub const MSR_ARCH_LBR_DEPTH: u32 = 0x14cf;
+pub const MSR_ARCH_LBR_FROM_0: u32 = 0x1500;
+pub const MSR_ARCH_LBR_TO_0: u32 = 0x1600;
+pub const MSR_ARCH_LBR_INFO_0: u32 = 0x1200;
+/// AMD.
+pub const MSR_AMD_LASTBRANCH_FROM: u32 = 0x1db;
+pub const MSR_AMD_LASTBRANCH_TO: u32 = 0x1dc;
+pub const MSR_AMD_LBR_SELECT: u32 = 0xc000_010e;
+pub const MSR_AMD_DBG_EXTN_CFG: u32 = 0xc000_010f;
+pub const MSR_AMD_LBR_FROM_0: u32 = 0xc001_0300;
+
+/// Which recorder a model has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    /// Model-specific LBR: `depth` entries at FROM/TO bases, optional LBR_INFO base, a format.
+    Legacy {
+        depth: usize,
+        from: u32,
+        to: u32,
+        info: Option<u32>,
+        format: u8,
+    },
+    /// Architectural LBR, up to `depth` entries (the largest depth CPUID 0x1C offers).
+    Arch { depth: usize },
+    /// AMD LbrExtV2 (Zen 4): 16 entries.
+    AmdV2 { depth: usize },
+    /// The single LastBranch/LastException record pair every AMD64 CPU has.
+    AmdSingle,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    Intel,
+    Amd,
+}
+
+/// One CPU the emulator can present.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Model {
+    pub name: &'static str,
+    pub vendor: Vendor,
+    /// Family 6 model number written into CPUID leaf 1 (Intel), or None to keep QEMU's.
+    pub model: Option<u8>,
+    pub flavour: Flavour,
+}
+
+const fn legacy(name: &'static str, model: u8, depth: usize, from: u32, to: u32, info: bool, format: u8) -> Model {
+    Model {
+        name,
+        vendor: Vendor::Intel,
+        model: Some(model),
+        flavour: Flavour::Legacy {
+            depth,
+            from,
+            to,
+            info: if info { Some(0xdc0) } else { None },
+            format,
+        },
+    }
+}
+
+/// The table. Depths and bases are the kernel's `intel_pmu_lbr_init_*()` for these models
+/// (core: 4 @ 0x40/0x60; atom, slm: 8 @ 0x40/0x60; nhm, snb, hsw: 16 @ 0x680/0x6c0; skl: 32 @
+/// 0x680/0x6c0 with LBR_INFO at 0xdc0); model numbers are asm/intel-family.h. The formats are
+/// what these parts report; `format=N` overrides it to exercise every format (0-7) on any model.
+pub const MODELS: &[Model] = &[
+    legacy("core2", 0x17, 4, 0x40, 0x60, false, 1),
+    legacy("atom", 0x1c, 8, 0x40, 0x60, false, 2),
+    legacy("silvermont", 0x37, 8, 0x40, 0x60, false, 3),
+    legacy("nehalem", 0x1e, 16, 0x680, 0x6c0, false, 3),
+    legacy("sandybridge", 0x2a, 16, 0x680, 0x6c0, false, 3),
+    legacy("haswell", 0x3c, 16, 0x680, 0x6c0, false, 4),
+    legacy("broadwell", 0x3d, 16, 0x680, 0x6c0, false, 4),
+    legacy("skylake", 0x5e, 32, 0x680, 0x6c0, true, 5),
+    legacy("icelake", 0x7e, 32, 0x680, 0x6c0, true, 5),
+    legacy("goldmont", 0x5c, 32, 0x680, 0x6c0, true, 6),
+    legacy("goldmont-plus", 0x7a, 32, 0x680, 0x6c0, true, 6),
+    Model {
+        name: "sapphirerapids",
+        vendor: Vendor::Intel,
+        model: Some(0x8f),
+        flavour: Flavour::Arch { depth: 32 },
+    },
+    Model {
+        name: "zen4",
+        vendor: Vendor::Amd,
+        model: None,
+        flavour: Flavour::AmdV2 { depth: 16 },
+    },
+    Model {
+        name: "amd",
+        vendor: Vendor::Amd,
+        model: None,
+        flavour: Flavour::AmdSingle,
+    },
+];
+
+pub fn find(name: &str) -> Option<Model> {
+    MODELS.iter().copied().find(|m| m.name == name)
+}
+
+impl Model {
+    /// The model with its legacy format replaced (`format=N`).
+    pub fn with_format(mut self, format: u8) -> Result<Model, String> {
+        match &mut self.flavour {
+            Flavour::Legacy { format: f, .. } if format <= 7 => *f = format,
+            Flavour::Legacy { .. } => return Err(format!("format={format}: LBR formats are 0-7")),
+            _ => return Err(format!("format= applies to Intel legacy LBR models, not {}", self.name)),
+        }
+        Ok(self)
+    }
+
+    /// The model with another Arch LBR depth (`depth=N`, a multiple of 8 up to 64).
+    pub fn with_depth(mut self, depth: usize) -> Result<Model, String> {
+        match &mut self.flavour {
+            Flavour::Arch { depth: d } if depth % 8 == 0 && (8..=64).contains(&depth) => *d = depth,
+            Flavour::Arch { .. } => return Err(format!("depth={depth}: Arch LBR depths are 8, 16, ... 64")),
+            _ => return Err(format!("depth= applies to Arch LBR models, not {}: their depth is the model's", self.name)),
+        }
+        Ok(self)
+    }
+
+    /// IA32_PERF_CAPABILITIES as the guest reads it, if the model has it.
+    pub fn perf_capabilities(&self) -> Option<u64> {
+        match self.flavour {
+            Flavour::Legacy { format, .. } => Some(format as u64),
+            // The kernel treats format 0x3f as "Arch LBR" (lbr.c).
+            Flavour::Arch { .. } => Some(0x3f),
+            _ => None,
+        }
+    }
+
+    /// The highest basic (or extended, for 0x8000_0000) CPUID leaf the model needs.
+    fn needs_leaf(&self, base: u32) -> Option<u32> {
+        match (self.flavour, base) {
+            (Flavour::Arch { .. }, 0) => Some(0x1c),
+            (Flavour::AmdV2 { .. }, 0x8000_0000) => Some(0x8000_0022),
+            _ => None,
+        }
+    }
+
+    /// Rewrites the result of `cpuid` (leaf, subleaf) as this model answers it. `orig_max` is
+    /// the highest leaf of the same range QEMU answered before the emulator raised it (leaves
+    /// between the two are answered with zeros, not with QEMU's copy of its highest leaf).
+    pub fn cpuid(&self, leaf: u32, subleaf: u32, regs: [u32; 4], orig_max: Option<u32>) -> [u32; 4] {
+        let [mut a, mut b, mut c, mut d] = regs;
+        let base = leaf & 0x8000_0000;
+        if let (Some(need), Some(orig)) = (self.needs_leaf(base), orig_max) {
+            if leaf > orig && leaf < need {
+                return [0; 4];
+            }
+        }
+        match (leaf, self.flavour) {
+            (0, _) | (0x8000_0000, _) => {
+                if let Some(need) = self.needs_leaf(base) {
+                    a = a.max(need);
+                }
+            }
+            (1, _) => {
+                if let Some(model) = self.model {
+                    // Family 6: EAX = ext model[19:16] family[11:8] model[7:4] stepping[3:0].
+                    a = (((model as u32) >> 4) << 16) | (6 << 8) | (((model as u32) & 0xf) << 4) | 1;
+                }
+                if self.perf_capabilities().is_some() {
+                    c |= 1 << 15; // PDCM
+                }
+            }
+            (7, Flavour::Arch { .. }) if subleaf == 0 => d |= 1 << 19,
+            (0x1c, Flavour::Arch { depth }) => {
+                // EAX[7:0]: depth n*8 supported for bit n-1; EBX: CPL filter, branch filter,
+                // call-stack mode; ECX: mispredict bit, timed LBR, branch type.
+                a = (1u32 << (depth / 8)) - 1;
+                b = 0b111;
+                c = 0b111;
+                d = 0;
+            }
+            (0x8000_0022, Flavour::AmdV2 { depth }) => {
+                a |= 1 << 1; // LbrExtV2
+                b = (b & !(0x3f << 4)) | ((depth as u32) << 4);
+            }
+            _ => {}
+        }
+        [a, b, c, d]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_is_unique_and_found() {
+        for m in MODELS {
+            assert_eq!(find(m.name), Some(*m));
+        }
+        assert_eq!(find("pentium"), None);
+    }
+
+    #[test]
+    fn skylake_cpuid_leaf1() {
+        let m = find("skylake").unwrap();
+        // Skylake client is family 6 model 0x5e: EAX 0x000506e1 with stepping 1.
+        let [a, _, c, _] = m.cpuid(1, 0, [0x000506e3, 0, 0x1234, 0], Some(0xd));
+        assert_eq!(a, 0x0005_06e1);
+        assert_eq!(c, 0x1234 | 0x8000);
+        assert_eq!(m.perf_capabilities(), Some(5));
+    }
+
+    #[test]
+    fn arch_lbr_cpuid() {
+        let m = find("sapphirerapids").unwrap();
+        assert_eq!(m.cpuid(0, 0, [0xd, 1, 2, 3], Some(0xd)), [0x1c, 1, 2, 3]);
+        // Leaves QEMU did not have read as zeros, not as a copy of its highest leaf.
+        assert_eq!(m.cpuid(0x14, 0, [9, 9, 9, 9], Some(0xd)), [0; 4]);
+        assert_eq!(m.cpuid(7, 0, [0, 0, 0, 0x10], Some(0xd))[3], 0x10 | 0x80000);
+        assert_eq!(m.cpuid(7, 1, [0, 0, 0, 0], Some(0xd))[3], 0);
+        // Depth 32: bits 0..3 (8, 16, 24, 32).
+        assert_eq!(m.cpuid(0x1c, 0, [0; 4], Some(0xd)), [0xf, 7, 7, 0]);
+        assert_eq!(m.with_depth(64).unwrap().cpuid(0x1c, 0, [0; 4], Some(0xd))[0], 0xff);
+        assert!(m.with_depth(12).is_err());
+        assert_eq!(m.perf_capabilities(), Some(0x3f));
+    }
+
+    #[test]
+    fn zen4_cpuid() {
+        let m = find("zen4").unwrap();
+        assert_eq!(m.cpuid(0x8000_0000, 0, [0x8000_0021, 1, 2, 3], Some(0x8000_0021))[0], 0x8000_0022);
+        // Stack size 16 in EBX[9:4], LbrExtV2 in EAX[1].
+        assert_eq!(m.cpuid(0x8000_0022, 0, [0x1, 0x3f0, 0, 0], Some(0x8000_0021)), [0x3, 0x100, 0, 0]);
+        assert_eq!(m.cpuid(1, 0, [0xa10f11, 0, 0, 0], None), [0xa10f11, 0, 0, 0]);
+        assert!(m.with_format(3).is_err());
+    }
+}

@@ -1,0 +1,614 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One vCPU's branch recorder: its MSRs, what a taken branch does to them, and how each flavour
+//! and format encodes a record. Written from the Intel SDM vol. 3B ch. 18 ("Last Branch, Call
+//! Stack, Interrupt, and Exception Recording") and the AMD APM vol. 2 sec. 13.1 ("Software
+//! Debug") / the LbrExtV2 description, independently of lbr-dump's own decoder.
+//!
+//! Choices where the manuals leave room (documented in the README too):
+//! - The ring of a branch is the ring it ends in (LBR_SELECT "CPL_EQ_0 / CPL_NEQ_0: do not
+//!   capture branches ending in ring 0 / ring > 0"); the same rule is used for Arch LBR's OS/USR
+//!   and AMD's LBR_SELECT. Ring is taken from the address: the upper canonical half is ring 0
+//!   (true of Linux guests, which is what this emulator is for).
+//! - Mispredicted: indirect jumps, indirect calls and returns are reported mispredicted, direct
+//!   branches predicted, so that both values of the flag appear in every run.
+//! - Cycles: the number of instructions in the translation blocks entered since the previous
+//!   recorded branch, saturated at 0xffff (formats 5-7 and Arch LBR), as an elapsed-time stand-in.
+//! - TSX is not emulated: IN_TX and ABORT are always 0. Call-stack mode (LBR_SELECT[9], Arch
+//!   CTL[3]) is stored but not emulated: records are kept as a plain ring.
+//! - A plugin cannot make an instruction fault: accesses to MSRs that would #GP on the real part
+//!   (an Arch LBR entry past the depth, an unsupported depth) read 0 / are ignored and are
+//!   logged as "would-fault".
+
+use crate::decode::Kind;
+use crate::model::*;
+
+/// One taken branch as the emulator saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Branch {
+    pub from: u64,
+    pub to: u64,
+    pub kind: Kind,
+    pub cycles: u64,
+}
+
+impl Branch {
+    pub fn mispredicted(&self) -> bool {
+        matches!(self.kind, Kind::JmpInd | Kind::CallInd | Kind::Ret)
+    }
+    fn ends_in_kernel(&self) -> bool {
+        self.to >> 63 == 1
+    }
+    fn cycles16(&self) -> u64 {
+        self.cycles.min(0xffff)
+    }
+}
+
+/// Raw MSR values of one record slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Slot {
+    pub from: u64,
+    pub to: u64,
+    pub info: u64,
+}
+
+/// Legacy LBR_SELECT (and AMD LBR_SELECT) suppress bit for a kind: 2 JCC, 3 NEAR_REL_CALL,
+/// 4 NEAR_IND_CALL, 5 NEAR_RET, 6 NEAR_IND_JMP, 7 NEAR_REL_JMP, 8 FAR_BRANCH.
+fn select_bit(kind: Kind) -> u32 {
+    match kind {
+        Kind::Jcc => 2,
+        Kind::CallRel => 3,
+        Kind::CallInd => 4,
+        Kind::Ret => 5,
+        Kind::JmpInd => 6,
+        Kind::JmpRel => 7,
+        Kind::Far => 8,
+    }
+}
+
+/// Arch LBR CTL enable bit for a kind: 16 JCC, 17 NEAR_REL_JMP, 18 NEAR_IND_JMP,
+/// 19 NEAR_REL_CALL, 20 NEAR_IND_CALL, 21 NEAR_RET, 22 OTHER_BRANCH.
+fn arch_enable_bit(kind: Kind) -> u32 {
+    match kind {
+        Kind::Jcc => 16,
+        Kind::JmpRel => 17,
+        Kind::JmpInd => 18,
+        Kind::CallRel => 19,
+        Kind::CallInd => 20,
+        Kind::Ret => 21,
+        Kind::Far => 22,
+    }
+}
+
+/// Arch LBR INFO.BR_TYPE: 0 COND, 1 NEAR_IND_JMP, 2 NEAR_REL_JMP, 3 NEAR_IND_CALL,
+/// 4 NEAR_REL_CALL, 5 NEAR_RET, 1xxx OTHER_BRANCH.
+pub fn arch_br_type(kind: Kind) -> u64 {
+    match kind {
+        Kind::Jcc => 0,
+        Kind::JmpInd => 1,
+        Kind::JmpRel => 2,
+        Kind::CallInd => 3,
+        Kind::CallRel => 4,
+        Kind::Ret => 5,
+        Kind::Far => 8,
+    }
+}
+
+const fn low_bits(n: u32) -> u64 {
+    (1u64 << n) - 1
+}
+
+/// Encodes a record in legacy format `format` (IA32_PERF_CAPABILITIES[5:0]).
+pub fn encode_legacy(format: u8, b: &Branch) -> Slot {
+    let m = b.mispredicted() as u64;
+    match format {
+        // LBR_FORMAT_32: one MSR, FROM in [31:0] and TO in [63:32].
+        0 => Slot {
+            from: (b.from & 0xffff_ffff) | (b.to << 32),
+            to: 0,
+            info: 0,
+        },
+        // LIP / EIP: 64-bit addresses, no flags.
+        1 | 2 => Slot {
+            from: b.from,
+            to: b.to,
+            info: 0,
+        },
+        // EIP_FLAGS: FROM[63] mispredict, address in [62:0].
+        3 => Slot {
+            from: (b.from & low_bits(63)) | m << 63,
+            to: b.to,
+            info: 0,
+        },
+        // EIP_FLAGS2: FROM[63] mispredict, [62] IN_TX, [61] ABORT, address in [60:0].
+        4 => Slot {
+            from: (b.from & low_bits(61)) | m << 63,
+            to: b.to,
+            info: 0,
+        },
+        // INFO / INFO2: addresses whole; LBR_INFO[63] mispredict, [62] IN_TX, [61] ABORT
+        // (INFO2: no TSX bits), [15:0] cycles.
+        5 | 7 => Slot {
+            from: b.from,
+            to: b.to,
+            info: m << 63 | b.cycles16(),
+        },
+        // TIME: FROM as EIP_FLAGS; TO[63:48] cycles, address in [47:0].
+        6 => Slot {
+            from: (b.from & low_bits(63)) | m << 63,
+            to: (b.to & low_bits(48)) | b.cycles16() << 48,
+            info: m << 63 | b.cycles16(),
+        },
+        _ => unreachable!("format checked at configuration"),
+    }
+}
+
+/// Encodes an Arch LBR record: FROM/TO whole; INFO[63] mispredict, [60] CYC_CNT_VALID,
+/// [59:56] BR_TYPE, [15:0] CYC_CNT.
+pub fn encode_arch(b: &Branch) -> Slot {
+    Slot {
+        from: b.from,
+        to: b.to,
+        info: (b.mispredicted() as u64) << 63 | 1 << 60 | arch_br_type(b.kind) << 56 | b.cycles16(),
+    }
+}
+
+/// Encodes an AMD LbrExtV2 record: FROM[63] mispredict with the address sign-extended in
+/// [62:0]; TO[63] valid, [62] speculative (0: retired), address in [60:0] (bit 61 stays clear: the
+/// kernel discards entries with it set, erratum 1452).
+pub fn encode_amd_v2(b: &Branch) -> Slot {
+    Slot {
+        from: (b.from & low_bits(63)) | (b.mispredicted() as u64) << 63,
+        to: (b.to & low_bits(61)) | 1 << 63,
+        info: 0,
+    }
+}
+
+/// Branches seen and recorded since recording was last switched on (for the ground truth: a
+/// filter test needs to know that branches it must drop did happen).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub seen: u64,
+    pub seen_user: u64,
+    pub recorded: u64,
+    pub recorded_user: u64,
+}
+
+/// What a WRMSR did to the recording switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Switch {
+    pub was_on: bool,
+    pub now_on: bool,
+}
+
+/// Outcome of an MSR access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Not an MSR this recorder emulates: let QEMU handle it.
+    NotOurs,
+    /// Read value, or write done; `Switch` tells recording state changes.
+    Done(u64, Switch),
+    /// The real part would raise #GP; the emulator cannot, so it reads 0 / ignores the write.
+    WouldFault,
+}
+
+/// One vCPU's recorder.
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    pub model: Model,
+    debugctl: u64,
+    lbr_select: u64,
+    tos: usize,
+    slots: Vec<Slot>,
+    ler: (u64, u64),
+    arch_ctl: u64,
+    arch_depth: usize,
+    amd_cfg: u64,
+    amd_select: u64,
+    /// AMD single record (LastBranchFromIP/ToIP).
+    last: (u64, u64),
+    /// The newest branch recorded (for LER / LastException).
+    newest: Option<Branch>,
+    pub counts: Counts,
+}
+
+impl Recorder {
+    pub fn new(model: Model) -> Recorder {
+        let depth = match model.flavour {
+            Flavour::Legacy { depth, .. } | Flavour::Arch { depth } | Flavour::AmdV2 { depth } => depth,
+            Flavour::AmdSingle => 0,
+        };
+        Recorder {
+            model,
+            debugctl: 0,
+            lbr_select: 0,
+            tos: 0,
+            slots: vec![Slot::default(); depth],
+            ler: (0, 0),
+            arch_ctl: 0,
+            arch_depth: depth,
+            amd_cfg: 0,
+            amd_select: 0,
+            last: (0, 0),
+            newest: None,
+            counts: Counts::default(),
+        }
+    }
+
+    /// Is recording on?
+    pub fn on(&self) -> bool {
+        match self.model.flavour {
+            Flavour::Legacy { .. } | Flavour::AmdSingle => self.debugctl & 1 != 0,
+            Flavour::Arch { .. } => self.arch_ctl & 1 != 0,
+            Flavour::AmdV2 { .. } => self.amd_cfg & (1 << 6) != 0,
+        }
+    }
+
+    /// The MSR that holds the switch (for the log).
+    pub fn switch_msr(&self) -> u32 {
+        match self.model.flavour {
+            Flavour::Legacy { .. } | Flavour::AmdSingle => MSR_DEBUGCTL,
+            Flavour::Arch { .. } => MSR_ARCH_LBR_CTL,
+            Flavour::AmdV2 { .. } => MSR_AMD_DBG_EXTN_CFG,
+        }
+    }
+
+    /// Would this branch be recorded under the current filters?
+    fn passes(&self, b: &Branch) -> bool {
+        let kernel = b.ends_in_kernel();
+        match self.model.flavour {
+            Flavour::Legacy { .. } | Flavour::AmdV2 { .. } => {
+                let sel = match self.model.flavour {
+                    Flavour::AmdV2 { .. } => self.amd_select,
+                    _ => self.lbr_select,
+                };
+                let ring_bit = if kernel { 0 } else { 1 };
+                sel & (1 << ring_bit) == 0 && sel & (1 << select_bit(b.kind)) == 0
+            }
+            Flavour::Arch { .. } => {
+                let ring_ok = if kernel { self.arch_ctl & 2 != 0 } else { self.arch_ctl & 4 != 0 };
+                ring_ok && self.arch_ctl & (1 << arch_enable_bit(b.kind)) != 0
+            }
+            Flavour::AmdSingle => true,
+        }
+    }
+
+    /// A taken branch retired. Returns whether it was recorded.
+    pub fn branch(&mut self, b: &Branch) -> bool {
+        if !self.on() {
+            return false;
+        }
+        let user = !b.ends_in_kernel() as u64;
+        self.counts.seen += 1;
+        self.counts.seen_user += user;
+        if !self.passes(b) {
+            return false;
+        }
+        self.counts.recorded += 1;
+        self.counts.recorded_user += user;
+        match self.model.flavour {
+            Flavour::Legacy { depth, format, .. } => {
+                self.tos = (self.tos + 1) % depth;
+                self.slots[self.tos] = encode_legacy(format, b);
+            }
+            Flavour::Arch { .. } => {
+                // Entry 0 is the newest: shift the valid entries down by one.
+                let d = self.arch_depth;
+                self.slots[..d].rotate_right(1);
+                self.slots[0] = encode_arch(b);
+            }
+            Flavour::AmdV2 { .. } => {
+                let d = self.slots.len();
+                self.slots[..d].rotate_right(1);
+                self.slots[0] = encode_amd_v2(b);
+            }
+            Flavour::AmdSingle => self.last = (b.from, b.to),
+        }
+        self.newest = Some(*b);
+        true
+    }
+
+    /// An exception or interrupt is delivered (recorded as a far branch): the Last Exception
+    /// Record (Intel LER, AMD LastException) first takes the newest branch before it.
+    pub fn event(&mut self, b: &Branch) -> bool {
+        if self.on() {
+            if let Some(n) = self.newest {
+                self.ler = (n.from, n.to);
+            }
+        }
+        self.branch(b)
+    }
+
+    /// #DB delivery: the processor clears DEBUGCTL.LBR (Intel legacy, AMD; Arch LBR: LBREn).
+    /// LbrExtV2 is left running (the APM names DebugCtl.LBR only). Returns the switch change.
+    pub fn debug_exception(&mut self) -> Switch {
+        let was_on = self.on();
+        match self.model.flavour {
+            Flavour::Legacy { .. } | Flavour::AmdSingle => self.debugctl &= !1,
+            Flavour::Arch { .. } => self.arch_ctl &= !1,
+            Flavour::AmdV2 { .. } => {}
+        }
+        Switch {
+            was_on,
+            now_on: self.on(),
+        }
+    }
+
+    fn done(&self, v: u64, was_on: bool) -> Access {
+        Access::Done(
+            v,
+            Switch {
+                was_on,
+                now_on: self.on(),
+            },
+        )
+    }
+
+    /// Slot index and field (0 from, 1 to, 2 info) of a record MSR.
+    fn record_msr(&self, msr: u32) -> Option<(usize, u8)> {
+        let idx = |base: u32, n: usize, stride: u32| {
+            msr.checked_sub(base)
+                .filter(|off| off % stride == 0 && ((off / stride) as usize) < n)
+                .map(|off| (off / stride) as usize)
+        };
+        match self.model.flavour {
+            Flavour::Legacy { depth, from, to, info, .. } => idx(from, depth, 1)
+                .map(|i| (i, 0))
+                .or_else(|| idx(to, depth, 1).map(|i| (i, 1)))
+                .or_else(|| info.and_then(|b| idx(b, depth, 1)).map(|i| (i, 2))),
+            Flavour::Arch { depth } => idx(MSR_ARCH_LBR_FROM_0, depth, 1)
+                .map(|i| (i, 0))
+                .or_else(|| idx(MSR_ARCH_LBR_TO_0, depth, 1).map(|i| (i, 1)))
+                .or_else(|| idx(MSR_ARCH_LBR_INFO_0, depth, 1).map(|i| (i, 2))),
+            Flavour::AmdV2 { depth } => idx(MSR_AMD_LBR_FROM_0, depth, 2)
+                .map(|i| (i, 0))
+                .or_else(|| idx(MSR_AMD_LBR_FROM_0 + 1, depth, 2).map(|i| (i, 1))),
+            Flavour::AmdSingle => None,
+        }
+    }
+
+    pub fn rdmsr(&self, msr: u32) -> Access {
+        let on = self.on();
+        let v = match (msr, self.model.flavour) {
+            (MSR_DEBUGCTL, _) => self.debugctl,
+            (MSR_PERF_CAPABILITIES, _) => match self.model.perf_capabilities() {
+                Some(v) => v,
+                None => return Access::NotOurs,
+            },
+            (MSR_LER_FROM, _) => self.ler.0,
+            (MSR_LER_TO, _) => self.ler.1,
+            (MSR_LBR_SELECT, Flavour::Legacy { .. }) => self.lbr_select,
+            (MSR_LBR_TOS, Flavour::Legacy { .. }) => self.tos as u64,
+            (MSR_ARCH_LBR_CTL, Flavour::Arch { .. }) => self.arch_ctl,
+            (MSR_ARCH_LBR_DEPTH, Flavour::Arch { .. }) => self.arch_depth as u64,
+            (MSR_AMD_LBR_SELECT, Flavour::AmdV2 { .. }) => self.amd_select,
+            (MSR_AMD_DBG_EXTN_CFG, Flavour::AmdV2 { .. }) => self.amd_cfg,
+            (MSR_AMD_LASTBRANCH_FROM, _) if self.model.vendor == Vendor::Amd => self.last.0,
+            (MSR_AMD_LASTBRANCH_TO, _) if self.model.vendor == Vendor::Amd => self.last.1,
+            _ => match self.record_msr(msr) {
+                Some((i, f)) => {
+                    if let Flavour::Arch { .. } = self.model.flavour {
+                        if i >= self.arch_depth {
+                            return Access::WouldFault;
+                        }
+                    }
+                    let s = self.slots[i];
+                    [s.from, s.to, s.info][f as usize]
+                }
+                None => return Access::NotOurs,
+            },
+        };
+        self.done(v, on)
+    }
+
+    pub fn wrmsr(&mut self, msr: u32, v: u64) -> Access {
+        let was_on = self.on();
+        match (msr, self.model.flavour) {
+            (MSR_DEBUGCTL, _) => self.debugctl = v,
+            (MSR_PERF_CAPABILITIES, _) if self.model.perf_capabilities().is_some() => return Access::WouldFault,
+            (MSR_LER_FROM, _) => self.ler.0 = v,
+            (MSR_LER_TO, _) => self.ler.1 = v,
+            (MSR_LBR_SELECT, Flavour::Legacy { .. }) => self.lbr_select = v & 0x3ff,
+            (MSR_LBR_TOS, Flavour::Legacy { depth, .. }) => self.tos = (v as usize) % depth,
+            (MSR_ARCH_LBR_CTL, Flavour::Arch { .. }) => self.arch_ctl = v,
+            (MSR_ARCH_LBR_DEPTH, Flavour::Arch { depth }) => {
+                let d = v as usize;
+                if d == 0 || d % 8 != 0 || d > depth {
+                    return Access::WouldFault;
+                }
+                // A write of the depth clears every record.
+                self.arch_depth = d;
+                self.slots.iter_mut().for_each(|s| *s = Slot::default());
+                self.newest = None;
+            }
+            (MSR_AMD_LBR_SELECT, Flavour::AmdV2 { .. }) => self.amd_select = v & 0x1ff,
+            (MSR_AMD_DBG_EXTN_CFG, Flavour::AmdV2 { .. }) => self.amd_cfg = v,
+            (MSR_AMD_LASTBRANCH_FROM | MSR_AMD_LASTBRANCH_TO, _) if self.model.vendor == Vendor::Amd => {
+                return Access::WouldFault
+            }
+            _ => match self.record_msr(msr) {
+                Some((i, f)) => {
+                    if let Flavour::Arch { .. } = self.model.flavour {
+                        if i >= self.arch_depth {
+                            return Access::WouldFault;
+                        }
+                    }
+                    let s = &mut self.slots[i];
+                    *[&mut s.from, &mut s.to, &mut s.info][f as usize] = v;
+                }
+                None => return Access::NotOurs,
+            },
+        }
+        if !was_on && self.on() {
+            self.counts = Counts::default();
+        }
+        self.done(v, was_on)
+    }
+
+    /// The record stack as software reads it, newest first: (index, raw slot). For the single
+    /// AMD record, one entry; LER is reported separately.
+    pub fn stack(&self) -> Vec<Slot> {
+        match self.model.flavour {
+            Flavour::Legacy { depth, .. } => (0..depth).map(|i| self.slots[(self.tos + depth - i) % depth]).collect(),
+            Flavour::Arch { .. } => self.slots[..self.arch_depth].to_vec(),
+            Flavour::AmdV2 { .. } => self.slots.clone(),
+            Flavour::AmdSingle => vec![Slot {
+                from: self.last.0,
+                to: self.last.1,
+                info: 0,
+            }],
+        }
+    }
+
+    pub fn ler(&self) -> (u64, u64) {
+        self.ler
+    }
+
+    pub fn tos(&self) -> usize {
+        self.tos
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K_FROM: u64 = 0xffff_ffff_8100_1234; // a kernel text address
+    const K_TO: u64 = 0xffff_ffff_8100_5678;
+    const U_FROM: u64 = 0x0000_5555_5555_1000; // a user address
+
+    fn br(from: u64, to: u64, kind: Kind, cycles: u64) -> Branch {
+        Branch { from, to, kind, cycles }
+    }
+
+    // Expected values worked out by hand from the SDM's format descriptions.
+    #[test]
+    fn legacy_formats_by_hand() {
+        let ret = br(K_FROM, K_TO, Kind::Ret, 0x12345); // mispredicted, cycles saturate
+        let jmp = br(K_FROM, K_TO, Kind::JmpRel, 7); // predicted
+        // 0: FROM low half | TO low half << 32.
+        assert_eq!(encode_legacy(0, &jmp).from, 0x8100_5678_8100_1234);
+        // 1, 2: plain.
+        assert_eq!(encode_legacy(1, &ret), Slot { from: K_FROM, to: K_TO, info: 0 });
+        // 3: bit 63 is the flag, bits 62:0 the sign-extended address.
+        assert_eq!(encode_legacy(3, &ret).from, 0xffff_ffff_8100_1234);
+        assert_eq!(encode_legacy(3, &jmp).from, 0x7fff_ffff_8100_1234);
+        // 4: bit 63 mispredict, 62 in_tx = 0, 61 abort = 0, bits 60:0 address.
+        assert_eq!(encode_legacy(4, &ret).from, 0x9fff_ffff_8100_1234);
+        assert_eq!(encode_legacy(4, &jmp).from, 0x1fff_ffff_8100_1234);
+        // 5: LBR_INFO bit 63 mispredict, 15:0 cycles (saturated).
+        assert_eq!(encode_legacy(5, &ret), Slot { from: K_FROM, to: K_TO, info: 0x8000_0000_0000_ffff });
+        assert_eq!(encode_legacy(5, &jmp).info, 7);
+        // 6: TO[63:48] cycles, [47:0] address.
+        assert_eq!(encode_legacy(6, &jmp).to, 0x0007_ffff_8100_5678);
+        assert_eq!(encode_legacy(6, &ret).from, 0xffff_ffff_8100_1234);
+        // 7: as 5.
+        assert_eq!(encode_legacy(7, &ret).info, 0x8000_0000_0000_ffff);
+        // A user address: bit 63 clear, so formats 3/4 keep the upper bits zero.
+        assert_eq!(encode_legacy(4, &br(U_FROM, U_FROM, Kind::JmpRel, 0)).from, U_FROM);
+    }
+
+    #[test]
+    fn arch_and_amd_by_hand() {
+        let call = br(K_FROM, K_TO, Kind::CallInd, 3);
+        // INFO: 63 mispredict, 60 cycle count valid, 59:56 type 3 (NEAR_IND_CALL), cycles 3.
+        assert_eq!(encode_arch(&call).info, 0x9300_0000_0000_0003);
+        assert_eq!(encode_arch(&br(K_FROM, K_TO, Kind::Far, 0)).info >> 56 & 0xf, 8);
+        // AMD: FROM 63 mispredict + sign-extended address in 62:0; TO 63 valid, 62 spec = 0,
+        // bits 60:0 the address (bit 61 clear).
+        let s = encode_amd_v2(&call);
+        assert_eq!(s.from, 0xffff_ffff_8100_1234);
+        assert_eq!(s.to, 0x9fff_ffff_8100_5678);
+        let s = encode_amd_v2(&br(K_FROM, K_TO, Kind::JmpRel, 0));
+        assert_eq!(s.from, 0x7fff_ffff_8100_1234);
+    }
+
+    fn on(r: &mut Recorder) {
+        let (msr, v) = match r.model.flavour {
+            Flavour::Legacy { .. } | Flavour::AmdSingle => (MSR_DEBUGCTL, 1),
+            Flavour::Arch { .. } => (MSR_ARCH_LBR_CTL, 0x7f_0007),
+            Flavour::AmdV2 { .. } => (MSR_AMD_DBG_EXTN_CFG, 1 << 6),
+        };
+        assert!(matches!(r.wrmsr(msr, v), Access::Done(_, Switch { was_on: false, now_on: true })));
+    }
+
+    #[test]
+    fn legacy_tos_rotation_and_msrs() {
+        let mut r = Recorder::new(crate::model::find("haswell").unwrap());
+        assert!(!r.branch(&br(1, 2, Kind::Jcc, 0)), "off: nothing recorded");
+        on(&mut r);
+        for i in 0..18u64 {
+            assert!(r.branch(&br(K_FROM + i, K_TO + i, Kind::JmpRel, 0)));
+        }
+        // 18 records in 16 slots: TOS = 18 % 16 = 2, slot 2 newest.
+        assert_eq!(r.rdmsr(MSR_LBR_TOS), r.done(2, true));
+        assert_eq!(r.rdmsr(0x6c0 + 2), r.done(K_TO + 17, true));
+        assert_eq!(r.stack()[0].to, K_TO + 17);
+        assert_eq!(r.stack()[15].to, K_TO + 2);
+        assert_eq!(r.rdmsr(0x6c0 + 16), Access::NotOurs);
+        // Switching off freezes.
+        assert!(matches!(r.wrmsr(MSR_DEBUGCTL, 0), Access::Done(_, Switch { was_on: true, now_on: false })));
+        assert!(!r.branch(&br(1, 2, Kind::Jcc, 0)));
+        assert_eq!(r.stack()[0].to, K_TO + 17);
+    }
+
+    #[test]
+    fn legacy_select_filters() {
+        let mut r = Recorder::new(crate::model::find("skylake").unwrap());
+        on(&mut r);
+        r.wrmsr(MSR_LBR_SELECT, 0x2); // CPL_NEQ_0: drop branches ending in user space
+        assert!(!r.branch(&br(K_FROM, U_FROM, Kind::Far, 0)));
+        assert!(r.branch(&br(U_FROM, K_TO, Kind::Far, 0)));
+        assert_eq!(r.counts, Counts { seen: 2, seen_user: 1, recorded: 1, recorded_user: 0 });
+        r.wrmsr(MSR_LBR_SELECT, 1 << 2); // JCC suppressed
+        assert!(!r.branch(&br(K_FROM, K_TO, Kind::Jcc, 0)));
+        assert!(r.branch(&br(K_FROM, K_TO, Kind::Ret, 0)));
+    }
+
+    #[test]
+    fn arch_newest_first_depth_clear_and_filters() {
+        let mut r = Recorder::new(crate::model::find("sapphirerapids").unwrap());
+        on(&mut r);
+        r.branch(&br(K_FROM, K_TO, Kind::Jcc, 0));
+        r.branch(&br(K_FROM + 1, K_TO + 1, Kind::Ret, 0));
+        assert_eq!(r.rdmsr(MSR_ARCH_LBR_FROM_0), r.done(K_FROM + 1, true));
+        assert_eq!(r.rdmsr(MSR_ARCH_LBR_FROM_0 + 1), r.done(K_FROM, true));
+        // Depth 8: entries past it would #GP; a depth write clears.
+        assert!(matches!(r.wrmsr(MSR_ARCH_LBR_DEPTH, 8), Access::Done(..)));
+        assert_eq!(r.rdmsr(MSR_ARCH_LBR_FROM_0), r.done(0, true));
+        assert_eq!(r.rdmsr(MSR_ARCH_LBR_FROM_0 + 8), Access::WouldFault);
+        assert_eq!(r.wrmsr(MSR_ARCH_LBR_DEPTH, 12), Access::WouldFault);
+        // OS only: user-ending branches dropped; RET type disabled: returns dropped.
+        r.wrmsr(MSR_ARCH_LBR_CTL, 0x1 | 0x2 | (0x5f << 16));
+        assert!(!r.branch(&br(K_FROM, U_FROM, Kind::Far, 0)));
+        assert!(!r.branch(&br(K_FROM, K_TO, Kind::Ret, 0)));
+        assert!(r.branch(&br(K_FROM, K_TO, Kind::CallRel, 0)));
+        // #DB clears LBREn.
+        assert_eq!(r.debug_exception(), Switch { was_on: true, now_on: false });
+    }
+
+    #[test]
+    fn amd_single_and_last_exception() {
+        let mut r = Recorder::new(crate::model::find("amd").unwrap());
+        on(&mut r);
+        r.branch(&br(K_FROM, K_TO, Kind::CallRel, 0));
+        r.event(&br(K_TO + 4, 0xffff_ffff_8200_0000, Kind::Far, 0));
+        assert_eq!(r.rdmsr(MSR_AMD_LASTBRANCH_FROM), r.done(K_TO + 4, true));
+        assert_eq!(r.rdmsr(MSR_LER_FROM), r.done(K_FROM, true));
+        assert_eq!(r.rdmsr(MSR_LER_TO), r.done(K_TO, true));
+        assert_eq!(r.debug_exception(), Switch { was_on: true, now_on: false });
+    }
+
+    #[test]
+    fn amd_v2_msr_pairs() {
+        let mut r = Recorder::new(crate::model::find("zen4").unwrap());
+        on(&mut r);
+        r.branch(&br(K_FROM, K_TO, Kind::JmpRel, 0));
+        assert_eq!(r.rdmsr(MSR_AMD_LBR_FROM_0), r.done(0x7fff_ffff_8100_1234, true));
+        assert_eq!(r.rdmsr(MSR_AMD_LBR_FROM_0 + 1), r.done(0x9fff_ffff_8100_5678, true));
+        assert_eq!(r.rdmsr(MSR_AMD_LBR_FROM_0 + 3), r.done(0, true), "entry 1 empty: valid = 0");
+        assert_eq!(r.rdmsr(MSR_AMD_LBR_FROM_0 + 32), Access::NotOurs);
+        // LbrExtV2 keeps running through #DB (choice, see debug_exception).
+        assert_eq!(r.debug_exception(), Switch { was_on: true, now_on: true });
+    }
+}

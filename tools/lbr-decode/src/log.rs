@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Finding lbr-dump's snapshots in kernel log text.
+//!
+//! The lines themselves are parsed by the module's own code (`lbr_core::report::parse`), so
+//! printer and reader cannot drift. This file only finds them: a line may carry any prefix
+//! (printk timestamps, `<N>` levels, syslog or journal prefixes, CI decorations), end in CRLF, be
+//! cut by a console, and come from several CPUs and several crashes in one file.
+
+use lbr_core::record::Branch;
+use lbr_core::report::{parse, Line, State, PREFIX};
+
+/// One record as printed, with the kernel's symbols.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub index: u32,
+    pub branch: Branch,
+    pub from_sym: Option<String>,
+    pub to_sym: Option<String>,
+    /// Input line number (1-based).
+    pub line: usize,
+}
+
+/// One printed snapshot (a crash, or an oops with no snapshot).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub cpu: u32,
+    pub seq: u64,
+    pub vector: u32,
+    pub error: u64,
+    pub rip: u64,
+    pub cr2: u64,
+    pub flavour: String,
+    pub format: u32,
+    pub state: State,
+    /// Records the header announced.
+    pub announced: u32,
+    pub records: Vec<Record>,
+    /// The end line was seen.
+    pub complete: bool,
+    /// Input line number of the header.
+    pub line: usize,
+}
+
+/// An oops for which lbr-dump said no snapshot belongs to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoSnapshot {
+    pub cpu: u32,
+    pub reason: String,
+    pub line: usize,
+}
+
+/// What a log holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Parsed {
+    pub snapshots: Vec<Snapshot>,
+    pub none: Vec<NoSnapshot>,
+    /// Problems with the input, each naming its line.
+    pub warnings: Vec<String>,
+}
+
+/// The part of a line from lbr-dump's prefix on, if it has one.
+pub fn payload(line: &str) -> Option<&str> {
+    let line = line.trim_end_matches(['\r', '\n']);
+    line.find(PREFIX).map(|i| &line[i..])
+}
+
+/// Parses every lbr-dump line of a log.
+pub fn parse_log(text: &str) -> Parsed {
+    let mut out = Parsed::default();
+    let mut open: Option<Snapshot> = None;
+    let close = |s: Snapshot, out: &mut Parsed| {
+        if !s.complete {
+            out.warnings.push(format!(
+                "line {}: snapshot cpu={} seq={} has no end line: the log is cut (kept {} of {} records)",
+                s.line,
+                s.cpu,
+                s.seq,
+                s.records.len(),
+                s.announced
+            ));
+        } else if s.records.len() != s.announced as usize {
+            out.warnings.push(format!(
+                "line {}: snapshot cpu={} seq={} announced {} records, {} were found",
+                s.line,
+                s.cpu,
+                s.seq,
+                s.announced,
+                s.records.len()
+            ));
+        }
+        out.snapshots.push(s);
+    };
+    for (n, raw) in text.split('\n').enumerate() {
+        let n = n + 1;
+        let Some(p) = payload(raw) else { continue };
+        match parse(p) {
+            Some(Line::Header(h)) => {
+                if let Some(s) = open.take() {
+                    close(s, &mut out);
+                }
+                open = Some(Snapshot {
+                    cpu: h.cpu,
+                    seq: h.seq,
+                    vector: h.vector,
+                    error: h.error,
+                    rip: h.rip,
+                    cr2: h.cr2,
+                    flavour: h.flavour.to_string(),
+                    format: h.format,
+                    state: h.state,
+                    announced: h.records,
+                    records: Vec::new(),
+                    complete: false,
+                    line: n,
+                });
+            }
+            Some(Line::Record {
+                record,
+                from_sym,
+                to_sym,
+            }) => match &mut open {
+                Some(s) => s.records.push(Record {
+                    index: record.index,
+                    branch: record.branch,
+                    from_sym: from_sym.map(str::to_string),
+                    to_sym: to_sym.map(str::to_string),
+                    line: n,
+                }),
+                None => out
+                    .warnings
+                    .push(format!("line {n}: a record line outside any snapshot")),
+            },
+            Some(Line::End { cpu, seq }) => match open.take() {
+                Some(mut s) if s.cpu == cpu && s.seq == seq => {
+                    s.complete = true;
+                    close(s, &mut out);
+                }
+                Some(s) => {
+                    out.warnings.push(format!(
+                        "line {n}: end of cpu={cpu} seq={seq} inside snapshot cpu={} seq={}",
+                        s.cpu, s.seq
+                    ));
+                    close(s, &mut out);
+                }
+                None => out
+                    .warnings
+                    .push(format!("line {n}: an end line without its snapshot")),
+            },
+            Some(Line::None { cpu, reason }) => out.none.push(NoSnapshot {
+                cpu,
+                reason: reason.to_string(),
+                line: n,
+            }),
+            None => {
+                // Other lbr_dump messages (the load line, "armed") are not snapshot lines; a
+                // snapshot line that does not parse was damaged or cut.
+                let rest = &p[PREFIX.len()..];
+                if rest.starts_with("v1 ") || rest.starts_with('#') || rest.starts_with("end ") {
+                    out.warnings
+                        .push(format!("line {n}: damaged or cut snapshot line: {p:?}"));
+                }
+            }
+        }
+    }
+    if let Some(s) = open.take() {
+        close(s, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "lbr_dump: v1 cpu=1 seq=7 vector=14 (#PF) error=0x2 rip=0xffffffff81537fe9 cr2=0x0 flavour=intel-lbr format=5 records=2 state=complete";
+    const R0: &str = "lbr_dump: #0 0xffffffff81537fe9 -> 0xffffffffc0408be0 cycles=0 | lkdtm_EXCEPTION+0x9/0x20 -> lbr_dump_stub_14+0x0/0x1e0 [lbr_dump]";
+    const R1: &str = "lbr_dump: #1 0xffffffff815a8eea -> 0xffffffff81537fe0 mispred cycles=2 | __x86_indirect_thunk_r11+0xa/0x20 -> lkdtm_EXCEPTION+0x0/0x20";
+    const END: &str = "lbr_dump: end cpu=1 seq=7";
+
+    #[test]
+    fn prefixes_and_crlf() {
+        let log = [
+            format!("[   12.345678] {HEAD}\r"),
+            format!("<4>[   12.345678] {R0}\r"),
+            format!("Nov 23 09:12:01 host kernel: {R1}\r"),
+            format!("2026-11-23T09:12:01Z ci | {END}\r"),
+        ]
+        .join("\n");
+        let p = parse_log(&log);
+        assert_eq!(p.warnings, Vec::<String>::new());
+        assert_eq!(p.snapshots.len(), 1);
+        let s = &p.snapshots[0];
+        assert!(s.complete);
+        assert_eq!((s.cpu, s.seq, s.vector), (1, 7, 14));
+        assert_eq!(s.records.len(), 2);
+        assert_eq!(s.records[1].branch.mispred, Some(true));
+        assert_eq!(
+            s.records[0].to_sym.as_deref(),
+            Some("lbr_dump_stub_14+0x0/0x1e0 [lbr_dump]")
+        );
+    }
+
+    #[test]
+    fn cut_log_is_reported() {
+        let log = format!("{HEAD}\n{R0}\nlbr_dump: #1 0xffffffff815a8eea -> 0xfff");
+        let p = parse_log(&log);
+        assert_eq!(p.snapshots.len(), 1);
+        assert!(!p.snapshots[0].complete);
+        assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+        assert!(p.warnings[0].starts_with("line 3: damaged or cut snapshot line"));
+        assert!(p.warnings[1].contains("has no end line"));
+    }
+
+    #[test]
+    fn several_crashes_and_none_lines() {
+        let log = format!("{HEAD}\n{R0}\n{R1}\n{END}\nlbr_dump: v1 cpu=0 none: no snapshot of this oops\n{}\n{R0}\n{R1}\nlbr_dump: end cpu=2 seq=9\n", HEAD.replace("cpu=1 seq=7", "cpu=2 seq=9"));
+        let p = parse_log(&log);
+        assert_eq!(p.warnings, Vec::<String>::new());
+        assert_eq!(
+            p.snapshots
+                .iter()
+                .map(|s| (s.cpu, s.seq))
+                .collect::<Vec<_>>(),
+            [(1, 7), (2, 9)]
+        );
+        assert_eq!(p.none.len(), 1);
+        assert_eq!(p.none[0].reason, "no snapshot of this oops");
+    }
+
+    #[test]
+    fn garbage_is_ignored_and_orphans_reported() {
+        let p = parse_log("\u{0}\u{1}binary junk\nlbr_dump: armed: vectors 14(#PF)\n");
+        assert_eq!(p, Parsed::default());
+        let p = parse_log(R0);
+        assert_eq!(p.warnings, ["line 1: a record line outside any snapshot"]);
+    }
+}

@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! lbr-decode: finds lbr-dump's branch-record snapshots in kernel logs (serial consoles, dmesg,
+//! journalctl -k, pstore) and prints them symbolized against vmlinux and module .ko files.
+//!
+//! ```text
+//! lbr-decode [--vmlinux PATH] [--modules PATH]... [--format text|json|annotate] [LOG]...
+//! ```
+
+mod log;
+mod symbols;
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, ValueEnum};
+use serde::Serialize;
+
+use crate::log::{parse_log, Parsed, Snapshot};
+use crate::symbols::{parse_printed, Frame, Image};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Decode lbr-dump branch records from kernel logs, symbolized"
+)]
+struct Cli {
+    /// Kernel logs to read ("-" or none: standard input).
+    inputs: Vec<PathBuf>,
+    /// The kernel's vmlinux (with DWARF for source lines; without, symbols only).
+    #[arg(short = 'k', long)]
+    vmlinux: Option<PathBuf>,
+    /// Module .ko files, or directories searched for them (repeatable).
+    #[arg(short = 'm', long = "modules")]
+    modules: Vec<PathBuf>,
+    /// Output: aligned text, JSON (schema version 1, see README), or the input annotated in place.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Colour the text output.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    color: Color,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+    Annotate,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Where an address is, once symbolized.
+#[derive(Clone, Debug, Default, Serialize)]
+struct Place {
+    addr: String,
+    /// `name+0xoff/0xsize [module]`, recomputed from the ELF files when given, else as printed.
+    symbol: Option<String>,
+    /// The ELF image the address was found in ("vmlinux" or a module name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image: Option<String>,
+    /// As the kernel printed it, when it differs from the recomputed one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    printed: Option<String>,
+    /// Innermost first.
+    frames: Vec<Frame>,
+}
+
+#[derive(Serialize)]
+struct RecordOut {
+    index: u32,
+    /// Input line of the record (for --format annotate).
+    #[serde(skip)]
+    line: usize,
+    from: Place,
+    to: Place,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mispred: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_tx: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    abort: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spec: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cycles: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    branch_type: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct SnapshotOut {
+    source: String,
+    line: usize,
+    cpu: u32,
+    seq: u64,
+    vector: u32,
+    vector_name: &'static str,
+    error: String,
+    rip: String,
+    cr2: String,
+    flavour: String,
+    format: u32,
+    state: &'static str,
+    complete: bool,
+    records: Vec<RecordOut>,
+}
+
+#[derive(Serialize)]
+struct Output {
+    version: u32,
+    /// Per image, the directory its source paths are relative to.
+    source_roots: std::collections::BTreeMap<String, String>,
+    kaslr_offset: Option<String>,
+    snapshots: Vec<SnapshotOut>,
+    warnings: Vec<String>,
+}
+
+/// The ELF images and the runtime-to-link mapping recovered from the log.
+struct Symbolizer {
+    vmlinux: Option<Image>,
+    modules: HashMap<String, Image>,
+    kaslr: Option<u64>,
+    /// (module, section index) -> load address of that section.
+    bases: HashMap<(String, usize), u64>,
+}
+
+impl Symbolizer {
+    fn load(cli: &Cli, warnings: &mut Vec<String>) -> Result<Symbolizer> {
+        let vmlinux = cli
+            .vmlinux
+            .as_deref()
+            .map(|p| Image::load(p, false))
+            .transpose()?;
+        if let Some(v) = &vmlinux {
+            if !v.has_dwarf {
+                warnings.push(format!(
+                    "{}: no debug info (DWARF): symbols from its symbol table, no source lines",
+                    v.path.display()
+                ));
+            }
+        } else {
+            warnings
+                .push("no --vmlinux: symbols are the kernel's as printed, no source lines".into());
+        }
+        let mut modules = HashMap::new();
+        for p in &cli.modules {
+            let files: Vec<PathBuf> = if p.is_dir() {
+                let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                    .with_context(|| format!("{}: cannot list", p.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|f| f.extension().is_some_and(|x| x == "ko"))
+                    .collect();
+                v.sort();
+                v
+            } else {
+                vec![p.clone()]
+            };
+            for f in files {
+                let img = Image::load(&f, true)?;
+                modules.insert(img.name.clone(), img);
+            }
+        }
+        Ok(Symbolizer {
+            vmlinux,
+            modules,
+            kaslr: None,
+            bases: HashMap::new(),
+        })
+    }
+
+    /// Recovers the KASLR offset and module section bases from the printed symbols; every
+    /// disagreement is a warning (a vmlinux or module that does not match the log).
+    fn calibrate(&mut self, snaps: &[(String, Snapshot)], warnings: &mut Vec<String>) {
+        let mut votes: HashMap<u64, usize> = HashMap::new();
+        for (_, s) in snaps {
+            for r in &s.records {
+                for (addr, sym) in [(r.branch.from, &r.from_sym), (r.branch.to, &r.to_sym)] {
+                    let Some(p) = sym.as_deref().and_then(parse_printed) else {
+                        continue;
+                    };
+                    match p.module {
+                        None => {
+                            if let Some(sym) = self.vmlinux.as_ref().and_then(|v| v.by_name(p.name))
+                            {
+                                *votes
+                                    .entry(addr.wrapping_sub(sym.addr + p.offset))
+                                    .or_default() += 1;
+                            }
+                        }
+                        Some(m) => {
+                            if let Some(sym) = self.modules.get(m).and_then(|i| i.by_name(p.name)) {
+                                if let Some(sec) = sym.section {
+                                    self.bases
+                                        .entry((m.to_string(), sec.0))
+                                        .or_insert(addr.wrapping_sub(sym.addr + p.offset));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut v: Vec<(u64, usize)> = votes.into_iter().collect();
+        v.sort_by_key(|&(off, n)| (std::cmp::Reverse(n), off));
+        if let Some(&(off, n)) = v.first() {
+            self.kaslr = Some(off);
+            let other: usize = v[1..].iter().map(|&(_, n)| n).sum();
+            if other > 0 {
+                warnings.push(format!(
+                    "the printed symbols disagree about the KASLR offset ({n} say {off:#x}, {other} say otherwise): is this the crashed kernel's vmlinux?"
+                ));
+            }
+        } else if self.vmlinux.is_some() {
+            warnings.push("no printed kernel symbol matched vmlinux: cannot find the KASLR offset (wrong vmlinux?)".into());
+        }
+    }
+
+    fn place(
+        &self,
+        addr: u64,
+        printed: Option<&str>,
+        what: &str,
+        warnings: &mut Vec<String>,
+    ) -> Place {
+        let mut place = Place {
+            addr: format!("{addr:#018x}"),
+            symbol: printed.map(str::to_string),
+            ..Place::default()
+        };
+        let pp = printed.and_then(parse_printed);
+        // A module address: its section's base, from any symbol of that module in the log.
+        let module = pp.as_ref().and_then(|p| p.module);
+        let computed = match module {
+            Some(m) => self.modules.get(m).and_then(|img| {
+                self.bases
+                    .iter()
+                    .filter(|((mm, _), _)| mm == m)
+                    .find_map(|((_, sec), base)| {
+                        let link = addr.wrapping_sub(*base);
+                        img.containing(link, Some(object::SectionIndex(*sec)))
+                            .map(|s| {
+                                (
+                                    format!("{}+{:#x}/{:#x} [{m}]", s.name, link - s.addr, s.size),
+                                    img.frames(link),
+                                    m.to_string(),
+                                )
+                            })
+                    })
+            }),
+            None => match (&self.vmlinux, self.kaslr) {
+                (Some(v), Some(k)) => {
+                    let link = addr.wrapping_sub(k);
+                    v.containing(link, None).map(|s| {
+                        (
+                            format!("{}+{:#x}/{:#x}", s.name, link - s.addr, s.size),
+                            v.frames(link),
+                            "vmlinux".to_string(),
+                        )
+                    })
+                }
+                _ => None,
+            },
+        };
+        if let Some((sym, frames, image)) = computed {
+            place.image = Some(image);
+            if let Some(p) = printed {
+                if !same_symbol(p, &sym) {
+                    warnings.push(format!("{what}: printed {p}, but the ELF files say {sym}: wrong vmlinux or module?"));
+                    place.printed = Some(p.to_string());
+                }
+            }
+            place.symbol = Some(sym);
+            place.frames = frames;
+        }
+        place
+    }
+}
+
+/// `%pS` names a symbol by any of its aliases (`__pi_` copies, for example): equal when offset and
+/// size agree and one name ends with the other.
+fn same_symbol(a: &str, b: &str) -> bool {
+    match (parse_printed(a), parse_printed(b)) {
+        (Some(x), Some(y)) => {
+            x.offset == y.offset
+                && x.size == y.size
+                && x.module == y.module
+                && (x.name.ends_with(y.name) || y.name.ends_with(x.name))
+        }
+        _ => a == b,
+    }
+}
+
+fn read_input(path: &PathBuf) -> Result<String> {
+    let mut bytes = Vec::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .context("reading standard input")?;
+    } else {
+        bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    }
+    if bytes.starts_with(b"\x7fELF") {
+        bail!(
+            "{}: an ELF file (a memory dump?): dumps are not read yet, only kernel logs",
+            path.display()
+        );
+    }
+    // Logs may hold stray binary bytes (a console's noise): decode lossily, never fail on them.
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn frames_text(frames: &[Frame]) -> String {
+    frames
+        .iter()
+        .filter_map(|f| Some(format!("{}:{}", f.file.as_deref()?, f.line?)))
+        .collect::<Vec<_>>()
+        .join(" < ")
+}
+
+fn run(cli: Cli) -> Result<bool> {
+    let inputs = if cli.inputs.is_empty() {
+        vec![PathBuf::from("-")]
+    } else {
+        cli.inputs.clone()
+    };
+    let mut warnings = Vec::new();
+    let mut texts = Vec::new();
+    let mut snaps: Vec<(String, Snapshot)> = Vec::new();
+    for path in &inputs {
+        let text = read_input(path)?;
+        let Parsed {
+            snapshots,
+            none,
+            warnings: w,
+        } = parse_log(&text);
+        let name = path.display().to_string();
+        warnings.extend(w.into_iter().map(|w| format!("{name}: {w}")));
+        for n in none {
+            warnings.push(format!(
+                "{name}: line {}: cpu {}: no snapshot for that oops: {}",
+                n.line, n.cpu, n.reason
+            ));
+        }
+        snaps.extend(snapshots.into_iter().map(|s| (name.clone(), s)));
+        texts.push((name, text));
+    }
+    let mut sym = Symbolizer::load(&cli, &mut warnings)?;
+    sym.calibrate(&snaps, &mut warnings);
+
+    let mut out = Output {
+        version: 1,
+        source_roots: Default::default(),
+        kaslr_offset: sym.kaslr.map(|k| format!("{k:#x}")),
+        snapshots: Vec::new(),
+        warnings: Vec::new(),
+    };
+    for (src, s) in &snaps {
+        let records = s
+            .records
+            .iter()
+            .map(|r| {
+                let b = &r.branch;
+                RecordOut {
+                    index: r.index,
+                    line: r.line,
+                    from: sym.place(
+                        b.from,
+                        r.from_sym.as_deref(),
+                        &format!("{src}:{}: #{} from", r.line, r.index),
+                        &mut warnings,
+                    ),
+                    to: sym.place(
+                        b.to,
+                        r.to_sym.as_deref(),
+                        &format!("{src}:{}: #{} to", r.line, r.index),
+                        &mut warnings,
+                    ),
+                    mispred: b.mispred,
+                    in_tx: b.in_tx,
+                    abort: b.abort,
+                    spec: b.spec,
+                    cycles: b.cycles,
+                    branch_type: b.branch_type.map(|t| t.name()),
+                }
+            })
+            .collect();
+        out.snapshots.push(SnapshotOut {
+            source: src.clone(),
+            line: s.line,
+            cpu: s.cpu,
+            seq: s.seq,
+            vector: s.vector,
+            vector_name: lbr_core::report::vector_name(s.vector),
+            error: format!("{:#x}", s.error),
+            rip: format!("{:#x}", s.rip),
+            cr2: format!("{:#x}", s.cr2),
+            flavour: s.flavour.clone(),
+            format: s.format,
+            state: match s.state {
+                lbr_core::report::State::Complete => "complete",
+                lbr_core::report::State::Torn => "torn",
+                lbr_core::report::State::WasOff => "was-off",
+            },
+            complete: s.complete,
+            records,
+        });
+    }
+    out.warnings = warnings;
+    strip_common_source_dir(&mut out);
+
+    let stdout = std::io::stdout();
+    let color = match cli.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let mut w = stdout.lock();
+    match cli.format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut w, &out)?;
+            writeln!(w)?;
+        }
+        Format::Text => write_text(&mut w, &out, color)?,
+        Format::Annotate => write_annotated(&mut w, &texts, &out)?,
+    }
+    if cli.format != Format::Json {
+        for warning in &out.warnings {
+            eprintln!("lbr-decode: warning: {warning}");
+        }
+    }
+    if out.snapshots.is_empty() {
+        eprintln!("lbr-decode: no lbr-dump snapshot in the input");
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Source paths relative to the directory all of one image's paths share (the kernel tree the
+/// vmlinux was built in, a module's source directory), as scripts/decode_stacktrace.sh prints them.
+fn strip_common_source_dir(out: &mut Output) {
+    let mut images: Vec<String> = Vec::new();
+    for r in out.snapshots.iter().flat_map(|s| s.records.iter()) {
+        for p in [&r.from, &r.to] {
+            if let Some(i) = &p.image {
+                if !images.contains(i) {
+                    images.push(i.clone());
+                }
+            }
+        }
+    }
+    for image in images {
+        let places = || {
+            out.snapshots
+                .iter()
+                .flat_map(|s| s.records.iter())
+                .flat_map(|r| [&r.from, &r.to])
+                .filter(|p| p.image.as_deref() == Some(image.as_str()))
+        };
+        let files: Vec<String> = places()
+            .flat_map(|p| p.frames.iter())
+            .filter_map(|f| f.file.clone())
+            .filter(|f| f.starts_with('/'))
+            .collect();
+        let Some(first) = files.first() else { continue };
+        let mut prefix = first[..first.rfind('/').unwrap_or(0) + 1].to_string();
+        for f in &files {
+            while !f.starts_with(prefix.as_str()) {
+                let cut = prefix[..prefix.len() - 1].rfind('/').map_or(0, |i| i + 1);
+                prefix.truncate(cut);
+            }
+        }
+        if prefix.matches('/').count() < 2 {
+            continue;
+        }
+        for s in &mut out.snapshots {
+            for r in &mut s.records {
+                for p in [&mut r.from, &mut r.to] {
+                    if p.image.as_deref() != Some(image.as_str()) {
+                        continue;
+                    }
+                    for f in &mut p.frames {
+                        if let Some(rel) = f
+                            .file
+                            .as_deref()
+                            .and_then(|x| x.strip_prefix(prefix.as_str()))
+                        {
+                            f.file = Some(rel.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        out.source_roots.insert(image, prefix);
+    }
+}
+
+fn write_text(w: &mut impl Write, out: &Output, color: bool) -> Result<()> {
+    let (bold, dim, reset) = if color {
+        ("\x1b[1m", "\x1b[2m", "\x1b[0m")
+    } else {
+        ("", "", "")
+    };
+    for s in &out.snapshots {
+        writeln!(
+            w,
+            "{bold}{}:{}: cpu {} seq {}: {} (vector {}) error {} rip {} cr2 {}{reset}  [{} format {}, {} records, {}{}]",
+            s.source,
+            s.line,
+            s.cpu,
+            s.seq,
+            s.vector_name,
+            s.vector,
+            s.error,
+            s.rip,
+            s.cr2,
+            s.flavour,
+            s.format,
+            s.records.len(),
+            s.state,
+            if s.complete { "" } else { ", cut" }
+        )?;
+        let name = |p: &Place| p.symbol.clone().unwrap_or_else(|| p.addr.clone());
+        let wf = s
+            .records
+            .iter()
+            .map(|r| name(&r.from).len())
+            .max()
+            .unwrap_or(0);
+        let wt = s
+            .records
+            .iter()
+            .map(|r| name(&r.to).len())
+            .max()
+            .unwrap_or(0);
+        for r in &s.records {
+            let mut flags = Vec::new();
+            if r.mispred == Some(true) {
+                flags.push("mispred".to_string());
+            }
+            for (f, n) in [(r.in_tx, "in_tx"), (r.abort, "abort"), (r.spec, "spec")] {
+                if f == Some(true) {
+                    flags.push(n.to_string());
+                }
+            }
+            if let Some(c) = r.cycles {
+                flags.push(format!("cycles={c}"));
+            }
+            if let Some(t) = r.branch_type {
+                flags.push(t.to_string());
+            }
+            let src = [frames_text(&r.from.frames), frames_text(&r.to.frames)];
+            writeln!(
+                w,
+                "  #{:<3} {:<wf$} -> {:<wt$}  {dim}{}{}{reset}",
+                r.index,
+                name(&r.from),
+                name(&r.to),
+                flags.join(" "),
+                if src.iter().any(|s| !s.is_empty()) {
+                    format!("  {} -> {}", src[0], src[1])
+                } else {
+                    String::new()
+                },
+            )?;
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// The input with each record line followed by its source locations, the way
+/// scripts/decode_stacktrace.sh annotates stack traces.
+fn write_annotated(w: &mut impl Write, texts: &[(String, String)], out: &Output) -> Result<()> {
+    let mut by_line: HashMap<(&str, usize), String> = HashMap::new();
+    for s in &out.snapshots {
+        for r in &s.records {
+            let src = [frames_text(&r.from.frames), frames_text(&r.to.frames)];
+            if src.iter().any(|s| !s.is_empty()) {
+                by_line.insert(
+                    (s.source.as_str(), r.line),
+                    format!("{} -> {}", src[0], src[1]),
+                );
+            }
+        }
+    }
+    for (name, text) in texts {
+        for (n, line) in text.split('\n').enumerate() {
+            let line = line.trim_end_matches('\r');
+            match by_line.get(&(name.as_str(), n + 1)) {
+                Some(a) if log::payload(line).is_some_and(|p| p.starts_with("lbr_dump: #")) => {
+                    writeln!(w, "{line} ({a})")?
+                }
+                _ => writeln!(w, "{line}")?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("lbr-decode: error: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Symbolization against vmlinux and module .ko files: symbol tables through `object`, source
+//! lines and inlined frames through `addr2line` (DWARF). Runtime addresses are mapped back to link
+//! addresses with the KASLR offset, which is recovered from the `%pS` symbols the kernel printed
+//! next to each record (for modules: the load address of each text section).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use object::{Object, ObjectSection, ObjectSymbol, SectionIndex, SymbolKind};
+
+/// A function symbol.
+#[derive(Clone, Debug)]
+pub struct Sym {
+    pub addr: u64,
+    pub size: u64,
+    pub name: String,
+    pub section: Option<SectionIndex>,
+}
+
+/// A source location, innermost (inlined) frame first.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Frame {
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// One ELF image: vmlinux or a module.
+pub struct Image {
+    /// "vmlinux" or the module's name as the kernel prints it (`[name]`).
+    pub name: String,
+    pub path: PathBuf,
+    syms: Vec<Sym>,
+    by_name: HashMap<String, usize>,
+    loader: Option<addr2line::Loader>,
+    pub has_dwarf: bool,
+}
+
+impl Image {
+    pub fn load(path: &Path, module: bool) -> Result<Image> {
+        let data =
+            std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let file = object::File::parse(&*data)
+            .with_context(|| format!("{}: not an ELF file", path.display()))?;
+        if file.architecture() != object::Architecture::X86_64 {
+            bail!(
+                "{}: a {:?} file, not x86-64",
+                path.display(),
+                file.architecture()
+            );
+        }
+        let mut syms: Vec<Sym> = file
+            .symbols()
+            // Every named symbol in an executable section, as kallsyms has them (assembly entry
+            // points are often STT_NOTYPE).
+            .filter(|s| {
+                !s.is_undefined()
+                    && matches!(
+                        s.kind(),
+                        SymbolKind::Text | SymbolKind::Unknown | SymbolKind::Label
+                    )
+                    && s.section_index()
+                        .and_then(|i| file.section_by_index(i).ok())
+                        .is_some_and(|sec| sec.kind() == object::SectionKind::Text)
+                    && s.name()
+                        .is_ok_and(|n| !n.is_empty() && !n.starts_with(".L"))
+            })
+            .filter_map(|s| {
+                Some(Sym {
+                    addr: s.address(),
+                    size: s.size(),
+                    name: s.name().ok()?.to_string(),
+                    // vmlinux is linked: one address space. A module's symbols are section
+                    // offsets, each section loaded on its own.
+                    section: if module { s.section_index() } else { None },
+                })
+            })
+            .collect();
+        syms.sort_by_key(|s| (s.section.map(|i| i.0), s.addr));
+        syms.dedup_by_key(|s| (s.section.map(|i| i.0), s.addr));
+        // Sizes as the kernel's %pS computes them (kallsyms): up to the next symbol, padding
+        // included, so that recomputed symbols compare equal to printed ones.
+        for i in 0..syms.len().saturating_sub(1) {
+            if syms[i + 1].section == syms[i].section && syms[i + 1].addr > syms[i].addr {
+                syms[i].size = syms[i + 1].addr - syms[i].addr;
+            }
+        }
+        let by_name = syms
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.clone(), i))
+            .collect();
+        let has_dwarf = file
+            .section_by_name(".debug_info")
+            .is_some_and(|s| s.size() > 0);
+        let name = if module {
+            module_name(&file).unwrap_or_else(|| {
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().replace('-', "_"))
+                    .unwrap_or_default()
+            })
+        } else {
+            "vmlinux".to_string()
+        };
+        if syms.is_empty() {
+            bail!("{}: no function symbols (stripped?)", path.display());
+        }
+        let loader = if has_dwarf {
+            Some(
+                addr2line::Loader::new(path)
+                    .map_err(|e| anyhow::anyhow!("{}: reading its DWARF: {e}", path.display()))?,
+            )
+        } else {
+            None
+        };
+        Ok(Image {
+            name,
+            path: path.to_path_buf(),
+            syms,
+            by_name,
+            loader,
+            has_dwarf,
+        })
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Sym> {
+        self.by_name.get(name).map(|&i| &self.syms[i])
+    }
+
+    /// The function containing a link address (in `section`, for modules).
+    pub fn containing(&self, addr: u64, section: Option<SectionIndex>) -> Option<&Sym> {
+        let key = (section.map(|i| i.0), addr);
+        let i = self
+            .syms
+            .partition_point(|s| (s.section.map(|i| i.0), s.addr) <= key);
+        let s = self.syms.get(i.checked_sub(1)?)?;
+        (s.section == section && addr < s.addr + s.size.max(1)).then_some(s)
+    }
+
+    /// Source lines and inlined frames for a link address (vmlinux; modules when their DWARF
+    /// can be read as is).
+    pub fn frames(&self, addr: u64) -> Vec<Frame> {
+        let Some(loader) = &self.loader else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let r = loader.find_frames(addr);
+        if std::env::var_os("LBR_DECODE_DEBUG").is_some() {
+            eprintln!("frames({addr:#x}): {:?}", r.as_ref().err());
+        }
+        if let Ok(mut it) = r {
+            while let Ok(Some(f)) = it.next() {
+                out.push(Frame {
+                    function: f
+                        .function
+                        .as_ref()
+                        .and_then(|n| n.demangle().ok())
+                        .map(|n| n.into_owned()),
+                    file: f.location.as_ref().and_then(|l| l.file).map(str::to_string),
+                    line: f.location.as_ref().and_then(|l| l.line),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// The module name from .modinfo (`name=...`).
+fn module_name(file: &object::File) -> Option<String> {
+    let data = file.section_by_name(".modinfo")?.data().ok()?;
+    data.split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(b"name="))
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+}
+
+/// A `%pS` symbol as the kernel prints it: `name+0xoff/0xsize [module]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Printed<'a> {
+    pub name: &'a str,
+    pub offset: u64,
+    pub size: u64,
+    pub module: Option<&'a str>,
+}
+
+pub fn parse_printed(s: &str) -> Option<Printed<'_>> {
+    let (sym, module) = match s.split_once(" [") {
+        Some((sym, m)) => (sym, Some(m.strip_suffix(']')?)),
+        None => (s, None),
+    };
+    let (name, rest) = sym.rsplit_once('+')?;
+    let (off, size) = rest.split_once('/')?;
+    let hex = |v: &str| u64::from_str_radix(v.strip_prefix("0x")?, 16).ok();
+    Some(Printed {
+        name,
+        offset: hex(off)?,
+        size: hex(size)?,
+        module,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_symbols() {
+        assert_eq!(
+            parse_printed("lbr_dump_stub_14+0x0/0x1e0 [lbr_dump]"),
+            Some(Printed {
+                name: "lbr_dump_stub_14",
+                offset: 0,
+                size: 0x1e0,
+                module: Some("lbr_dump")
+            })
+        );
+        assert_eq!(
+            parse_printed("__pi___x86_indirect_thunk_r11+0xa/0x20"),
+            Some(Printed {
+                name: "__pi___x86_indirect_thunk_r11",
+                offset: 0xa,
+                size: 0x20,
+                module: None
+            })
+        );
+        assert_eq!(parse_printed("0xffff800000001000"), None);
+        assert_eq!(parse_printed("f+0x1/"), None);
+    }
+}

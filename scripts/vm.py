@@ -135,6 +135,9 @@ class Vm:
             "-m", self.memory, "-accel", accel, "-display", "none", "-monitor", "none",
             "-serial", "stdio", "-no-reboot", "-kernel", str(kdir / "arch/x86/boot/bzImage"),
             "-initrd", str(initrd), "-append", append,
+            # CPU resets (the guest's final reboot, a triple fault) with the CPU state, so that a
+            # VM that ends early can be told apart from one that rebooted as planned.
+            "-d", "cpu_reset", "-D", str(run_dir / "qemu-reset.log"),
         ]
         emu_log = None
         if self.emulate is not None:

@@ -109,7 +109,11 @@ pub type MemCb = extern "C" fn(vcpu: c_uint, info: u32, vaddr: u64, userdata: *m
 
 extern "C" {
     pub fn qemu_plugin_register_vcpu_init_cb(id: PluginId, cb: VcpuUdataCb, userdata: *mut c_void);
-    pub fn qemu_plugin_register_vcpu_tb_trans_cb(id: PluginId, cb: TbTransCb, userdata: *mut c_void);
+    pub fn qemu_plugin_register_vcpu_tb_trans_cb(
+        id: PluginId,
+        cb: TbTransCb,
+        userdata: *mut c_void,
+    );
     pub fn qemu_plugin_register_vcpu_discon_cb(
         id: PluginId,
         kind: c_int,
@@ -127,7 +131,12 @@ extern "C" {
         imm: u64,
         userdata: *mut c_void,
     );
-    pub fn qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb: *mut Tb, op: c_int, entry: U64, imm: u64);
+    pub fn qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+        tb: *mut Tb,
+        op: c_int,
+        entry: U64,
+        imm: u64,
+    );
     pub fn qemu_plugin_register_vcpu_insn_exec_cb(
         insn: *mut Insn,
         cb: VcpuUdataCb,

@@ -15,8 +15,13 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
     let mut model = None;
     let (mut format, mut depth, mut log, mut trace) = (None, None, None, false);
     for arg in args {
-        let (k, v) = arg.split_once('=').ok_or_else(|| format!("argument {arg:?} is not key=value"))?;
-        let num = |v: &str| v.parse::<usize>().map_err(|_| format!("{k}={v}: not a number"));
+        let (k, v) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("argument {arg:?} is not key=value"))?;
+        let num = |v: &str| {
+            v.parse::<usize>()
+                .map_err(|_| format!("{k}={v}: not a number"))
+        };
         match k {
             "model" => {
                 model = Some(model::find(v).ok_or_else(|| {
@@ -34,7 +39,11 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
                     _ => return Err(format!("trace={v}: on or off")),
                 }
             }
-            _ => return Err(format!("unknown argument {k:?} (model, format, depth, log, trace)")),
+            _ => {
+                return Err(format!(
+                    "unknown argument {k:?} (model, format, depth, log, trace)"
+                ))
+            }
         }
     }
     let mut model = model.ok_or("model=NAME is required")?;
@@ -66,11 +75,23 @@ mod tests {
         for (args, msg) in [
             (&["format=3"][..], "model=NAME is required"),
             (&["model=pentium"], "model=pentium: unknown; models: core2"),
-            (&["model=skylake", "format=8"], "format=8: LBR formats are 0-7"),
+            (
+                &["model=skylake", "format=8"],
+                "format=8: LBR formats are 0-7",
+            ),
             (&["model=skylake", "format=x"], "format=x: not a number"),
-            (&["model=zen4", "format=3"], "format= applies to Intel legacy LBR models"),
-            (&["model=skylake", "depth=16"], "depth= applies to Arch LBR models"),
-            (&["model=skylake", "colour=red"], "unknown argument \"colour\""),
+            (
+                &["model=zen4", "format=3"],
+                "format= applies to Intel legacy LBR models",
+            ),
+            (
+                &["model=skylake", "depth=16"],
+                "depth= applies to Arch LBR models",
+            ),
+            (
+                &["model=skylake", "colour=red"],
+                "unknown argument \"colour\"",
+            ),
             (&["model"], "argument \"model\" is not key=value"),
             (&["model=skylake", "trace=yes"], "trace=yes: on or off"),
         ] {

@@ -135,25 +135,25 @@ mod tests {
     #[test]
     fn branches() {
         let cases: &[(&[u8], Insn)] = &[
-            (&[0x74, 0x05], Insn::Branch(Kind::Jcc)),                  // je
-            (&[0x0f, 0x85, 1, 0, 0, 0], Insn::Branch(Kind::Jcc)),      // jne rel32
-            (&[0xe3, 0x02], Insn::Branch(Kind::Jcc)),                  // jrcxz
-            (&[0xeb, 0xfe], Insn::Branch(Kind::JmpRel)),               // jmp rel8
-            (&[0xe9, 0, 0, 0, 0], Insn::Branch(Kind::JmpRel)),         // jmp rel32
-            (&[0xe8, 0, 0, 0, 0], Insn::Branch(Kind::CallRel)),        // call rel32
-            (&[0xff, 0xd0], Insn::Branch(Kind::CallInd)),              // call *%rax
-            (&[0x41, 0xff, 0xd3], Insn::Branch(Kind::CallInd)),        // call *%r11
-            (&[0xff, 0xe0], Insn::Branch(Kind::JmpInd)),               // jmp *%rax
-            (&[0x3e, 0xff, 0xe0], Insn::Branch(Kind::JmpInd)),         // notrack jmp *%rax
+            (&[0x74, 0x05], Insn::Branch(Kind::Jcc)),             // je
+            (&[0x0f, 0x85, 1, 0, 0, 0], Insn::Branch(Kind::Jcc)), // jne rel32
+            (&[0xe3, 0x02], Insn::Branch(Kind::Jcc)),             // jrcxz
+            (&[0xeb, 0xfe], Insn::Branch(Kind::JmpRel)),          // jmp rel8
+            (&[0xe9, 0, 0, 0, 0], Insn::Branch(Kind::JmpRel)),    // jmp rel32
+            (&[0xe8, 0, 0, 0, 0], Insn::Branch(Kind::CallRel)),   // call rel32
+            (&[0xff, 0xd0], Insn::Branch(Kind::CallInd)),         // call *%rax
+            (&[0x41, 0xff, 0xd3], Insn::Branch(Kind::CallInd)),   // call *%r11
+            (&[0xff, 0xe0], Insn::Branch(Kind::JmpInd)),          // jmp *%rax
+            (&[0x3e, 0xff, 0xe0], Insn::Branch(Kind::JmpInd)),    // notrack jmp *%rax
             (&[0xff, 0x24, 0xc5, 0, 0, 0, 0], Insn::Branch(Kind::JmpInd)), // jmp *(,%rax,8)
-            (&[0xc3], Insn::Branch(Kind::Ret)),                        // ret
-            (&[0xf3, 0xc3], Insn::Branch(Kind::Ret)),                  // rep ret
-            (&[0xc2, 8, 0], Insn::Branch(Kind::Ret)),                  // ret $8
-            (&[0x48, 0xcf], Insn::Branch(Kind::Far)),                  // iretq
-            (&[0x0f, 0x05], Insn::Branch(Kind::Far)),                  // syscall
-            (&[0x48, 0x0f, 0x07], Insn::Branch(Kind::Far)),            // sysretq
-            (&[0x48, 0xcb], Insn::Branch(Kind::Far)),                  // lretq
-            (&[0xff, 0x1c, 0x24], Insn::Branch(Kind::Far)),            // lcall *(%rsp)
+            (&[0xc3], Insn::Branch(Kind::Ret)),                   // ret
+            (&[0xf3, 0xc3], Insn::Branch(Kind::Ret)),             // rep ret
+            (&[0xc2, 8, 0], Insn::Branch(Kind::Ret)),             // ret $8
+            (&[0x48, 0xcf], Insn::Branch(Kind::Far)),             // iretq
+            (&[0x0f, 0x05], Insn::Branch(Kind::Far)),             // syscall
+            (&[0x48, 0x0f, 0x07], Insn::Branch(Kind::Far)),       // sysretq
+            (&[0x48, 0xcb], Insn::Branch(Kind::Far)),             // lretq
+            (&[0xff, 0x1c, 0x24], Insn::Branch(Kind::Far)),       // lcall *(%rsp)
         ];
         for (bytes, want) in cases {
             assert_eq!(classify(bytes), *want, "{bytes:02x?}");
@@ -166,15 +166,15 @@ mod tests {
             (&[0x0f, 0xa2], Insn::Cpuid),
             (&[0x0f, 0x32], Insn::Rdmsr),
             (&[0x0f, 0x30], Insn::Wrmsr),
-            (&[0x0f, 0x01, 0x18], Insn::Lidt),       // lidt (%rax)
+            (&[0x0f, 0x01, 0x18], Insn::Lidt), // lidt (%rax)
             (&[0x0f, 0x01, 0x1d, 0, 0, 0, 0], Insn::Lidt), // lidt rip-relative
-            (&[0x0f, 0x01, 0xd8], Insn::Other),      // vmrun (mod == 3)
-            (&[0x0f, 0x01, 0x10], Insn::Other),      // lgdt
-            (&[0xff, 0xc0], Insn::Other),            // inc %eax
-            (&[0xff, 0x30], Insn::Other),            // push (%rax)
-            (&[0xcc], Insn::Other),                  // int3: an exception, seen as a discontinuity
-            (&[0x0f, 0x0b], Insn::Other),            // ud2: likewise
-            (&[0xf3, 0x48, 0xa5], Insn::Other),      // rep movsq
+            (&[0x0f, 0x01, 0xd8], Insn::Other), // vmrun (mod == 3)
+            (&[0x0f, 0x01, 0x10], Insn::Other), // lgdt
+            (&[0xff, 0xc0], Insn::Other),      // inc %eax
+            (&[0xff, 0x30], Insn::Other),      // push (%rax)
+            (&[0xcc], Insn::Other),            // int3: an exception, seen as a discontinuity
+            (&[0x0f, 0x0b], Insn::Other),      // ud2: likewise
+            (&[0xf3, 0x48, 0xa5], Insn::Other), // rep movsq
             (&[0x90], Insn::Other),
             (&[0xf3, 0x0f, 0x1e, 0xfa], Insn::Other), // endbr64
         ];

@@ -68,7 +68,15 @@ pub struct Model {
     pub flavour: Flavour,
 }
 
-const fn legacy(name: &'static str, model: u8, depth: usize, from: u32, to: u32, info: bool, format: u8) -> Model {
+const fn legacy(
+    name: &'static str,
+    model: u8,
+    depth: usize,
+    from: u32,
+    to: u32,
+    info: bool,
+    format: u8,
+) -> Model {
     Model {
         name,
         vendor: Vendor::Intel,
@@ -129,7 +137,12 @@ impl Model {
         match &mut self.flavour {
             Flavour::Legacy { format: f, .. } if format <= 7 => *f = format,
             Flavour::Legacy { .. } => return Err(format!("format={format}: LBR formats are 0-7")),
-            _ => return Err(format!("format= applies to Intel legacy LBR models, not {}", self.name)),
+            _ => {
+                return Err(format!(
+                    "format= applies to Intel legacy LBR models, not {}",
+                    self.name
+                ))
+            }
         }
         Ok(self)
     }
@@ -138,8 +151,15 @@ impl Model {
     pub fn with_depth(mut self, depth: usize) -> Result<Model, String> {
         match &mut self.flavour {
             Flavour::Arch { depth: d } if depth % 8 == 0 && (8..=64).contains(&depth) => *d = depth,
-            Flavour::Arch { .. } => return Err(format!("depth={depth}: Arch LBR depths are 8, 16, ... 64")),
-            _ => return Err(format!("depth= applies to Arch LBR models, not {}: their depth is the model's", self.name)),
+            Flavour::Arch { .. } => {
+                return Err(format!("depth={depth}: Arch LBR depths are 8, 16, ... 64"))
+            }
+            _ => {
+                return Err(format!(
+                    "depth= applies to Arch LBR models, not {}: their depth is the model's",
+                    self.name
+                ))
+            }
         }
         Ok(self)
     }
@@ -166,7 +186,13 @@ impl Model {
     /// Rewrites the result of `cpuid` (leaf, subleaf) as this model answers it. `orig_max` is
     /// the highest leaf of the same range QEMU answered before the emulator raised it (leaves
     /// between the two are answered with zeros, not with QEMU's copy of its highest leaf).
-    pub fn cpuid(&self, leaf: u32, subleaf: u32, regs: [u32; 4], orig_max: Option<u32>) -> [u32; 4] {
+    pub fn cpuid(
+        &self,
+        leaf: u32,
+        subleaf: u32,
+        regs: [u32; 4],
+        orig_max: Option<u32>,
+    ) -> [u32; 4] {
         let [mut a, mut b, mut c, mut d] = regs;
         let base = leaf & 0x8000_0000;
         if let (Some(need), Some(orig)) = (self.needs_leaf(base), orig_max) {
@@ -183,7 +209,10 @@ impl Model {
             (1, _) => {
                 if let Some(model) = self.model {
                     // Family 6: EAX = ext model[19:16] family[11:8] model[7:4] stepping[3:0].
-                    a = (((model as u32) >> 4) << 16) | (6 << 8) | (((model as u32) & 0xf) << 4) | 1;
+                    a = (((model as u32) >> 4) << 16)
+                        | (6 << 8)
+                        | (((model as u32) & 0xf) << 4)
+                        | 1;
                 }
                 if self.perf_capabilities().is_some() {
                     c |= 1 << 15; // PDCM
@@ -240,7 +269,10 @@ mod tests {
         assert_eq!(m.cpuid(7, 1, [0, 0, 0, 0], Some(0xd))[3], 0);
         // Depth 32: bits 0..3 (8, 16, 24, 32).
         assert_eq!(m.cpuid(0x1c, 0, [0; 4], Some(0xd)), [0xf, 7, 7, 0]);
-        assert_eq!(m.with_depth(64).unwrap().cpuid(0x1c, 0, [0; 4], Some(0xd))[0], 0xff);
+        assert_eq!(
+            m.with_depth(64).unwrap().cpuid(0x1c, 0, [0; 4], Some(0xd))[0],
+            0xff
+        );
         assert!(m.with_depth(12).is_err());
         assert_eq!(m.perf_capabilities(), Some(0x3f));
     }
@@ -248,10 +280,19 @@ mod tests {
     #[test]
     fn zen4_cpuid() {
         let m = find("zen4").unwrap();
-        assert_eq!(m.cpuid(0x8000_0000, 0, [0x8000_0021, 1, 2, 3], Some(0x8000_0021))[0], 0x8000_0022);
+        assert_eq!(
+            m.cpuid(0x8000_0000, 0, [0x8000_0021, 1, 2, 3], Some(0x8000_0021))[0],
+            0x8000_0022
+        );
         // Stack size 16 in EBX[9:4], LbrExtV2 in EAX[1].
-        assert_eq!(m.cpuid(0x8000_0022, 0, [0x1, 0x3f0, 0, 0], Some(0x8000_0021)), [0x3, 0x100, 0, 0]);
-        assert_eq!(m.cpuid(1, 0, [0xa10f11, 0, 0, 0], None), [0xa10f11, 0, 0, 0]);
+        assert_eq!(
+            m.cpuid(0x8000_0022, 0, [0x1, 0x3f0, 0, 0], Some(0x8000_0021)),
+            [0x3, 0x100, 0, 0]
+        );
+        assert_eq!(
+            m.cpuid(1, 0, [0xa10f11, 0, 0, 0], None),
+            [0xa10f11, 0, 0, 0]
+        );
         assert!(m.with_format(3).is_err());
     }
 }

@@ -28,8 +28,8 @@ use std::sync::{Mutex, OnceLock};
 use serde_json::{json, Value};
 
 use crate::api::*;
-use crate::decode::{classify, Insn as InsnKind, Kind};
 use crate::args::parse_args;
+use crate::decode::{classify, Insn as InsnKind, Kind};
 use crate::model::{Flavour, Model, Vendor};
 use crate::recorder::{Access, Branch, Recorder, Switch};
 
@@ -129,7 +129,9 @@ impl Emu {
     }
 
     fn cpu(&self, vcpu: c_uint) -> std::sync::MutexGuard<'_, Cpu> {
-        self.cpus[vcpu as usize].lock().unwrap_or_else(|e| e.into_inner())
+        self.cpus[vcpu as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn freeze_event(&self, vcpu: c_uint, rec: &Recorder, cause: &str, pc: u64) {
@@ -206,7 +208,8 @@ fn read_mem(addr: u64, len: usize) -> Option<Vec<u8>> {
     unsafe {
         let buf = g_byte_array_new();
         let ok = qemu_plugin_read_memory_vaddr(addr, buf, len);
-        let out = (ok && (*buf).len as usize >= len).then(|| std::slice::from_raw_parts((*buf).data, len).to_vec());
+        let out = (ok && (*buf).len as usize >= len)
+            .then(|| std::slice::from_raw_parts((*buf).data, len).to_vec());
         g_byte_array_free(buf, 1);
         out
     }
@@ -226,7 +229,11 @@ fn take_branch(vcpu: c_uint, s: &mut Sb, from: u64, to: u64, kind: Kind, event: 
         return;
     }
     e.seen.fetch_add(1, Relaxed);
-    let recorded = if event { cpu.rec.event(&b) } else { cpu.rec.branch(&b) };
+    let recorded = if event {
+        cpu.rec.event(&b)
+    } else {
+        cpu.rec.branch(&b)
+    };
     if recorded {
         s.insns_at_record = s.insns;
         e.recorded.fetch_add(1, Relaxed);
@@ -266,7 +273,9 @@ extern "C" fn on_discon(vcpu: c_uint, kind: c_int, from: u64, to: u64, _: *mut c
     }
     s.last_kind = 0;
     s.ft = to;
-    if kind != DISCON_INTERRUPT && kind != DISCON_EXCEPTION {
+    // Host calls are not guest control flow; QEMU also reports events that leave the PC where
+    // it was (from == to, seen at the first instruction of a block): no branch happened.
+    if (kind != DISCON_INTERRUPT && kind != DISCON_EXCEPTION) || from == to {
         return;
     }
     let e = emu();
@@ -300,7 +309,12 @@ fn is_debug_exception(vcpu: c_uint, to: u64) -> bool {
 
 extern "C" fn on_lidt(vcpu: c_uint, info: u32, _vaddr: u64, _: *mut c_void) {
     // SAFETY: `info` is the handle QEMU passed to this memory callback.
-    let (shift, v) = unsafe { (qemu_plugin_mem_size_shift(info), qemu_plugin_mem_get_value(info)) };
+    let (shift, v) = unsafe {
+        (
+            qemu_plugin_mem_size_shift(info),
+            qemu_plugin_mem_get_value(info),
+        )
+    };
     // LIDT in 64-bit mode loads the 2-byte limit, then the 8-byte base.
     if shift == 3 && v.kind == MEM_VALUE_U64 {
         emu().cpu(vcpu).idt = Some(v.data[0]);
@@ -320,7 +334,10 @@ fn msr_access(vcpu: c_uint, next: u64, write: bool) {
             let v = (read_reg(rdx) << 32) | (read_reg(rax) & 0xffff_ffff);
             let a = cpu.rec.wrmsr(msr, v);
             if let Access::Done(_, sw) = a {
-                e.log(json!({"event": "wrmsr", "cpu": vcpu, "msr": hex(msr as u64), "value": hex(v)}), false);
+                e.log(
+                    json!({"event": "wrmsr", "cpu": vcpu, "msr": hex(msr as u64), "value": hex(v)}),
+                    false,
+                );
                 e.switched(vcpu, &cpu.rec, sw, "wrmsr", pc);
             }
             a
@@ -329,7 +346,10 @@ fn msr_access(vcpu: c_uint, next: u64, write: bool) {
             if let Access::Done(v, _) = a {
                 write_reg(rax, v & 0xffff_ffff);
                 write_reg(rdx, v >> 32);
-                e.log(json!({"event": "rdmsr", "cpu": vcpu, "msr": hex(msr as u64), "value": hex(v)}), true);
+                e.log(
+                    json!({"event": "rdmsr", "cpu": vcpu, "msr": hex(msr as u64), "value": hex(v)}),
+                    true,
+                );
             }
             a
         };
@@ -388,7 +408,9 @@ extern "C" fn on_cpuid_done(vcpu: c_uint, _: *mut c_void) {
     unsafe { sb(vcpu) }.cpuid_pending = 0;
     let e = emu();
     let mut cpu = e.cpu(vcpu);
-    let Some((leaf, sub)) = cpu.cpuid.take() else { return };
+    let Some((leaf, sub)) = cpu.cpuid.take() else {
+        return;
+    };
     let Some(regs) = &cpu.regs else { return };
     let hs = [regs.rax, regs.rbx, regs.rcx, regs.rdx];
     let old: [u32; 4] = hs.map(|h| read_reg(h) as u32);
@@ -431,10 +453,16 @@ extern "C" fn on_vcpu_init(vcpu: c_uint, _: *mut c_void) {
     unsafe {
         let arr = qemu_plugin_get_registers();
         if !arr.is_null() {
-            let descs = std::slice::from_raw_parts((*arr).data as *const RegDescriptor, (*arr).len as usize);
+            let descs = std::slice::from_raw_parts(
+                (*arr).data as *const RegDescriptor,
+                (*arr).len as usize,
+            );
             for d in descs {
                 let name = CStr::from_ptr(d.name).to_bytes();
-                if let Some(i) = [&b"rax"[..], b"rbx", b"rcx", b"rdx"].iter().position(|n| *n == name) {
+                if let Some(i) = [&b"rax"[..], b"rbx", b"rcx", b"rdx"]
+                    .iter()
+                    .position(|n| *n == name)
+                {
                     found[i] = d.handle;
                 }
             }
@@ -467,7 +495,15 @@ extern "C" fn on_translate(tb: *mut Tb, _: *mut c_void) {
     unsafe {
         let n = qemu_plugin_tb_n_insns(tb);
         let vaddr = qemu_plugin_tb_vaddr(tb);
-        qemu_plugin_register_vcpu_tb_exec_cond_cb(tb, on_block, CB_NO_REGS, COND_NE, field(off_ft), vaddr, vaddr as *mut c_void);
+        qemu_plugin_register_vcpu_tb_exec_cond_cb(
+            tb,
+            on_block,
+            CB_NO_REGS,
+            COND_NE,
+            field(off_ft),
+            vaddr,
+            vaddr as *mut c_void,
+        );
         qemu_plugin_register_vcpu_tb_exec_cond_cb(
             tb,
             on_cpuid_done,
@@ -477,7 +513,12 @@ extern "C" fn on_translate(tb: *mut Tb, _: *mut c_void) {
             0,
             null_mut(),
         );
-        qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, INLINE_ADD_U64, field(std::mem::offset_of!(Sb, insns)), n as u64);
+        qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+            tb,
+            INLINE_ADD_U64,
+            field(std::mem::offset_of!(Sb, insns)),
+            n as u64,
+        );
         for i in 0..n {
             let insn = qemu_plugin_tb_get_insn(tb, i);
             let mut bytes = [0u8; 16];
@@ -487,23 +528,46 @@ extern "C" fn on_translate(tb: *mut Tb, _: *mut c_void) {
             let last = i + 1 == n;
             let class = classify(&bytes[..len]);
             if i == 0 && !last {
-                qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(insn, INLINE_STORE_U64, field(off_kind), 0);
+                qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(
+                    insn,
+                    INLINE_STORE_U64,
+                    field(off_kind),
+                    0,
+                );
             }
             match class {
                 InsnKind::Cpuid => {
-                    qemu_plugin_register_vcpu_insn_exec_cb(insn, on_cpuid, CB_R_REGS, last as usize as *mut c_void);
+                    qemu_plugin_register_vcpu_insn_exec_cb(
+                        insn,
+                        on_cpuid,
+                        CB_R_REGS,
+                        last as usize as *mut c_void,
+                    );
                     if !last {
                         let after = qemu_plugin_tb_get_insn(tb, i + 1);
-                        qemu_plugin_register_vcpu_insn_exec_cb(after, on_cpuid_done, CB_RW_REGS, null_mut());
+                        qemu_plugin_register_vcpu_insn_exec_cb(
+                            after,
+                            on_cpuid_done,
+                            CB_RW_REGS,
+                            null_mut(),
+                        );
                     }
                 }
-                InsnKind::Rdmsr => {
-                    qemu_plugin_register_vcpu_insn_exec_cb(insn, on_rdmsr, CB_RW_REGS_PC, next as *mut c_void)
+                InsnKind::Rdmsr => qemu_plugin_register_vcpu_insn_exec_cb(
+                    insn,
+                    on_rdmsr,
+                    CB_RW_REGS_PC,
+                    next as *mut c_void,
+                ),
+                InsnKind::Wrmsr => qemu_plugin_register_vcpu_insn_exec_cb(
+                    insn,
+                    on_wrmsr,
+                    CB_RW_REGS_PC,
+                    next as *mut c_void,
+                ),
+                InsnKind::Lidt => {
+                    qemu_plugin_register_vcpu_mem_cb(insn, on_lidt, CB_NO_REGS, MEM_R, null_mut())
                 }
-                InsnKind::Wrmsr => {
-                    qemu_plugin_register_vcpu_insn_exec_cb(insn, on_wrmsr, CB_RW_REGS_PC, next as *mut c_void)
-                }
-                InsnKind::Lidt => qemu_plugin_register_vcpu_mem_cb(insn, on_lidt, CB_NO_REGS, MEM_R, null_mut()),
                 _ => {}
             }
             if last {
@@ -511,9 +575,24 @@ extern "C" fn on_translate(tb: *mut Tb, _: *mut c_void) {
                     InsnKind::Branch(k) => k.code(),
                     _ => 0,
                 };
-                qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(insn, INLINE_STORE_U64, field(off_ft), next);
-                qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(insn, INLINE_STORE_U64, field(off_pc), pc);
-                qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(insn, INLINE_STORE_U64, field(off_kind), kind);
+                qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(
+                    insn,
+                    INLINE_STORE_U64,
+                    field(off_ft),
+                    next,
+                );
+                qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(
+                    insn,
+                    INLINE_STORE_U64,
+                    field(off_pc),
+                    pc,
+                );
+                qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(
+                    insn,
+                    INLINE_STORE_U64,
+                    field(off_kind),
+                    kind,
+                );
             }
         }
     }
@@ -529,7 +608,13 @@ extern "C" fn on_exit(_: *mut c_void) {
 
 fn flavour_json(m: &Model) -> Value {
     match m.flavour {
-        Flavour::Legacy { depth, from, to, info, format } => json!({"flavour": "legacy", "depth": depth,
+        Flavour::Legacy {
+            depth,
+            from,
+            to,
+            info,
+            format,
+        } => json!({"flavour": "legacy", "depth": depth,
             "from": hex(from as u64), "to": hex(to as u64), "info": info.map(|i| hex(i as u64)), "format": format}),
         Flavour::Arch { depth } => json!({"flavour": "arch", "depth": depth}),
         Flavour::AmdV2 { depth } => json!({"flavour": "amd-v2", "depth": depth}),
@@ -540,7 +625,12 @@ fn flavour_json(m: &Model) -> Value {
 /// # Safety
 /// Called by QEMU with a valid `info` and `argc` NUL-terminated strings in `argv`.
 #[no_mangle]
-pub unsafe extern "C" fn qemu_plugin_install(id: PluginId, info: *const QemuInfo, argc: c_int, argv: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn qemu_plugin_install(
+    id: PluginId,
+    info: *const QemuInfo,
+    argc: c_int,
+    argv: *const *const c_char,
+) -> c_int {
     // SAFETY: per this function's contract.
     let info = unsafe { &*info };
     if info.version_cur < QEMU_PLUGIN_VERSION || info.version_min > QEMU_PLUGIN_VERSION {
@@ -553,12 +643,18 @@ pub unsafe extern "C" fn qemu_plugin_install(id: PluginId, info: *const QemuInfo
     // SAFETY: per this function's contract.
     let target = unsafe { CStr::from_ptr(info.target_name) }.to_string_lossy();
     if target != "x86_64" || !info.system_emulation {
-        outs(&format!("needs qemu-system-x86_64 (system emulation), not {target}"));
+        outs(&format!(
+            "needs qemu-system-x86_64 (system emulation), not {target}"
+        ));
         return -1;
     }
     // SAFETY: per this function's contract.
     let args: Vec<String> = (0..argc as usize)
-        .map(|i| unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy().into_owned())
+        .map(|i| {
+            unsafe { CStr::from_ptr(*argv.add(i)) }
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     let cfg = match parse_args(args.iter().map(String::as_str)) {
         Ok(c) => c,

@@ -215,7 +215,9 @@ pub struct Recorder {
 impl Recorder {
     pub fn new(model: Model) -> Recorder {
         let depth = match model.flavour {
-            Flavour::Legacy { depth, .. } | Flavour::Arch { depth } | Flavour::AmdV2 { depth } => depth,
+            Flavour::Legacy { depth, .. } | Flavour::Arch { depth } | Flavour::AmdV2 { depth } => {
+                depth
+            }
             Flavour::AmdSingle => 0,
         };
         Recorder {
@@ -266,7 +268,11 @@ impl Recorder {
                 sel & (1 << ring_bit) == 0 && sel & (1 << select_bit(b.kind)) == 0
             }
             Flavour::Arch { .. } => {
-                let ring_ok = if kernel { self.arch_ctl & 2 != 0 } else { self.arch_ctl & 4 != 0 };
+                let ring_ok = if kernel {
+                    self.arch_ctl & 2 != 0
+                } else {
+                    self.arch_ctl & 4 != 0
+                };
                 ring_ok && self.arch_ctl & (1 << arch_enable_bit(b.kind)) != 0
             }
             Flavour::AmdSingle => true,
@@ -352,7 +358,13 @@ impl Recorder {
                 .map(|off| (off / stride) as usize)
         };
         match self.model.flavour {
-            Flavour::Legacy { depth, from, to, info, .. } => idx(from, depth, 1)
+            Flavour::Legacy {
+                depth,
+                from,
+                to,
+                info,
+                ..
+            } => idx(from, depth, 1)
                 .map(|i| (i, 0))
                 .or_else(|| idx(to, depth, 1).map(|i| (i, 1)))
                 .or_else(|| info.and_then(|b| idx(b, depth, 1)).map(|i| (i, 2))),
@@ -405,7 +417,9 @@ impl Recorder {
         let was_on = self.on();
         match (msr, self.model.flavour) {
             (MSR_DEBUGCTL, _) => self.debugctl = v,
-            (MSR_PERF_CAPABILITIES, _) if self.model.perf_capabilities().is_some() => return Access::WouldFault,
+            (MSR_PERF_CAPABILITIES, _) if self.model.perf_capabilities().is_some() => {
+                return Access::WouldFault
+            }
             (MSR_LER_FROM, _) => self.ler.0 = v,
             (MSR_LER_TO, _) => self.ler.1 = v,
             (MSR_LBR_SELECT, Flavour::Legacy { .. }) => self.lbr_select = v & 0x3ff,
@@ -423,7 +437,9 @@ impl Recorder {
             }
             (MSR_AMD_LBR_SELECT, Flavour::AmdV2 { .. }) => self.amd_select = v & 0x1ff,
             (MSR_AMD_DBG_EXTN_CFG, Flavour::AmdV2 { .. }) => self.amd_cfg = v,
-            (MSR_AMD_LASTBRANCH_FROM | MSR_AMD_LASTBRANCH_TO, _) if self.model.vendor == Vendor::Amd => {
+            (MSR_AMD_LASTBRANCH_FROM | MSR_AMD_LASTBRANCH_TO, _)
+                if self.model.vendor == Vendor::Amd =>
+            {
                 return Access::WouldFault
             }
             _ => match self.record_msr(msr) {
@@ -449,7 +465,9 @@ impl Recorder {
     /// AMD record, one entry; LER is reported separately.
     pub fn stack(&self) -> Vec<Slot> {
         match self.model.flavour {
-            Flavour::Legacy { depth, .. } => (0..depth).map(|i| self.slots[(self.tos + depth - i) % depth]).collect(),
+            Flavour::Legacy { depth, .. } => (0..depth)
+                .map(|i| self.slots[(self.tos + depth - i) % depth])
+                .collect(),
             Flavour::Arch { .. } => self.slots[..self.arch_depth].to_vec(),
             Flavour::AmdV2 { .. } => self.slots.clone(),
             Flavour::AmdSingle => vec![Slot {
@@ -478,7 +496,12 @@ mod tests {
     const U_FROM: u64 = 0x0000_5555_5555_1000; // a user address
 
     fn br(from: u64, to: u64, kind: Kind, cycles: u64) -> Branch {
-        Branch { from, to, kind, cycles }
+        Branch {
+            from,
+            to,
+            kind,
+            cycles,
+        }
     }
 
     // Expected values worked out by hand from the SDM's format descriptions.
@@ -486,10 +509,17 @@ mod tests {
     fn legacy_formats_by_hand() {
         let ret = br(K_FROM, K_TO, Kind::Ret, 0x12345); // mispredicted, cycles saturate
         let jmp = br(K_FROM, K_TO, Kind::JmpRel, 7); // predicted
-        // 0: FROM low half | TO low half << 32.
+                                                     // 0: FROM low half | TO low half << 32.
         assert_eq!(encode_legacy(0, &jmp).from, 0x8100_5678_8100_1234);
         // 1, 2: plain.
-        assert_eq!(encode_legacy(1, &ret), Slot { from: K_FROM, to: K_TO, info: 0 });
+        assert_eq!(
+            encode_legacy(1, &ret),
+            Slot {
+                from: K_FROM,
+                to: K_TO,
+                info: 0
+            }
+        );
         // 3: bit 63 is the flag, bits 62:0 the sign-extended address.
         assert_eq!(encode_legacy(3, &ret).from, 0xffff_ffff_8100_1234);
         assert_eq!(encode_legacy(3, &jmp).from, 0x7fff_ffff_8100_1234);
@@ -497,7 +527,14 @@ mod tests {
         assert_eq!(encode_legacy(4, &ret).from, 0x9fff_ffff_8100_1234);
         assert_eq!(encode_legacy(4, &jmp).from, 0x1fff_ffff_8100_1234);
         // 5: LBR_INFO bit 63 mispredict, 15:0 cycles (saturated).
-        assert_eq!(encode_legacy(5, &ret), Slot { from: K_FROM, to: K_TO, info: 0x8000_0000_0000_ffff });
+        assert_eq!(
+            encode_legacy(5, &ret),
+            Slot {
+                from: K_FROM,
+                to: K_TO,
+                info: 0x8000_0000_0000_ffff
+            }
+        );
         assert_eq!(encode_legacy(5, &jmp).info, 7);
         // 6: TO[63:48] cycles, [47:0] address.
         assert_eq!(encode_legacy(6, &jmp).to, 0x0007_ffff_8100_5678);
@@ -505,7 +542,10 @@ mod tests {
         // 7: as 5.
         assert_eq!(encode_legacy(7, &ret).info, 0x8000_0000_0000_ffff);
         // A user address: bit 63 clear, so formats 3/4 keep the upper bits zero.
-        assert_eq!(encode_legacy(4, &br(U_FROM, U_FROM, Kind::JmpRel, 0)).from, U_FROM);
+        assert_eq!(
+            encode_legacy(4, &br(U_FROM, U_FROM, Kind::JmpRel, 0)).from,
+            U_FROM
+        );
     }
 
     #[test]
@@ -513,7 +553,10 @@ mod tests {
         let call = br(K_FROM, K_TO, Kind::CallInd, 3);
         // INFO: 63 mispredict, 60 cycle count valid, 59:56 type 3 (NEAR_IND_CALL), cycles 3.
         assert_eq!(encode_arch(&call).info, 0x9300_0000_0000_0003);
-        assert_eq!(encode_arch(&br(K_FROM, K_TO, Kind::Far, 0)).info >> 56 & 0xf, 8);
+        assert_eq!(
+            encode_arch(&br(K_FROM, K_TO, Kind::Far, 0)).info >> 56 & 0xf,
+            8
+        );
         // AMD: FROM 63 mispredict + sign-extended address in 62:0; TO 63 valid, 62 spec = 0,
         // bits 60:0 the address (bit 61 clear).
         let s = encode_amd_v2(&call);
@@ -529,7 +572,16 @@ mod tests {
             Flavour::Arch { .. } => (MSR_ARCH_LBR_CTL, 0x7f_0007),
             Flavour::AmdV2 { .. } => (MSR_AMD_DBG_EXTN_CFG, 1 << 6),
         };
-        assert!(matches!(r.wrmsr(msr, v), Access::Done(_, Switch { was_on: false, now_on: true })));
+        assert!(matches!(
+            r.wrmsr(msr, v),
+            Access::Done(
+                _,
+                Switch {
+                    was_on: false,
+                    now_on: true
+                }
+            )
+        ));
     }
 
     #[test]
@@ -547,7 +599,16 @@ mod tests {
         assert_eq!(r.stack()[15].to, K_TO + 2);
         assert_eq!(r.rdmsr(0x6c0 + 16), Access::NotOurs);
         // Switching off freezes.
-        assert!(matches!(r.wrmsr(MSR_DEBUGCTL, 0), Access::Done(_, Switch { was_on: true, now_on: false })));
+        assert!(matches!(
+            r.wrmsr(MSR_DEBUGCTL, 0),
+            Access::Done(
+                _,
+                Switch {
+                    was_on: true,
+                    now_on: false
+                }
+            )
+        ));
         assert!(!r.branch(&br(1, 2, Kind::Jcc, 0)));
         assert_eq!(r.stack()[0].to, K_TO + 17);
     }
@@ -559,7 +620,15 @@ mod tests {
         r.wrmsr(MSR_LBR_SELECT, 0x2); // CPL_NEQ_0: drop branches ending in user space
         assert!(!r.branch(&br(K_FROM, U_FROM, Kind::Far, 0)));
         assert!(r.branch(&br(U_FROM, K_TO, Kind::Far, 0)));
-        assert_eq!(r.counts, Counts { seen: 2, seen_user: 1, recorded: 1, recorded_user: 0 });
+        assert_eq!(
+            r.counts,
+            Counts {
+                seen: 2,
+                seen_user: 1,
+                recorded: 1,
+                recorded_user: 0
+            }
+        );
         r.wrmsr(MSR_LBR_SELECT, 1 << 2); // JCC suppressed
         assert!(!r.branch(&br(K_FROM, K_TO, Kind::Jcc, 0)));
         assert!(r.branch(&br(K_FROM, K_TO, Kind::Ret, 0)));
@@ -584,7 +653,13 @@ mod tests {
         assert!(!r.branch(&br(K_FROM, K_TO, Kind::Ret, 0)));
         assert!(r.branch(&br(K_FROM, K_TO, Kind::CallRel, 0)));
         // #DB clears LBREn.
-        assert_eq!(r.debug_exception(), Switch { was_on: true, now_on: false });
+        assert_eq!(
+            r.debug_exception(),
+            Switch {
+                was_on: true,
+                now_on: false
+            }
+        );
     }
 
     #[test]
@@ -596,7 +671,13 @@ mod tests {
         assert_eq!(r.rdmsr(MSR_AMD_LASTBRANCH_FROM), r.done(K_TO + 4, true));
         assert_eq!(r.rdmsr(MSR_LER_FROM), r.done(K_FROM, true));
         assert_eq!(r.rdmsr(MSR_LER_TO), r.done(K_TO, true));
-        assert_eq!(r.debug_exception(), Switch { was_on: true, now_on: false });
+        assert_eq!(
+            r.debug_exception(),
+            Switch {
+                was_on: true,
+                now_on: false
+            }
+        );
     }
 
     #[test]
@@ -604,11 +685,27 @@ mod tests {
         let mut r = Recorder::new(crate::model::find("zen4").unwrap());
         on(&mut r);
         r.branch(&br(K_FROM, K_TO, Kind::JmpRel, 0));
-        assert_eq!(r.rdmsr(MSR_AMD_LBR_FROM_0), r.done(0x7fff_ffff_8100_1234, true));
-        assert_eq!(r.rdmsr(MSR_AMD_LBR_FROM_0 + 1), r.done(0x9fff_ffff_8100_5678, true));
-        assert_eq!(r.rdmsr(MSR_AMD_LBR_FROM_0 + 3), r.done(0, true), "entry 1 empty: valid = 0");
+        assert_eq!(
+            r.rdmsr(MSR_AMD_LBR_FROM_0),
+            r.done(0x7fff_ffff_8100_1234, true)
+        );
+        assert_eq!(
+            r.rdmsr(MSR_AMD_LBR_FROM_0 + 1),
+            r.done(0x9fff_ffff_8100_5678, true)
+        );
+        assert_eq!(
+            r.rdmsr(MSR_AMD_LBR_FROM_0 + 3),
+            r.done(0, true),
+            "entry 1 empty: valid = 0"
+        );
         assert_eq!(r.rdmsr(MSR_AMD_LBR_FROM_0 + 32), Access::NotOurs);
         // LbrExtV2 keeps running through #DB (choice, see debug_exception).
-        assert_eq!(r.debug_exception(), Switch { was_on: true, now_on: true });
+        assert_eq!(
+            r.debug_exception(),
+            Switch {
+                was_on: true,
+                now_on: true
+            }
+        );
     }
 }

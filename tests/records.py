@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Branch-record field layouts, written for the tests from the Intel SDM and the AMD APM.
+
+Independent of the emulator (tools/lbr-emu) and of lbr-dump (src/record.rs): the tests decode the
+emulator's raw ground truth and the guest's raw MSR reads with this, and compare with what
+lbr-dump printed, so that no shared mistake can pass."""
+
+import re
+
+MASK64 = (1 << 64) - 1
+
+
+def sext(v, bits):
+    """Sign-extends the low `bits` bits of v to 64 bits."""
+    v &= (1 << bits) - 1
+    return (v - (1 << bits)) & MASK64 if v >> (bits - 1) else v
+
+
+def decode_slot(flavour, fmt, f, t, inf):
+    """One record from its raw FROM/TO/INFO MSR values: a dict with from, to and the flags the
+    format has (mispred, in_tx, abort, cycles, type), or None for an empty entry."""
+    if flavour == "legacy":
+        if fmt == 0:
+            r = {"from": sext(f, 32), "to": sext(f >> 32, 32)}
+        elif fmt in (1, 2):
+            r = {"from": f, "to": t}
+        elif fmt == 3:
+            r = {"from": sext(f, 63), "to": t, "mispred": f >> 63}
+        elif fmt == 4:
+            r = {"from": sext(f, 61), "to": t, "mispred": f >> 63, "in_tx": f >> 62 & 1, "abort": f >> 61 & 1}
+        elif fmt == 5:
+            r = {"from": f, "to": t, "mispred": inf >> 63, "in_tx": inf >> 62 & 1, "abort": inf >> 61 & 1,
+                 "cycles": inf & 0xFFFF}
+        elif fmt == 6:
+            r = {"from": sext(f, 63), "to": sext(t, 48), "mispred": f >> 63, "cycles": t >> 48}
+        elif fmt == 7:
+            r = {"from": f, "to": t, "mispred": inf >> 63, "cycles": inf & 0xFFFF}
+        else:
+            raise ValueError(fmt)
+        return r if r["from"] or r["to"] else None
+    if flavour == "arch":
+        if f == 0:
+            return None  # FROM == 0 ends the valid records
+        return {"from": f, "to": t, "mispred": inf >> 63, "cycles": inf & 0xFFFF, "type": inf >> 56 & 0xF}
+    if flavour == "amd-v2":
+        if not t >> 63 and not t >> 62 & 1:
+            return None  # valid = 0, spec = 0: empty
+        return {"from": sext(f, 58), "to": sext(t, 58), "mispred": f >> 63}
+    return {"from": f, "to": t} if f or t else None
+
+
+def freeze_records(event, flavour, fmt):
+    """The decoded records of an emulator `freeze` event, newest first, empty entries dropped."""
+    out = []
+    for s in event["records"]:
+        r = decode_slot(flavour, fmt, int(s["from"], 16), int(s["to"], 16), int(s["info"], 16))
+        if r is not None:
+            out.append(r)
+    return out
+
+
+PRINTED = re.compile(r"lbr_dump: #(\d+) 0x([0-9a-f]+) -> 0x([0-9a-f]+)((?: [a-z_]+(?:=\d+)?)*) \| (\S+) -> (\S+(?: \[\w+\])?)")
+
+
+def printed_records(text):
+    """lbr-dump's record lines (README: "What an oops shows"), in order: dicts with from, to,
+    the flags printed, and the two symbols."""
+    out = []
+    for m in PRINTED.finditer(text):
+        r = {"index": int(m[1]), "from": int(m[2], 16), "to": int(m[3], 16), "from_sym": m[5], "to_sym": m[6]}
+        for tok in m[4].split():
+            k, _, v = tok.partition("=")
+            r[k] = int(v) if v else 1
+        out.append(r)
+    return out

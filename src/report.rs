@@ -175,6 +175,16 @@ fn num(s: &str) -> Option<u64> {
     }
 }
 
+/// An address as the printer writes it: `0x` and exactly 16 digits, so that a line cut inside an
+/// address is not read as a shorter one.
+fn addr(s: &str) -> Option<u64> {
+    let h = s.strip_prefix("0x")?;
+    if h.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(h, 16).ok()
+}
+
 fn field<'a>(tok: Option<&'a str>, key: &str) -> Option<&'a str> {
     tok?.strip_prefix(key)?.strip_prefix('=')
 }
@@ -233,11 +243,11 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
     };
     let mut t = raw.split(' ');
     let index = num(t.next()?)? as u32;
-    let from = num(t.next()?)?;
+    let from = addr(t.next()?)?;
     if t.next()? != "->" {
         return None;
     }
-    let to = num(t.next()?)?;
+    let to = addr(t.next()?)?;
     let mut b = Branch {
         from,
         to,
@@ -260,8 +270,12 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             }
         }
     }
-    let (from_sym, to_sym) = match syms.and_then(|s| s.split_once(" -> ")) {
-        Some((f, t)) => (Some(f), Some(t)),
+    // Symbols are optional, but a symbol part without its separator was cut.
+    let (from_sym, to_sym) = match syms {
+        Some(s) => {
+            let (f, t) = s.split_once(" -> ")?;
+            (Some(f), Some(t))
+        }
         None => (None, None),
     };
     Some(Line::Record {

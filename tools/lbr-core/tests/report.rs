@@ -66,6 +66,9 @@ fn rejects_other_lines() {
         "lbr_dump: v1 cpu=0 seq=1 vector=14 (#PF) error=0x0 rip=0x1 cr2=0x0 flavour=x format=5 records=1 state=weird",
         "lbr_dump: v1 cpu=0 seq=1 vector=14",
         "something else entirely",
+        // Cut by a console: inside the `to` address, and inside the symbol part.
+        "lbr_dump: #1 0xffffffff815a8eea -> 0xfff",
+        "lbr_dump: #1 0xffffffff815a8eea -> 0xffffffff81537fe0 mispred | __x86_indirect_thunk_r1",
     ] {
         assert_eq!(parse(l), None, "{l:?}");
     }

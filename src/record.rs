@@ -391,14 +391,13 @@ fn legacy(format: u8, tsx: bool, from: u64, to: u64, info: Option<u64>) -> Branc
             }
         }
         4 => {
+            // The address is in bits 60:0 either way. With TSX, 62:61 are IN_TX and ABORT;
+            // without, they read as sign extension (kernel: lbr_from_signext_quirk), not flags.
             b.mispred = Some(bit(from, 63));
+            b.from = sign_extend(from, 61);
             if tsx {
-                b.from = sign_extend(from, 61);
                 b.in_tx = Some(bit(from, 62));
                 b.abort = Some(bit(from, 61));
-            } else {
-                // Without TSX, bits 62:61 are sign extension (kernel: lbr_from_signext_quirk).
-                b.from = sign_extend(from, 63);
             }
             b.to = to;
         }

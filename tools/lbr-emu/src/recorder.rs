@@ -120,9 +120,12 @@ pub fn encode_legacy(format: u8, b: &Branch) -> Slot {
             to: b.to,
             info: 0,
         },
-        // EIP_FLAGS2: FROM[63] mispredict, [62] IN_TX, [61] ABORT, address in [60:0].
+        // EIP_FLAGS2: FROM[63] mispredict, [62] IN_TX, [61] ABORT, address in [60:0]. No
+        // emulated CPU has TSX (TCG implements none; CPUID.7 HLE/RTM read 0), and on TSX-less
+        // parts bits 62:61 read as the sign extension of the address (what the kernel's
+        // lbr_from_signext_quirk handles): copies of bit 60.
         4 => Slot {
-            from: (b.from & low_bits(61)) | m << 63,
+            from: (b.from & low_bits(61)) | ((b.from >> 60 & 1) * 0b11) << 61 | m << 63,
             to: b.to,
             info: 0,
         },
@@ -523,9 +526,15 @@ mod tests {
         // 3: bit 63 is the flag, bits 62:0 the sign-extended address.
         assert_eq!(encode_legacy(3, &ret).from, 0xffff_ffff_8100_1234);
         assert_eq!(encode_legacy(3, &jmp).from, 0x7fff_ffff_8100_1234);
-        // 4: bit 63 mispredict, 62 in_tx = 0, 61 abort = 0, bits 60:0 address.
-        assert_eq!(encode_legacy(4, &ret).from, 0x9fff_ffff_8100_1234);
-        assert_eq!(encode_legacy(4, &jmp).from, 0x1fff_ffff_8100_1234);
+        // 4 without TSX: bit 63 mispredict, bits 62:61 the sign extension of bit 60 (SDM: no
+        // TSX flags; kernel: lbr_from_signext_quirk), bits 60:0 address.
+        assert_eq!(encode_legacy(4, &ret).from, 0xffff_ffff_8100_1234);
+        assert_eq!(encode_legacy(4, &jmp).from, 0x7fff_ffff_8100_1234);
+        let user = Branch {
+            from: 0x40_1000,
+            ..jmp
+        };
+        assert_eq!(encode_legacy(4, &user).from, 0x0000_0000_0040_1000);
         // 5: LBR_INFO bit 63 mispredict, 15:0 cycles (saturated).
         assert_eq!(
             encode_legacy(5, &ret),

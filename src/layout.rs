@@ -185,3 +185,237 @@ impl Geometry {
         self.cpu_block(self.nr_cpus).next_multiple_of(4096)
     }
 }
+
+/// Why bytes are not a usable snapshot area (read back from a crash dump).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AreaError {
+    /// Fewer bytes than the header, or than the size it announces.
+    Short {
+        /// Bytes needed.
+        need: usize,
+        /// Bytes there.
+        have: usize,
+    },
+    /// No magic at the start.
+    Magic,
+    /// A layout version this code does not read.
+    Version(u32),
+    /// The header's checksum does not match its contents.
+    Checksum {
+        /// As stored.
+        stored: u64,
+        /// As computed.
+        computed: u64,
+    },
+    /// A field is out of range or disagrees with the geometry the others imply.
+    Field(&'static str),
+}
+
+impl core::fmt::Display for AreaError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Short { need, have } => write!(f, "cut short: {need} bytes needed, {have} there"),
+            Self::Magic => write!(f, "no LBRDUMP magic"),
+            Self::Version(v) => write!(f, "layout version {v}, this reader knows {VERSION}"),
+            Self::Checksum { stored, computed } => write!(
+                f,
+                "header checksum {stored:#018x} does not match its contents ({computed:#018x})"
+            ),
+            Self::Field(what) => write!(f, "impossible header field: {what}"),
+        }
+    }
+}
+
+/// The most CPU slots a header may announce (the kernel's NR_CPUS limit).
+pub const MAX_CPUS: usize = 8192;
+/// The most snapshots per CPU a header may announce.
+pub const MAX_RING: usize = 64;
+
+fn le32(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+fn le64(b: &[u8], off: usize) -> u64 {
+    (le32(b, off) as u64) | (le32(b, off + 4) as u64) << 32
+}
+
+/// A NUL-padded name field as text (up to its first NUL; `None` if not UTF-8).
+fn name(b: &[u8]) -> Option<&str> {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    core::str::from_utf8(&b[..end]).ok()
+}
+
+/// A validated area header: every offset and size in it is consistent with [`Geometry`], so
+/// reading a snapshot of it cannot go out of bounds of `area_size` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AreaHeader<'a> {
+    /// CPU slots, snapshots per CPU, values per snapshot.
+    pub geometry: Geometry,
+    /// How the values decode.
+    pub layout: crate::record::Layout,
+    /// Area size in bytes.
+    pub area_size: usize,
+    /// Runtime address of the anchor symbol.
+    pub anchor_addr: u64,
+    /// The anchor symbol's name.
+    pub anchor_name: &'a str,
+    /// The module's core text address (0: built in).
+    pub text_base: u64,
+    /// The module's name.
+    pub module_name: &'a str,
+    /// The control MSR.
+    pub ctl_msr: u32,
+    /// The value written to the control MSR to record.
+    pub ctl_armed: u64,
+}
+
+impl<'a> AreaHeader<'a> {
+    /// Reads and validates the header at the start of `b` (at least [`HEADER_SIZE`] bytes; the
+    /// rest of the area need not be there).
+    pub fn parse(b: &'a [u8]) -> Result<Self, AreaError> {
+        if b.len() < HEADER_SIZE {
+            return Err(AreaError::Short {
+                need: HEADER_SIZE,
+                have: b.len(),
+            });
+        }
+        if b[..8] != MAGIC {
+            return Err(AreaError::Magic);
+        }
+        let version = le32(b, hdr::VERSION);
+        if version != VERSION {
+            return Err(AreaError::Version(version));
+        }
+        let stored = le64(b, hdr::CHECKSUM);
+        let computed = checksum(&b[..HEADER_SIZE], hdr::CHECKSUM);
+        if stored != computed {
+            return Err(AreaError::Checksum { stored, computed });
+        }
+        let field = |ok: bool, what| {
+            if ok {
+                Ok(())
+            } else {
+                Err(AreaError::Field(what))
+            }
+        };
+        field(
+            le32(b, hdr::HEADER_SIZE) as usize == HEADER_SIZE,
+            "header size",
+        )?;
+        let g = Geometry {
+            nr_cpus: le32(b, hdr::NR_CPUS) as usize,
+            ring: le32(b, hdr::RING) as usize,
+            nr_values: le32(b, hdr::NR_VALUES) as usize,
+        };
+        field((1..=MAX_CPUS).contains(&g.nr_cpus), "CPU count")?;
+        field((1..=MAX_RING).contains(&g.ring), "ring size")?;
+        let layout = crate::record::Layout::from_codes(
+            le32(b, hdr::FLAVOUR),
+            le32(b, hdr::FORMAT),
+            le32(b, hdr::DEPTH),
+            le32(b, hdr::LAYOUT_FLAGS),
+        )
+        .ok_or(AreaError::Field("flavour, format, depth or layout flags"))?;
+        field(layout.values() == g.nr_values, "value count")?;
+        field(
+            le32(b, hdr::SNAP_SIZE) as usize == g.snap_size(),
+            "snapshot size",
+        )?;
+        field(
+            le32(b, hdr::MSR_LIST) as usize == g.msr_list(),
+            "MSR list offset",
+        )?;
+        field(
+            le32(b, hdr::CPU_OFFSET) as usize == g.cpu_offset(),
+            "CPU block offset",
+        )?;
+        field(
+            le32(b, hdr::CPU_BLOCK_SIZE) as usize == g.cpu_block_size(),
+            "CPU block size",
+        )?;
+        let area_size = le64(b, hdr::AREA_SIZE);
+        field(area_size == g.area_size() as u64, "area size")?;
+        Ok(Self {
+            geometry: g,
+            layout,
+            area_size: area_size as usize,
+            anchor_addr: le64(b, hdr::ANCHOR_ADDR),
+            anchor_name: name(&b[hdr::ANCHOR_NAME..hdr::ANCHOR_NAME + 32])
+                .ok_or(AreaError::Field("anchor name"))?,
+            text_base: le64(b, hdr::TEXT_BASE),
+            module_name: name(&b[hdr::MODULE_NAME..hdr::MODULE_NAME + 16])
+                .ok_or(AreaError::Field("module name"))?,
+            ctl_msr: le32(b, hdr::CTL_MSR),
+            ctl_armed: le64(b, hdr::CTL_ARMED),
+        })
+    }
+
+    /// The MSR each value of a snapshot came from; `area` is the whole area.
+    pub fn msr(&self, area: &[u8], i: usize) -> u32 {
+        le32(area, self.geometry.msr_list() + 4 * i)
+    }
+
+    /// Snapshots taken on `cpu` so far (the next goes to slot `count % ring`).
+    pub fn count(&self, area: &[u8], cpu: usize) -> u64 {
+        le64(area, self.geometry.cpu_block(cpu) + cpu::COUNT)
+    }
+
+    /// The snapshot in `slot` of `cpu`. `area` must hold the whole area (`area_size` bytes);
+    /// `cpu` and `slot` must be below the geometry's counts (panics otherwise).
+    pub fn snapshot(&self, area: &'a [u8], cpu: usize, slot: usize) -> SnapshotView<'a> {
+        let off = self.geometry.snapshot(cpu, slot);
+        let b = &area[off..off + self.geometry.snap_size()];
+        let stored = le64(b, snap::CHECKSUM);
+        SnapshotView {
+            seq: le64(b, snap::SEQ),
+            vector: le32(b, snap::VECTOR),
+            state: le32(b, snap::STATE),
+            error: le64(b, snap::ERROR),
+            rip: le64(b, snap::RIP),
+            cr2: le64(b, snap::CR2),
+            ctl_entry: le64(b, snap::CTL_ENTRY),
+            ctl_after: le64(b, snap::CTL_AFTER),
+            rsp: le64(b, snap::RSP),
+            sealed: match stored {
+                0 => None,
+                s => Some(s == checksum(b, snap::CHECKSUM)),
+            },
+            raw: &b[snap::VALUES..],
+        }
+    }
+}
+
+/// One snapshot as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotView<'a> {
+    /// Sequence number (0: never written).
+    pub seq: u64,
+    /// Exception vector.
+    pub vector: u32,
+    /// SNAP_* bits.
+    pub state: u32,
+    /// Error code.
+    pub error: u64,
+    /// RIP of the exception frame.
+    pub rip: u64,
+    /// CR2 at entry.
+    pub cr2: u64,
+    /// Control MSR at entry.
+    pub ctl_entry: u64,
+    /// Control MSR after the capture.
+    pub ctl_after: u64,
+    /// Interrupted stack pointer.
+    pub rsp: u64,
+    /// `None`: not sealed (the oops printer seals the snapshot it prints); else whether the
+    /// checksum matches.
+    pub sealed: Option<bool>,
+    /// The raw values, little-endian u64s.
+    pub raw: &'a [u8],
+}
+
+impl SnapshotView<'_> {
+    /// Raw value `i`.
+    pub fn value(&self, i: usize) -> u64 {
+        le64(self.raw, 8 * i)
+    }
+}

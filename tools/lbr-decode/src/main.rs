@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! lbr-decode: finds lbr-dump's branch-record snapshots in kernel logs (serial consoles, dmesg,
-//! journalctl -k, pstore) and prints them symbolized against vmlinux and module .ko files.
+//! journalctl -k, pstore) and in ELF memory dumps (kdump vmcore, QEMU dump-guest-memory), and
+//! prints them symbolized against vmlinux and module .ko files.
 //!
 //! ```text
-//! lbr-decode [--vmlinux PATH] [--modules PATH]... [--format text|json|annotate] [LOG]...
+//! lbr-decode [--vmlinux PATH] [--modules PATH]... [--format text|json|annotate] [LOG|DUMP]...
 //! ```
 
+mod dump;
 mod log;
 mod symbols;
 
@@ -27,7 +29,7 @@ use crate::symbols::{parse_printed, Frame, Image};
     about = "Decode lbr-dump branch records from kernel logs, symbolized"
 )]
 struct Cli {
-    /// Kernel logs to read ("-" or none: standard input).
+    /// Kernel logs or ELF memory dumps to read ("-" or none: standard input, a log).
     inputs: Vec<PathBuf>,
     /// The kernel's vmlinux (with DWARF for source lines; without, symbols only).
     #[arg(short = 'k', long)]
@@ -223,6 +225,56 @@ impl Symbolizer {
         }
     }
 
+    /// The KASLR offset from each dump area's anchor symbol, and the module's text sections from
+    /// its text base. Disagreement with the log's offset (or between dumps) is a warning.
+    fn calibrate_dump(&mut self, areas: &[dump::Area], warnings: &mut Vec<String>) {
+        for a in areas {
+            let (addr, name) = &a.anchor;
+            match self.vmlinux.as_ref().map(|v| (v, v.by_name(name))) {
+                Some((_, Some(s))) => {
+                    let off = addr.wrapping_sub(s.addr);
+                    match self.kaslr {
+                        Some(k) if k != off => warnings.push(format!(
+                            "dump area at {:#x}: anchor {name} gives KASLR offset {off:#x}, the other inputs {k:#x}: are the inputs from one boot, and is this its vmlinux?",
+                            a.paddr
+                        )),
+                        _ => self.kaslr = Some(off),
+                    }
+                }
+                Some((v, None)) => warnings.push(format!(
+                    "{}: no symbol {name} (the dump's KASLR anchor): not this kernel's vmlinux?",
+                    v.path.display()
+                )),
+                None => {}
+            }
+            let (module, base) = &a.module;
+            if *base == 0 {
+                continue; // built in: its code is in vmlinux
+            }
+            match self.modules.get(module) {
+                Some(img) => {
+                    for &(sec, off) in &img.text_layout {
+                        self.bases
+                            .entry((module.clone(), sec.0))
+                            .or_insert(base + off);
+                    }
+                }
+                None => warnings.push(format!(
+                    "the dump's snapshots name module {module} (text at {base:#x}): give its .ko with --modules to symbolize its addresses"
+                )),
+            }
+        }
+    }
+
+    /// The module whose known sections contain `addr` (addresses without a printed symbol).
+    fn module_of(&self, addr: u64) -> Option<&str> {
+        self.bases.iter().find_map(|((m, sec), base)| {
+            let img = self.modules.get(m)?;
+            img.containing(addr.wrapping_sub(*base), Some(object::SectionIndex(*sec)))
+                .map(|_| img.name.as_str())
+        })
+    }
+
     fn place(
         &self,
         addr: u64,
@@ -232,12 +284,16 @@ impl Symbolizer {
     ) -> Place {
         let mut place = Place {
             addr: format!("{addr:#018x}"),
-            symbol: printed.map(str::to_string),
+            // `%pS` of an address in no symbol is the bare address: not a symbol.
+            symbol: printed.filter(|p| !p.starts_with("0x")).map(str::to_string),
             ..Place::default()
         };
         let pp = printed.and_then(parse_printed);
         // A module address: its section's base, from any symbol of that module in the log.
-        let module = pp.as_ref().and_then(|p| p.module);
+        let module = match &pp {
+            Some(p) => p.module,
+            None => self.module_of(addr),
+        };
         let computed = match module {
             Some(m) => self.modules.get(m).and_then(|img| {
                 self.bases
@@ -298,23 +354,34 @@ fn same_symbol(a: &str, b: &str) -> bool {
     }
 }
 
-fn read_input(path: &PathBuf) -> Result<String> {
+enum Input {
+    Log(String),
+    Dump(dump::Dump),
+}
+
+fn read_input(path: &PathBuf) -> Result<Input> {
     let mut bytes = Vec::new();
     if path.as_os_str() == "-" {
         std::io::stdin()
             .read_to_end(&mut bytes)
             .context("reading standard input")?;
     } else {
+        let mut f = std::fs::File::open(path)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
+        let mut magic = [0u8; 4];
+        let n = f
+            .read(&mut magic)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
+        if n == 4 && &magic == b"\x7fELF" {
+            return Ok(Input::Dump(dump::Dump::open(path)?));
+        }
         bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
     }
     if bytes.starts_with(b"\x7fELF") {
-        bail!(
-            "{}: an ELF file (a memory dump?): dumps are not read yet, only kernel logs",
-            path.display()
-        );
+        bail!("standard input is an ELF file: give memory dumps as file arguments (they are mapped, not read)");
     }
     // Logs may hold stray binary bytes (a console's noise): decode lossily, never fail on them.
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    Ok(Input::Log(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 fn frames_text(frames: &[Frame]) -> String {
@@ -334,14 +401,34 @@ fn run(cli: Cli) -> Result<bool> {
     let mut warnings = Vec::new();
     let mut texts = Vec::new();
     let mut snaps: Vec<(String, Snapshot)> = Vec::new();
+    let mut areas = Vec::new();
     for path in &inputs {
-        let text = read_input(path)?;
+        let name = path.display().to_string();
+        let text = match read_input(path)? {
+            Input::Log(text) => text,
+            Input::Dump(d) => {
+                let mut w = Vec::new();
+                let found = d.areas(&mut w);
+                warnings.extend(w.into_iter().map(|w| format!("{name}: {w}")));
+                if found.is_empty() {
+                    warnings.push(format!(
+                        "{name}: no lbr-dump area in {} bytes of memory (was lbr-dump armed? a dump filtered to exclude module or free pages?)",
+                        d.memory_size()
+                    ));
+                }
+                for a in found {
+                    let src = format!("{name}@{:#x}", a.paddr);
+                    snaps.extend(a.snapshots.iter().cloned().map(|s| (src.clone(), s)));
+                    areas.push(a);
+                }
+                continue;
+            }
+        };
         let Parsed {
             snapshots,
             none,
             warnings: w,
         } = parse_log(&text);
-        let name = path.display().to_string();
         warnings.extend(w.into_iter().map(|w| format!("{name}: {w}")));
         for n in none {
             warnings.push(format!(
@@ -354,6 +441,7 @@ fn run(cli: Cli) -> Result<bool> {
     }
     let mut sym = Symbolizer::load(&cli, &mut warnings)?;
     sym.calibrate(&snaps, &mut warnings);
+    sym.calibrate_dump(&areas, &mut warnings);
 
     let mut out = Output {
         version: 1,

@@ -37,6 +37,9 @@ pub struct Image {
     by_name: HashMap<String, usize>,
     loader: Option<addr2line::Loader>,
     pub has_dwarf: bool,
+    /// Modules: where each executable section lands in the module's core text
+    /// (`mem[MOD_TEXT]`), as the kernel's loader lays them out: (section index, offset).
+    pub text_layout: Vec<(SectionIndex, u64)>,
 }
 
 impl Image {
@@ -116,6 +119,11 @@ impl Image {
         } else {
             None
         };
+        let text_layout = if module {
+            core_text_layout(&file)
+        } else {
+            Vec::new()
+        };
         Ok(Image {
             name,
             path: path.to_path_buf(),
@@ -123,6 +131,7 @@ impl Image {
             by_name,
             loader,
             has_dwarf,
+            text_layout,
         })
     }
 
@@ -166,6 +175,29 @@ impl Image {
         }
         out
     }
+}
+
+/// The module loader's layout of core text (kernel/module/main.c, `__layout_sections` and
+/// `module_get_offset_and_type`): every SHF_ALLOC|SHF_EXECINSTR section whose name does not start
+/// with ".init", in section-header order, each at the running size aligned to its sh_addralign
+/// (x86 prepends nothing).
+fn core_text_layout(file: &object::File) -> Vec<(SectionIndex, u64)> {
+    use object::SectionFlags;
+    let mut size = 0u64;
+    let mut out = Vec::new();
+    for sec in file.sections() {
+        let SectionFlags::Elf { sh_flags } = sec.flags() else {
+            continue;
+        };
+        let want = u64::from(object::elf::SHF_ALLOC | object::elf::SHF_EXECINSTR);
+        if sh_flags & want != want || sec.name().is_ok_and(|n| n.starts_with(".init")) {
+            continue;
+        }
+        let offset = size.next_multiple_of(sec.align().max(1));
+        out.push((sec.index(), offset));
+        size = offset + sec.size();
+    }
+    out
 }
 
 /// The module name from .modinfo (`name=...`).

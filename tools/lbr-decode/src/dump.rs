@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Finding lbr-dump's snapshot areas in ELF memory dumps: kdump's `/proc/vmcore`, makedumpfile's
+//! ELF output, QEMU's `dump-guest-memory`. No kernel debug info is needed: the area is physically
+//! contiguous and page-aligned, starts with a magic and describes itself (src/layout.rs, read
+//! with the module's own code). The dump's PT_LOAD segments map physical addresses (`p_paddr`) to
+//! file offsets; every page-aligned physical address is checked for the magic.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use lbr_core::layout::{AreaHeader, HEADER_SIZE, MAGIC, SNAP_TORN, SNAP_WAS_OFF};
+use lbr_core::record::records;
+use lbr_core::report::State;
+use memmap2::Mmap;
+use object::elf;
+use object::read::elf::{FileHeader, ProgramHeader};
+use object::Endianness;
+
+use crate::log::{Record, Snapshot};
+
+const PAGE: u64 = 4096;
+
+/// One PT_LOAD segment: physical memory present in the file.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    paddr: u64,
+    offset: usize,
+    size: usize,
+}
+
+/// A memory dump, mapped.
+pub struct Dump {
+    map: Mmap,
+    segments: Vec<Segment>,
+}
+
+/// One snapshot area found in a dump.
+pub struct Area {
+    /// Physical address of the area.
+    pub paddr: u64,
+    /// Runtime address of the anchor symbol and its name (the KASLR offset's source).
+    pub anchor: (u64, String),
+    /// The module's name and core text address (0: built in).
+    pub module: (String, u64),
+    /// The snapshots it holds, oldest first per CPU.
+    pub snapshots: Vec<Snapshot>,
+}
+
+impl Dump {
+    /// Maps `path` and reads its program headers. Errors name what is wrong: not ELF, not a core
+    /// file, another architecture, segments beyond the end of the file (a truncated dump).
+    pub fn open(path: &Path) -> Result<Dump> {
+        let file = std::fs::File::open(path)
+            .with_context(|| format!("{}: cannot open", path.display()))?;
+        // SAFETY: the dump is mapped read-only; a file changed under us gives wrong bytes (every
+        // field read from it is validated), not undefined behaviour in safe code that copies out
+        // of the mapping.
+        let map = unsafe { Mmap::map(&file) }
+            .with_context(|| format!("{}: cannot map", path.display()))?;
+        let data: &[u8] = &map;
+        let hdr = elf::FileHeader64::<Endianness>::parse(data)
+            .with_context(|| format!("{}: not a 64-bit ELF file", path.display()))?;
+        let e = hdr.endian().context("ELF endianness")?;
+        if hdr.e_machine(e) != elf::EM_X86_64 {
+            bail!(
+                "{}: a memory dump of machine {} (ELF e_machine), not x86-64",
+                path.display(),
+                hdr.e_machine(e)
+            );
+        }
+        if hdr.e_type(e) != elf::ET_CORE {
+            bail!(
+                "{}: an ELF file of type {}, not a core file (a memory dump has type ET_CORE)",
+                path.display(),
+                hdr.e_type(e)
+            );
+        }
+        let phdrs = hdr
+            .program_headers(e, data)
+            .with_context(|| format!("{}: program headers cut short or corrupt", path.display()))?;
+        let mut segments = Vec::new();
+        for (i, p) in phdrs.iter().enumerate() {
+            if p.p_type(e) != elf::PT_LOAD || p.p_filesz(e) == 0 {
+                continue;
+            }
+            let (off, size) = (p.p_offset(e), p.p_filesz(e));
+            if off
+                .checked_add(size)
+                .is_none_or(|end| end > data.len() as u64)
+            {
+                bail!(
+                    "{}: segment {i} (physical {:#x}, {size} bytes at file offset {off:#x}) ends past the end of the file ({} bytes): the dump is truncated",
+                    path.display(),
+                    p.p_paddr(e),
+                    data.len()
+                );
+            }
+            segments.push(Segment {
+                paddr: p.p_paddr(e),
+                offset: off as usize,
+                size: size as usize,
+            });
+        }
+        if segments.is_empty() {
+            bail!(
+                "{}: a core file without memory (no PT_LOAD segment)",
+                path.display()
+            );
+        }
+        segments.sort_by_key(|s| s.paddr);
+        Ok(Dump { map, segments })
+    }
+
+    /// Total bytes of memory in the dump.
+    pub fn memory_size(&self) -> u64 {
+        self.segments.iter().map(|s| s.size as u64).sum()
+    }
+
+    /// `len` bytes of physical memory at `paddr`, borrowed when one segment holds them, copied
+    /// when they span adjacent segments; `None` if some byte is not in the dump.
+    fn read_phys(&self, paddr: u64, len: usize) -> Option<Cow<'_, [u8]>> {
+        let find = |a: u64| {
+            self.segments
+                .iter()
+                .find(|s| a >= s.paddr && a - s.paddr < s.size as u64)
+        };
+        let s = find(paddr)?;
+        let at = s.offset + (paddr - s.paddr) as usize;
+        let here = s.size - (paddr - s.paddr) as usize;
+        if here >= len {
+            return Some(Cow::Borrowed(&self.map[at..at + len]));
+        }
+        let mut v = self.map[at..at + here].to_vec();
+        while v.len() < len {
+            let a = paddr + v.len() as u64;
+            let s = find(a)?;
+            let at = s.offset + (a - s.paddr) as usize;
+            let n = (s.size - (a - s.paddr) as usize).min(len - v.len());
+            v.extend_from_slice(&self.map[at..at + n]);
+        }
+        Some(Cow::Owned(v))
+    }
+
+    /// Physical addresses of every page that starts with the magic.
+    pub fn candidates(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for s in &self.segments {
+            let first = s.paddr.next_multiple_of(PAGE);
+            let mut off = (first - s.paddr) as usize;
+            let bytes = &self.map[s.offset..s.offset + s.size];
+            while off + MAGIC.len() <= bytes.len() {
+                if bytes[off..off + MAGIC.len()] == MAGIC {
+                    out.push(s.paddr + off as u64);
+                }
+                off += PAGE as usize;
+            }
+        }
+        out
+    }
+
+    /// Every valid area in the dump. A page with the magic whose header does not validate (a
+    /// stale copy, another version, damage) is reported in `warnings` and skipped.
+    pub fn areas(&self, warnings: &mut Vec<String>) -> Vec<Area> {
+        let mut out = Vec::new();
+        for paddr in self.candidates() {
+            let Some(head) = self.read_phys(paddr, HEADER_SIZE) else {
+                warnings.push(format!("physical {paddr:#x}: magic, but the header is cut off by the end of the dump's memory"));
+                continue;
+            };
+            let h = match AreaHeader::parse(&head) {
+                Ok(h) => h,
+                Err(e) => {
+                    warnings.push(format!(
+                        "physical {paddr:#x}: magic, but not a usable area: {e}"
+                    ));
+                    continue;
+                }
+            };
+            let Some(bytes) = self.read_phys(paddr, h.area_size) else {
+                warnings.push(format!(
+                    "physical {paddr:#x}: the area's {} bytes are not all in the dump (a filtered or truncated dump?)",
+                    h.area_size
+                ));
+                continue;
+            };
+            let h = AreaHeader::parse(&bytes).expect("validated above");
+            out.push(Area {
+                paddr,
+                anchor: (h.anchor_addr, h.anchor_name.to_string()),
+                module: (h.module_name.to_string(), h.text_base),
+                snapshots: snapshots(&h, &bytes, paddr, warnings),
+            });
+        }
+        out
+    }
+}
+
+fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>) -> Vec<Snapshot> {
+    let g = h.geometry;
+    let mut out = Vec::new();
+    for cpu in 0..g.nr_cpus {
+        let mut cpu_snaps = Vec::new();
+        for slot in 0..g.ring {
+            let s = h.snapshot(area, cpu, slot);
+            if s.seq == 0 {
+                continue;
+            }
+            if s.sealed == Some(false) {
+                warnings.push(format!(
+                    "physical {paddr:#x}: cpu {cpu} seq {}: checksum mismatch, the snapshot is damaged or was rewritten after it was printed",
+                    s.seq
+                ));
+            }
+            let values: Vec<u64> = (0..g.nr_values).map(|i| s.value(i)).collect();
+            let recs: Vec<Record> = records(h.layout, &values)
+                .expect("nr_values == layout.values(), validated")
+                .enumerate()
+                .map(|(i, branch)| Record {
+                    index: i as u32,
+                    branch,
+                    from_sym: None,
+                    to_sym: None,
+                    line: 0,
+                })
+                .collect();
+            cpu_snaps.push(Snapshot {
+                cpu: cpu as u32,
+                seq: s.seq,
+                vector: s.vector,
+                error: s.error,
+                rip: s.rip,
+                cr2: s.cr2,
+                flavour: h.layout.flavour_name().to_string(),
+                format: h.layout.codes().0,
+                state: if s.state & SNAP_TORN != 0 {
+                    State::Torn
+                } else if s.state & SNAP_WAS_OFF != 0 {
+                    State::WasOff
+                } else {
+                    State::Complete
+                },
+                announced: recs.len() as u32,
+                records: recs,
+                complete: s.sealed != Some(false),
+                line: 0,
+            });
+        }
+        cpu_snaps.sort_by_key(|s| s.seq);
+        out.extend(cpu_snaps);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lbr_core::layout::{checksum, cpu, hdr, snap, Geometry};
+
+    /// A one-CPU area, Intel LBR format 5 at depth 4, one snapshot (seq 3) whose newest record
+    /// is 0xffffffff81000010 -> 0xffffffffc0000000.
+    fn area(nr_cpus: u32) -> Vec<u8> {
+        let g = Geometry {
+            nr_cpus: 1,
+            ring: 2,
+            nr_values: 13,
+        };
+        let mut a = vec![0u8; g.area_size()];
+        let mut put = |off: usize, v: &[u8]| a[off..off + v.len()].copy_from_slice(v);
+        put(hdr::MAGIC, &MAGIC);
+        put(hdr::VERSION, &1u32.to_le_bytes());
+        put(hdr::HEADER_SIZE, &(HEADER_SIZE as u32).to_le_bytes());
+        put(hdr::AREA_SIZE, &(g.area_size() as u64).to_le_bytes());
+        for (off, v) in [
+            (hdr::NR_CPUS, nr_cpus),
+            (hdr::RING, 2),
+            (hdr::SNAP_SIZE, g.snap_size() as u32),
+            (hdr::NR_VALUES, 13),
+            (hdr::FLAVOUR, 1),
+            (hdr::FORMAT, 5),
+            (hdr::DEPTH, 4),
+            (hdr::LAYOUT_FLAGS, 1),
+            (hdr::MSR_LIST, g.msr_list() as u32),
+            (hdr::CPU_OFFSET, g.cpu_offset() as u32),
+            (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
+        ] {
+            put(off, &v.to_le_bytes());
+        }
+        put(hdr::ANCHOR_ADDR, &0xffff_ffff_8200_0000u64.to_le_bytes());
+        put(hdr::ANCHOR_NAME, b"_printk");
+        put(hdr::MODULE_NAME, b"lbr_dump");
+        put(g.cpu_block(0) + cpu::COUNT, &1u64.to_le_bytes());
+        let s = g.snapshot(0, 1);
+        put(s + snap::SEQ, &3u64.to_le_bytes());
+        put(s + snap::VECTOR, &14u32.to_le_bytes());
+        put(s + snap::VALUES, &1u64.to_le_bytes()); // TOS = 1
+        put(
+            s + snap::VALUES + 8 * 2,
+            &0xffff_ffff_8100_0010u64.to_le_bytes(),
+        ); // FROM[1]
+        put(
+            s + snap::VALUES + 8 * 6,
+            &0xffff_ffff_c000_0000u64.to_le_bytes(),
+        ); // TO[1]
+        let sum = checksum(&a[..HEADER_SIZE], hdr::CHECKSUM);
+        a[hdr::CHECKSUM..hdr::CHECKSUM + 8].copy_from_slice(&sum.to_le_bytes());
+        a
+    }
+
+    /// A minimal ELF64 core: file header, program headers, then each segment's bytes. Only
+    /// fixture writing; reading is the `object` crate's.
+    fn core(machine: u16, segments: &[(u64, &[u8])]) -> Vec<u8> {
+        let mut f = vec![0u8; 64 + 56 * segments.len()];
+        f[..4].copy_from_slice(b"\x7fELF");
+        f[4] = 2; // ELFCLASS64
+        f[5] = 1; // little-endian
+        f[6] = 1; // EV_CURRENT
+        f[16..18].copy_from_slice(&4u16.to_le_bytes()); // ET_CORE
+        f[18..20].copy_from_slice(&machine.to_le_bytes());
+        f[20..24].copy_from_slice(&1u32.to_le_bytes());
+        f[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+        f[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+        f[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+        f[56..58].copy_from_slice(&(segments.len() as u16).to_le_bytes());
+        for (i, (paddr, data)) in segments.iter().enumerate() {
+            let offset = f.len().next_multiple_of(4096) as u64;
+            let p = 64 + 56 * i;
+            f[p..p + 4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+            f[p + 8..p + 16].copy_from_slice(&offset.to_le_bytes());
+            f[p + 24..p + 32].copy_from_slice(&paddr.to_le_bytes());
+            f[p + 32..p + 40].copy_from_slice(&(data.len() as u64).to_le_bytes());
+            f[p + 40..p + 48].copy_from_slice(&(data.len() as u64).to_le_bytes());
+            f.resize(offset as usize, 0);
+            f.extend_from_slice(data);
+        }
+        f
+    }
+
+    fn open(bytes: &[u8]) -> Result<Dump> {
+        let dir = std::env::temp_dir().join(format!("lbr-decode-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(format!("{:016x}.elf", lbr_core::layout::checksum(bytes, 0)));
+        std::fs::write(&p, bytes).unwrap();
+        let d = Dump::open(&p);
+        std::fs::remove_file(&p).unwrap();
+        d
+    }
+
+    #[test]
+    fn finds_an_area_split_across_segments() {
+        let a = area(1);
+        // Memory: 3 pages of noise, then the area from physical 0x103000, its first half page in
+        // one segment and the rest in the next (adjacent physical memory, separate file ranges).
+        assert_eq!(a.len(), 4096);
+        let mut m1 = vec![0x5au8; 0x3000];
+        m1.extend_from_slice(&a[..2048]);
+        let d = open(&core(62, &[(0x100000, &m1), (0x103800, &a[2048..])])).unwrap();
+        let mut w = Vec::new();
+        let areas = d.areas(&mut w);
+        assert_eq!(w, Vec::<String>::new());
+        assert_eq!(areas.len(), 1);
+        assert_eq!(areas[0].paddr, 0x103000);
+        assert_eq!(
+            areas[0].anchor,
+            (0xffff_ffff_8200_0000, "_printk".to_string())
+        );
+        let [s] = &areas[0].snapshots[..] else {
+            panic!("{} snapshots", areas[0].snapshots.len())
+        };
+        assert_eq!((s.cpu, s.seq, s.vector), (0, 3, 14));
+        assert_eq!(s.records.len(), 1);
+        assert_eq!(s.records[0].branch.from, 0xffff_ffff_8100_0010);
+        assert_eq!(s.records[0].branch.to, 0xffff_ffff_c000_0000);
+    }
+
+    #[test]
+    fn bad_dumps_are_refused_with_reasons() {
+        let a = area(1);
+        let err = |bytes: &[u8]| format!("{:#}", open(bytes).err().expect("refused"));
+        assert!(
+            err(&core(183, &[(0, &a)])).contains("machine 183"),
+            "aarch64"
+        );
+        let mut cut = core(62, &[(0, &a)]);
+        cut.truncate(cut.len() - 100);
+        assert!(err(&cut).contains("truncated"));
+        assert!(err(b"\x7fELF\x01\x01").contains("not a 64-bit ELF"));
+        let mut exec = core(62, &[(0, &a)]);
+        exec[16] = 2; // ET_EXEC
+        assert!(err(&exec).contains("not a core file"));
+    }
+
+    #[test]
+    fn absurd_header_is_skipped_with_a_warning() {
+        let d = open(&core(62, &[(0, &area(1_000_000))])).unwrap();
+        let mut w = Vec::new();
+        assert!(d.areas(&mut w).is_empty());
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("CPU count"), "{w:?}");
+    }
+}

@@ -235,4 +235,31 @@ mod tests {
         let p = parse_log(R0);
         assert_eq!(p.warnings, ["line 1: a record line outside any snapshot"]);
     }
+
+    proptest::proptest! {
+        /// Any bytes: no panic, and every warning names a line.
+        #[test]
+        fn any_text_is_survived(s in "(lbr_dump: (v1 |#|end )?)?[\\PC\\r\\n]{0,300}") {
+            for w in parse_log(&s).warnings {
+                proptest::prop_assert!(w.starts_with("line "), "{}", w);
+            }
+        }
+
+        /// A snapshot survives any prefixes and noise lines between its lines.
+        #[test]
+        fn snapshot_survives_decorations(pre in proptest::collection::vec("[ -~]{0,30}", 4),
+                                         noise in proptest::collection::vec("[ -~&&[^l]]{0,40}", 4)) {
+            let lines = [HEAD, R0, R1, END];
+            let log: String = lines
+                .iter()
+                .zip(&pre)
+                .zip(&noise)
+                .map(|((l, p), n)| format!("{n}\n{p}{l}\n"))
+                .collect();
+            let p = parse_log(&log);
+            proptest::prop_assert_eq!(p.snapshots.len(), 1);
+            proptest::prop_assert!(p.snapshots[0].complete);
+            proptest::prop_assert_eq!(p.snapshots[0].records.len(), 2);
+        }
+    }
 }

@@ -5,10 +5,12 @@
 #   make                      build lbr_dump.ko against the pinned test kernel (made on first use)
 #   make KDIR=/path/to/linux  build lbr_dump.ko against your own kernel tree, with your toolchain
 #                             (pass LLVM=1 etc. as your kernel was built); objects go to out/
-#   make test                 every test: host cargo tests, fmt, clippy, both kernel builds, the
-#                             module build from clean, the QEMU scenarios; ends "N passed, N failed"
+#   make test                 every test: host cargo tests, fmt, clippy, lbr-decode's fuzzers (30 s
+#                             each), both kernel builds, the module build from clean, the QEMU
+#                             scenarios, then benchmark reports; ends "N passed, N failed"
 #   make test-host            only the host tests (seconds)
-#   make demo                 the main job: build, boot a VM, load the module, show its report
+#   make demo                 the main job: build, boot a VM under the branch-record emulator, crash
+#                             it, show the oops' branch records decoded by lbr-decode
 #   make vm ARGS="..."        boot the test VM by hand (scripts/vm.py --help)
 #
 # The pinned environment and kernel builds are cached in $LBR_DUMP_CACHE (~/.cache/lbr-dump).
@@ -31,7 +33,7 @@ test:
 	python3 tests/run.py
 
 test-host:
-	python3 tests/run.py --host-only
+	python3 tests/run.py --host-only --fuzz-seconds 0
 
 demo:
 	scripts/demo.sh

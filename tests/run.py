@@ -10,10 +10,12 @@ Stages, in order (a failed build fails the tests that need it, and the run goes 
      result per KTAP test case).
 Prints PASS/FAIL lines, then `N passed, N failed`; exits 1 on any failure.
 
-    python3 tests/run.py [--host-only] [-k SUBSTRING]...
+    python3 tests/run.py [--host-only] [-k SUBSTRING]... [--fuzz-seconds N] [--no-bench]
 
---host-only runs stage 1 alone (`make test-host`); -k narrows the VM scenarios. Nothing is
-reported for a stage or test that did not run.
+--host-only runs stage 1 (and the fuzzers) alone (`make test-host`); -k narrows the VM scenarios
+(and skips fuzzing and benchmarks). Nothing is reported for a stage or test that did not run.
+After the host tests, lbr-decode's fuzz targets run for --fuzz-seconds each (scripts/fuzz.sh; a
+crash fails); after the scenarios, scripts/bench.sh prints BENCH report lines (not counted).
 """
 
 from __future__ import annotations
@@ -88,6 +90,27 @@ def builds(r: harness.Results) -> bool:
     return built
 
 
+def fuzz(r: harness.Results, seconds: int) -> None:
+    """lbr-decode's fuzz targets, each for a bounded time (scripts/fuzz.sh); a crash fails."""
+    p = run(["scripts/fuzz.sh", str(seconds)])
+    lines = [l for l in p.stdout.splitlines() if l.startswith("fuzz ")]
+    for l in lines:
+        name, _, rest = l.partition(": ")
+        r.record(f"{name}: {rest}", rest.startswith("ok"), l)
+    if not lines:
+        r.fail("fuzz", "scripts/fuzz.sh ran no target:\n" + p.stdout[-3000:])
+
+
+def benchmarks() -> None:
+    """Reports, not tests: BENCH lines with ratios against baselines (scripts/bench.sh)."""
+    p = run(["scripts/bench.sh"])
+    for l in p.stdout.splitlines():
+        if l.startswith("BENCH"):
+            print(l, flush=True)
+    if p.returncode != 0:
+        print(f"BENCH scripts/bench.sh failed (exit {p.returncode}); see its output:\n{p.stdout[-2000:]}", flush=True)
+
+
 def scenarios(r: harness.Results, only: list[str]) -> None:
     for path in sorted((REPO / "tests" / "scenarios").glob("*.py")):
         spec = importlib.util.spec_from_file_location(f"scenario_{path.stem}", path)
@@ -111,13 +134,19 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--host-only", action="store_true", help="only the host tests (stage 1)")
     ap.add_argument("-k", action="append", default=[], help="VM scenarios: only names containing this")
+    ap.add_argument("--fuzz-seconds", type=int, default=30, help="per fuzz target (0: no fuzzing)")
+    ap.add_argument("--no-bench", action="store_true", help="skip the benchmark reports")
     a = ap.parse_args()
     r = harness.Results()
     t = time.monotonic()
     host_tests(r)
+    if a.fuzz_seconds > 0 and not a.k:
+        fuzz(r, a.fuzz_seconds)
     if not a.host_only:
         if builds(r):
             scenarios(r, a.k)
+            if not a.no_bench and not a.k:
+                benchmarks()
         else:
             r.fail("scenarios", "not run: a build failed")
     print(f"\n[lbr-dump] tests took {time.monotonic() - t:.0f}s")

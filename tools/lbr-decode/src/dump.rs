@@ -30,9 +30,25 @@ struct Segment {
     size: usize,
 }
 
-/// A memory dump, mapped.
+/// The dump's bytes: mapped from a file, or owned (tests, fuzzing).
+enum Bytes {
+    Map(Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Map(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// A memory dump.
 pub struct Dump {
-    map: Mmap,
+    map: Bytes,
     segments: Vec<Segment>,
 }
 
@@ -59,27 +75,36 @@ impl Dump {
         // of the mapping.
         let map = unsafe { Mmap::map(&file) }
             .with_context(|| format!("{}: cannot map", path.display()))?;
+        Self::parse(Bytes::Map(map), &path.display().to_string())
+    }
+
+    /// A dump held in memory; `name` is used in error messages.
+    pub fn from_vec(bytes: Vec<u8>, name: &str) -> Result<Dump> {
+        Self::parse(Bytes::Owned(bytes), name)
+    }
+
+    fn parse(map: Bytes, name: &str) -> Result<Dump> {
         let data: &[u8] = &map;
         let hdr = elf::FileHeader64::<Endianness>::parse(data)
-            .with_context(|| format!("{}: not a 64-bit ELF file", path.display()))?;
+            .with_context(|| format!("{}: not a 64-bit ELF file", name))?;
         let e = hdr.endian().context("ELF endianness")?;
         if hdr.e_machine(e) != elf::EM_X86_64 {
             bail!(
                 "{}: a memory dump of machine {} (ELF e_machine), not x86-64",
-                path.display(),
+                name,
                 hdr.e_machine(e)
             );
         }
         if hdr.e_type(e) != elf::ET_CORE {
             bail!(
                 "{}: an ELF file of type {}, not a core file (a memory dump has type ET_CORE)",
-                path.display(),
+                name,
                 hdr.e_type(e)
             );
         }
         let phdrs = hdr
             .program_headers(e, data)
-            .with_context(|| format!("{}: program headers cut short or corrupt", path.display()))?;
+            .with_context(|| format!("{}: program headers cut short or corrupt", name))?;
         let mut segments = Vec::new();
         for (i, p) in phdrs.iter().enumerate() {
             if p.p_type(e) != elf::PT_LOAD || p.p_filesz(e) == 0 {
@@ -92,7 +117,7 @@ impl Dump {
             {
                 bail!(
                     "{}: segment {i} (physical {:#x}, {size} bytes at file offset {off:#x}) ends past the end of the file ({} bytes): the dump is truncated",
-                    path.display(),
+                    name,
                     p.p_paddr(e),
                     data.len()
                 );
@@ -104,10 +129,7 @@ impl Dump {
             });
         }
         if segments.is_empty() {
-            bail!(
-                "{}: a core file without memory (no PT_LOAD segment)",
-                path.display()
-            );
+            bail!("{}: a core file without memory (no PT_LOAD segment)", name);
         }
         segments.sort_by_key(|s| s.paddr);
         Ok(Dump { map, segments })
@@ -338,13 +360,7 @@ mod tests {
     }
 
     fn open(bytes: &[u8]) -> Result<Dump> {
-        let dir = std::env::temp_dir().join(format!("lbr-decode-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(format!("{:016x}.elf", lbr_core::layout::checksum(bytes, 0)));
-        std::fs::write(&p, bytes).unwrap();
-        let d = Dump::open(&p);
-        std::fs::remove_file(&p).unwrap();
-        d
+        Dump::from_vec(bytes.to_vec(), "test.elf")
     }
 
     #[test]

@@ -8,9 +8,7 @@
 //! lbr-decode [--vmlinux PATH] [--modules PATH]... [--format text|json|annotate] [LOG|DUMP]...
 //! ```
 
-mod dump;
-mod log;
-mod symbols;
+use lbr_decode::{dump, log, symbols};
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Read, Write};
@@ -20,8 +18,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use serde::Serialize;
 
-use crate::log::{parse_log, Parsed, Snapshot};
-use crate::symbols::{parse_printed, Frame, Image};
+use log::{parse_log, Parsed, Snapshot};
+use symbols::{parse_printed, Frame, Image};
 
 #[derive(Parser)]
 #[command(

@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The log scanner and the line parser: any bytes, decoded as the command decodes them.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let parsed = lbr_decode::log::parse_log(&text);
+    for s in &parsed.snapshots {
+        assert!(s.records.len() <= 4096, "more records than lines");
+    }
+});

@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make demo`: the main job as far as it exists. Builds the pinned environment, the test kernel
-# and lbr_dump.ko (first run: the kernel build takes ~10 minutes; later runs reuse the cache),
-# boots the test VM under QEMU, arms lbr_dump, crashes the kernel with lkdtm and shows what
-# lbr_dump printed in the oops.
-#
-# Until the branch-record emulator lands (tools/lbr-emu), the VM is plain QEMU TCG, which has no
-# usable branch recorder: lbr_dump is armed with force=1 (testing only), so the oops shows the
-# snapshot that belongs to the crash (vector, error code, RIP, CR2) with zero records.
+# `make demo`: the main job. Builds the pinned environment, the test kernel, lbr_dump.ko and the
+# branch-record emulator (first run: the kernel build takes ~10 minutes; later runs reuse the
+# cache), boots the test VM under QEMU TCG with the emulator presenting a Skylake with LBR
+# (tools/lbr-emu), arms lbr_dump, crashes the kernel through a corrupted function pointer
+# (tests/modules/lbr_crash crash=jump: RIP lands in unmapped memory, in no function) and shows
+# the oops with the branch records lbr_dump printed, newest first: they name the function that
+# made the bad call, which the oops alone cannot. Then lbr-decode (tools/lbr-decode) reads them
+# back from the console log and symbolizes them against the test kernel's vmlinux and the modules,
+# with source lines.
 source "$(dirname "$0")/common.sh"
 
 log "building and booting (console: out/vm/demo/console.log)"
-python3 "$REPO/scripts/vm.py" --name demo --cpu EPYC-Genoa --accel tcg --script "
-insmod /lib/lbr-dump/lbr_dump.ko force=1 enable=1
-sh -c 'echo EXCEPTION > /sys/kernel/debug/provoke-crash/DIRECT' || true
+python3 "$REPO/scripts/vm.py" --name demo --cpu Skylake-Client --accel tcg --emulate model=skylake \
+	--script "
+insmod /lib/lbr-dump/lbr_dump.ko enable=1
+sh -c 'insmod /lib/lbr-dump/lbr_crash.ko crash=jump' || true
 " >/dev/null || die "the VM did not finish; see $REPO/out/vm/demo/console.log"
 echo
-echo "The oops, as the VM printed it (lbr_dump's lines are near its end):"
-sed -n '/Oops:/,/end trace/p' "$REPO/out/vm/demo/console.log" | grep -E 'Oops:|RIP: 0010|lbr_dump|end trace'
+echo "lbr_dump at load:"
+grep -E 'lbr_dump: (Intel|AMD|armed)' "$REPO/out/vm/demo/console.log" | sed 's/^\[[ 0-9.]*\] /  /'
+echo
+echo "The oops, as the VM printed it (lbr_dump's records, newest first, near its end):"
+sed -n '/Oops:/,/end trace/p' "$REPO/out/vm/demo/console.log" |
+	grep -E 'Oops:|RIP: 0010|Call Trace|lbr_dump|end trace' | sed 's/^\[[ 0-9.]*\] /  /' | head -60
+echo
+echo "The same records decoded from the console log by lbr-decode (source lines from DWARF):"
+cargo build --quiet --release -p lbr-decode --manifest-path "$REPO/Cargo.toml"
+KDIR=$("$REPO/scripts/kernel.sh" module)
+"$REPO/target/release/lbr-decode" --color never -k "$KDIR/vmlinux" -m "$REPO/out/module" \
+	-m "$REPO/out/lbr_crash" "$REPO/out/vm/demo/console.log" | head -40

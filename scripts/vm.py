@@ -77,6 +77,7 @@ class Result:
     seconds: float
     command: list[str]
     emu_log: Path | None = None  # the emulator's ground truth (JSON lines), when it ran
+    dump: Path | None = None  # the guest memory dump, when one was asked for and made
 
     def emu_events(self) -> list[dict]:
         """The emulator's log, parsed (each line one JSON object; see tools/lbr-emu)."""
@@ -107,6 +108,9 @@ class Vm:
     accel: str = "auto"  # auto (KVM if it works and no emulator), kvm, tcg
     timeout: float = 300.0
     qemu_args: list[str] = dataclasses.field(default_factory=list)
+    # When the console first shows this text, dump the guest's memory (QMP dump-guest-memory,
+    # an ELF core of guest-physical memory) to out/vm/NAME/memory.elf and end the VM.
+    dump_after: str | None = None
 
     def run(self) -> Result:
         if self.kernel not in VARIANTS:
@@ -149,9 +153,55 @@ class Vm:
                 args += f",log={emu_log}"
             cmd += ["-plugin", f"{plugin},{args}"]
         cmd += self.qemu_args
-        r = run_qemu(cmd, run_dir / "console.log", self.timeout)
+        on_console = None
+        dump = run_dir / "memory.elf"
+        if self.dump_after is not None:
+            dump.unlink(missing_ok=True)
+            sock = run_dir / "qmp.sock"
+            sock.unlink(missing_ok=True)
+            cmd += ["-qmp", f"unix:{sock},server=on,wait=off"]
+
+            def on_console(text: str) -> bool:
+                if self.dump_after not in text:
+                    return False
+                qmp(sock, [("qmp_capabilities", {}),
+                           ("dump-guest-memory", {"paging": False, "protocol": f"file:{dump}"}),
+                           ("quit", {})])
+                return True
+        r = run_qemu(cmd, run_dir / "console.log", self.timeout, on_console)
         r.emu_log = emu_log
+        r.dump = dump if dump.exists() else None
         return r
+
+
+def qmp(sock: Path, commands: list[tuple[str, dict]], timeout: float = 300) -> None:
+    """Runs QMP commands in order on QEMU's socket, each to its answer (events are skipped); an
+    error answer raises. The connection may end after "quit"."""
+    import json
+    import socket
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(str(sock))
+    f = s.makefile("rwb")
+    try:
+        json.loads(f.readline())  # the greeting
+        for name, args in commands:
+            f.write(json.dumps({"execute": name, "arguments": args}).encode() + b"\n")
+            f.flush()
+            while True:
+                line = f.readline()
+                if not line:
+                    if name == "quit":
+                        return
+                    raise RuntimeError(f"QMP: connection closed during {name}")
+                msg = json.loads(line)
+                if "error" in msg:
+                    raise RuntimeError(f"QMP {name}: {msg['error']}")
+                if "return" in msg:
+                    break
+    finally:
+        f.close()
+        s.close()
 
 
 @functools.cache
@@ -177,8 +227,9 @@ def build_emulator() -> Path:
     return REPO / "target" / "release" / "liblbr_emu.so"
 
 
-def run_qemu(cmd: list[str], log: Path, timeout: float) -> Result:
-    """Runs QEMU in the build root, console to `log`, killing everything on timeout."""
+def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None) -> Result:
+    """Runs QEMU in the build root, console to `log`, killing everything on timeout.
+    `on_console(text so far)` is called as output arrives until it returns True."""
     wrapped = ["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_", *cmd]
     start = time.monotonic()
     chunks: list[bytes] = []
@@ -194,6 +245,8 @@ def run_qemu(cmd: list[str], log: Path, timeout: float) -> Result:
                     chunks.append(data)
                     f.write(data)
                     f.flush()
+                    if on_console is not None and on_console(b"".join(chunks).decode("utf-8", "replace")):
+                        on_console = None
                 elif p.poll() is not None:
                     break
                 else:

@@ -43,6 +43,11 @@ module! {
             description: "Testing only: arm even if the recorder's switch does not stay on \
                           (plain QEMU TCG); the capture path runs, the records read as zero",
         },
+        fail_msr: u32 {
+            default: 0,
+            description: "Testing only: treat every access to this MSR as faulting (#GP), to \
+                          exercise the refusal of a hypervisor without LBR pass-through",
+        },
         all_rings: bool {
             default: false,
             description: "Record user-mode branches too (default: kernel only)",

@@ -63,8 +63,23 @@ impl fmt::Display for MsrError {
     }
 }
 
+/// The `fail_msr` fault-injection parameter: an access to this MSR reports -EIO (a #GP), as
+/// under a hypervisor that does not pass the recorder through. QEMU cannot make an instruction
+/// fault, so this is how the fault path is tested.
+fn injected_fault(msr: u32, write: Option<u64>) -> Result<(), MsrError> {
+    match crate::module_parameters::fail_msr.value() {
+        m if m != 0 && m == msr => Err(MsrError {
+            msr,
+            write,
+            errno: -5,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Reads `msr` on `cpu`; a #GP comes back as an error instead of an oops.
 pub(crate) fn read_msr(cpu: CpuId, msr: u32) -> Result<u64, MsrError> {
+    injected_fault(msr, None)?;
     let mut v = 0u64;
     // SAFETY: `rdmsrq_safe_on_cpu` takes any CPU number and MSR number (faults are caught by its
     // exception-table entry) and writes one u64 through `q`, which points to a live local.
@@ -81,6 +96,7 @@ pub(crate) fn read_msr(cpu: CpuId, msr: u32) -> Result<u64, MsrError> {
 
 /// Writes `value` to `msr` on `cpu`; a #GP comes back as an error.
 pub(crate) fn write_msr(cpu: CpuId, msr: u32, value: u64) -> Result<(), MsrError> {
+    injected_fault(msr, Some(value))?;
     // SAFETY: `wrmsrq_safe_on_cpu` takes any CPU number, MSR number and value; faults are caught
     // by its exception-table entry. Which MSRs may be written is the caller's concern: lbr-dump
     // writes only the branch-recorder control MSRs it identified, and restores them.

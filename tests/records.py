@@ -27,7 +27,9 @@ def decode_slot(flavour, fmt, f, t, inf):
         elif fmt == 3:
             r = {"from": sext(f, 63), "to": t, "mispred": f >> 63}
         elif fmt == 4:
-            r = {"from": sext(f, 61), "to": t, "mispred": f >> 63, "in_tx": f >> 62 & 1, "abort": f >> 61 & 1}
+            # SDM: bit 62 IN_TX, 61 TSX_ABORT, address in 60:0. The emulated CPUs have no TSX;
+            # there bits 62:61 read as sign extension, not flags (kernel: lbr_from_signext_quirk).
+            r = {"from": sext(f, 61), "to": t, "mispred": f >> 63}
         elif fmt == 5:
             r = {"from": f, "to": t, "mispred": inf >> 63, "in_tx": inf >> 62 & 1, "abort": inf >> 61 & 1,
                  "cycles": inf & 0xFFFF}
@@ -59,7 +61,7 @@ def freeze_records(event, flavour, fmt):
     return out
 
 
-PRINTED = re.compile(r"lbr_dump: #(\d+) 0x([0-9a-f]+) -> 0x([0-9a-f]+)((?: [a-z_]+(?:=\d+)?)*) \| (\S+) -> (\S+(?: \[\w+\])?)")
+PRINTED = re.compile(r"lbr_dump: #(\d+) 0x([0-9a-f]+) -> 0x([0-9a-f]+)((?: [a-z_]+(?:=\d+)?)*) \| (\S+(?: \[\w+\])?) -> (\S+(?: \[\w+\])?)")
 
 
 def printed_records(text):

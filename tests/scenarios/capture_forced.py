@@ -66,8 +66,12 @@ def test_double_fault_is_captured(r):
     res = Vm(name="forced-df", cpu="EPYC-Genoa", accel="tcg", timeout=120,
              script=ARM + f"echo EXHAUST_STACK > {LKDTM}\n").run()
     hs = headers(res.console)
-    assert hs and hs[-1]["vector"] == "8", "no #DF snapshot printed:\n" + "\n".join(
-        l for l in res.console.splitlines()[-40:])
+    reset = res.log.parent / "qemu-reset.log"
+    assert hs and hs[-1]["vector"] == "8", (
+        f"no #DF snapshot printed (VM {'timed out' if res.timed_out else f'exited {res.exit_code}'} "
+        f"after {res.seconds:.0f}s; CPU resets in {reset}):\n"
+        + "\n".join(res.console.splitlines()[-40:])
+        + ("\nlast CPU reset:\n" + "\n".join(reset.read_text().splitlines()[:12]) if reset.exists() else ""))
 
 
 def test_warning_is_survived_and_not_reported_as_a_crash(r):

@@ -180,6 +180,7 @@ impl Symbolizer {
     /// disagreement is a warning (a vmlinux or module that does not match the log).
     fn calibrate(&mut self, snaps: &[(String, Snapshot)], warnings: &mut Vec<String>) {
         let mut votes: HashMap<u64, usize> = HashMap::new();
+        let mut kernel_symbols = 0;
         for (_, s) in snaps {
             for r in &s.records {
                 for (addr, sym) in [(r.branch.from, &r.from_sym), (r.branch.to, &r.to_sym)] {
@@ -188,6 +189,7 @@ impl Symbolizer {
                     };
                     match p.module {
                         None => {
+                            kernel_symbols += 1;
                             if let Some(sym) = self.vmlinux.as_ref().and_then(|v| v.by_name(p.name))
                             {
                                 *votes
@@ -218,7 +220,7 @@ impl Symbolizer {
                     "the printed symbols disagree about the KASLR offset ({n} say {off:#x}, {other} say otherwise): is this the crashed kernel's vmlinux?"
                 ));
             }
-        } else if self.vmlinux.is_some() {
+        } else if self.vmlinux.is_some() && kernel_symbols > 0 {
             warnings.push("no printed kernel symbol matched vmlinux: cannot find the KASLR offset (wrong vmlinux?)".into());
         }
     }

@@ -85,10 +85,41 @@ impl Image {
         syms.sort_by_key(|s| (s.section.map(|i| i.0), s.addr));
         syms.dedup_by_key(|s| (s.section.map(|i| i.0), s.addr));
         // Sizes as the kernel's %pS computes them (kallsyms): up to the next symbol, padding
-        // included, so that recomputed symbols compare equal to printed ones.
-        for i in 0..syms.len().saturating_sub(1) {
-            if syms[i + 1].section == syms[i].section && syms[i + 1].addr > syms[i].addr {
-                syms[i].size = syms[i + 1].addr - syms[i].addr;
+        // included, so that recomputed symbols compare equal to printed ones. For vmlinux, the
+        // next symbol in the link; for a module (kernel/module/kallsyms.c,
+        // find_kallsyms_symbol), the next symbol in the memory region as the loader laid it out
+        // (core or init text), the last one up to the region's page-aligned end.
+        let (core, init) = text_layout(&file);
+        if module {
+            for (layout, end) in [&core, &init] {
+                let place = |s: &Sym| {
+                    let sec = s.section?;
+                    layout
+                        .iter()
+                        .find(|(i, _)| *i == sec)
+                        .map(|(_, off)| off + s.addr)
+                };
+                let mut at: Vec<(u64, usize)> = syms
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| place(s).map(|a| (a, i)))
+                    .collect();
+                at.sort();
+                let end = end.next_multiple_of(4096);
+                for k in 0..at.len() {
+                    let next = at[k + 1..]
+                        .iter()
+                        .map(|&(a, _)| a)
+                        .find(|&a| a > at[k].0)
+                        .unwrap_or(end);
+                    syms[at[k].1].size = next - at[k].0;
+                }
+            }
+        } else {
+            for i in 0..syms.len().saturating_sub(1) {
+                if syms[i + 1].addr > syms[i].addr {
+                    syms[i].size = syms[i + 1].addr - syms[i].addr;
+                }
             }
         }
         let by_name = syms
@@ -119,11 +150,7 @@ impl Image {
         } else {
             None
         };
-        let text_layout = if module {
-            core_text_layout(&file)
-        } else {
-            Vec::new()
-        };
+        let text_layout = if module { core.0 } else { Vec::new() };
         Ok(Image {
             name,
             path: path.to_path_buf(),
@@ -177,27 +204,35 @@ impl Image {
     }
 }
 
-/// The module loader's layout of core text (kernel/module/main.c, `__layout_sections` and
-/// `module_get_offset_and_type`): every SHF_ALLOC|SHF_EXECINSTR section whose name does not start
-/// with ".init", in section-header order, each at the running size aligned to its sh_addralign
-/// (x86 prepends nothing).
-fn core_text_layout(file: &object::File) -> Vec<(SectionIndex, u64)> {
+/// A text region as the module loader lays it out: (section, offset in the region) and the
+/// region's size before page alignment.
+type Region = (Vec<(SectionIndex, u64)>, u64);
+
+/// The module loader's layout of core and init text (kernel/module/main.c, `__layout_sections`
+/// and `module_get_offset_and_type`): every SHF_ALLOC|SHF_EXECINSTR section, into init text when
+/// its name starts with ".init", else core text (`mem[MOD_TEXT]`), in section-header order, each
+/// at the region's running size aligned to its sh_addralign (x86 prepends nothing).
+fn text_layout(file: &object::File) -> (Region, Region) {
     use object::SectionFlags;
-    let mut size = 0u64;
-    let mut out = Vec::new();
+    let (mut core, mut init): (Region, Region) = Default::default();
     for sec in file.sections() {
         let SectionFlags::Elf { sh_flags } = sec.flags() else {
             continue;
         };
         let want = u64::from(object::elf::SHF_ALLOC | object::elf::SHF_EXECINSTR);
-        if sh_flags & want != want || sec.name().is_ok_and(|n| n.starts_with(".init")) {
+        if sh_flags & want != want {
             continue;
         }
-        let offset = size.next_multiple_of(sec.align().max(1));
-        out.push((sec.index(), offset));
-        size = offset + sec.size();
+        let region = if sec.name().is_ok_and(|n| n.starts_with(".init")) {
+            &mut init
+        } else {
+            &mut core
+        };
+        let offset = region.1.next_multiple_of(sec.align().max(1));
+        region.0.push((sec.index(), offset));
+        region.1 = offset + sec.size();
     }
-    out
+    (core, init)
 }
 
 /// The module name from .modinfo (`name=...`).

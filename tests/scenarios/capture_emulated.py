@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Crashes under the branch-record emulator: what lbr-dump prints equals the ground truth.
+
+Each crash runs in its own VM with the emulator presenting an Intel CPU with legacy LBR (formats
+3, 4, 5 and 6: nehalem, haswell, skylake, goldmont-plus). lbr-dump is loaded normally (no
+force=1: the emulated recorder passes its probe). The expected records are the emulator's record
+stack at the freeze the entry stub made (its `freeze` event), decoded with tests/records.py from
+the manuals; the printed records must equal them record for record, and the newest must be the
+exception itself (no record of the stub's own branches).
+"""
+
+import re
+
+from harness import MODULE, kernel_lines, tail
+from records import freeze_records, printed_records
+from vm import Vm
+
+LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
+CRASH = "/lib/lbr-dump/lbr_crash.ko"
+ARM = f"insmod {MODULE} enable=1\n"
+
+CRASHES = {  # name: (guest command, vector)
+    "EXCEPTION": (f"echo EXCEPTION > {LKDTM}", 14),
+    "ACCESS_NULL": (f"echo ACCESS_NULL > {LKDTM}", 14),
+    "ACCESS_USERSPACE": (f"echo ACCESS_USERSPACE > {LKDTM}", 14),
+    "EXEC_NULL": (f"echo EXEC_NULL > {LKDTM}", 14),
+    "BUG": (f"echo BUG > {LKDTM}", 6),
+    "EXHAUST_STACK": (f"echo EXHAUST_STACK > {LKDTM}", 8),
+    "gp": (f"insmod {CRASH} crash=gp", 13),
+    "de": (f"insmod {CRASH} crash=de", 0),
+    "jump": (f"insmod {CRASH} crash=jump", 14),
+}
+FORMATS = {"nehalem": 3, "haswell": 4, "skylake": 5, "goldmont-plus": 6}
+
+
+def crash(model, name):
+    cmd, vector = CRASHES[name]
+    res = Vm(name=f"emu-crash-{model}-{name.lower()}", cpu="Skylake-Client", accel="tcg",
+             emulate=f"model={model}", timeout=240, script=ARM + f"sh -c '{cmd}' || true\n").run()
+    con = res.console
+    assert "lbr_dump: armed" in con, "lbr_dump did not arm:\n" + "\n".join(kernel_lines(con, "lbr_dump"))
+    heads = [l for l in kernel_lines(con, "lbr_dump: v1 ")]
+    assert heads, f"no snapshot printed (VM {'timed out' if res.timed_out else 'ended'}):\n" + tail(con)
+    head = heads[-1]
+    assert f" vector={vector} " in head, head
+    assert "state=complete" in head, head
+    assert f"format={FORMATS[model]}" in head, head
+    # The records of the last snapshot printed (its lines up to its end line).
+    block = con[con.rindex(head):]
+    block = block[:block.index("lbr_dump: end ")]
+    printed = printed_records(block)
+    assert printed, "the snapshot has no record lines:\n" + block
+    # Ground truth: the freeze whose newest record is the printed newest one, the last such.
+    events = res.emu_events()
+    fmt = FORMATS[model]
+    newest = (printed[0]["from"], printed[0]["to"])
+    freezes = [e for e in events if e["event"] == "freeze" and e["cause"] == "wrmsr"]
+    truth = [freeze_records(e, "legacy", fmt) for e in freezes]
+    truth = [t for t in truth if t and (t[0]["from"], t[0]["to"]) == newest]
+    assert truth, f"no freeze in the emulator's log has the printed newest record {newest[0]:#x} -> {newest[1]:#x}"
+    want = truth[-1]
+    assert len(printed) == len(want), f"printed {len(printed)} records, the recorder held {len(want)}"
+    for p, w in zip(printed, want):
+        for k, v in w.items():
+            got = p.get(k, 0)
+            assert got == v, f"record #{p['index']}: {k} printed {got:#x}, ground truth {v:#x}\n  {p}\n  {w}"
+    # The newest record is the exception itself: into the stub, from the faulting instruction.
+    assert re.match(rf"lbr_dump_stub_{vector}\+0x0/", printed[0]["to_sym"]), printed[0]
+    if vector != 8:
+        rip = int(re.search(r"rip=0x([0-9a-f]+)", head)[1], 16)
+        assert printed[0]["from"] == rip, f"newest record from {printed[0]['from']:#x}, fault at {rip:#x}"
+    return res, printed
+
+
+def check(model, names):
+    for name in names:
+        res, _ = crash(model, name)
+        assert "[#2]" not in res.console, f"{name}: a second oops:\n" + tail(res.console)
+
+
+def test_skylake_format5_every_crash(r):
+    check("skylake", [n for n in CRASHES if n != "jump"])
+
+
+def test_nehalem_format3(r):
+    check("nehalem", ["EXCEPTION", "BUG", "gp"])
+
+
+def test_haswell_format4(r):
+    check("haswell", ["EXEC_NULL", "de", "ACCESS_NULL"])
+
+
+def test_goldmont_plus_format6(r):
+    check("goldmont-plus", ["EXCEPTION", "ACCESS_USERSPACE", "EXHAUST_STACK"])
+
+
+def test_corrupted_pointer_names_the_caller(r):
+    # lbr_crash_jump() calls through a pointer to unmapped kernel memory: the oops' RIP is that
+    # address, in no symbol; the records name the function that made the call (through the
+    # retpoline thunk: lbr_crash_jump -> thunk -> ... -> ret to the bad address).
+    res, printed = crash("skylake", "jump")
+    rip = kernel_lines(res.console, "RIP: 0010:")
+    assert rip and "lbr_crash_jump" not in rip[0], rip
+    assert printed[0]["from"] == 0xFFFF800000001000, printed[0]
+    assert printed[1]["to"] == 0xFFFF800000001000, printed[1]
+    callers = [p for p in printed[1:6] if p["from_sym"].startswith("lbr_crash_jump+")]
+    assert callers, "no record names lbr_crash_jump:\n" + "\n".join(str(p) for p in printed[:6])

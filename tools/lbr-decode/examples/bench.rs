@@ -19,8 +19,9 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use lbr_core::layout::{checksum, hdr, Geometry, HEADER_SIZE, MAGIC};
+use lbr_core::layout::MAGIC;
 use lbr_decode::dump::Dump;
+use lbr_decode::fixture;
 use lbr_decode::symbols::Image;
 
 fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (f64, T) {
@@ -35,62 +36,11 @@ fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (f64, T) {
     (best, out.unwrap())
 }
 
-/// A valid one-CPU area (Intel LBR format 5, depth 32).
-fn area() -> Vec<u8> {
-    let g = Geometry {
-        nr_cpus: 1,
-        ring: 4,
-        nr_values: 97,
-    };
-    let mut a = vec![0u8; g.area_size()];
-    let mut put = |off: usize, v: &[u8]| a[off..off + v.len()].copy_from_slice(v);
-    put(hdr::MAGIC, &MAGIC);
-    put(hdr::VERSION, &1u32.to_le_bytes());
-    put(hdr::HEADER_SIZE, &(HEADER_SIZE as u32).to_le_bytes());
-    put(hdr::AREA_SIZE, &(g.area_size() as u64).to_le_bytes());
-    for (off, v) in [
-        (hdr::NR_CPUS, 1),
-        (hdr::RING, 4),
-        (hdr::SNAP_SIZE, g.snap_size() as u32),
-        (hdr::NR_VALUES, 97),
-        (hdr::FLAVOUR, 1),
-        (hdr::FORMAT, 5),
-        (hdr::DEPTH, 32),
-        (hdr::LAYOUT_FLAGS, 1),
-        (hdr::MSR_LIST, g.msr_list() as u32),
-        (hdr::CPU_OFFSET, g.cpu_offset() as u32),
-        (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
-    ] {
-        put(off, &v.to_le_bytes());
-    }
-    put(hdr::ANCHOR_NAME, b"_printk");
-    let sum = checksum(&a[..HEADER_SIZE], hdr::CHECKSUM);
-    a[hdr::CHECKSUM..hdr::CHECKSUM + 8].copy_from_slice(&sum.to_le_bytes());
-    a
-}
-
 fn scan(dir: &Path, gib: u64) -> anyhow::Result<()> {
     let size = gib << 30;
     let path = dir.join("bench-dump.elf");
     {
-        // ELF64 core header and one PT_LOAD at file offset 4096 (fixture writing only).
-        let mut h = vec![0u8; 4096];
-        h[..4].copy_from_slice(b"\x7fELF");
-        h[4] = 2;
-        h[5] = 1;
-        h[6] = 1;
-        h[16..18].copy_from_slice(&4u16.to_le_bytes());
-        h[18..20].copy_from_slice(&62u16.to_le_bytes());
-        h[20..24].copy_from_slice(&1u32.to_le_bytes());
-        h[32..40].copy_from_slice(&64u64.to_le_bytes());
-        h[52..54].copy_from_slice(&64u16.to_le_bytes());
-        h[54..56].copy_from_slice(&56u16.to_le_bytes());
-        h[56..58].copy_from_slice(&1u16.to_le_bytes());
-        let p = 64;
-        h[p..p + 4].copy_from_slice(&1u32.to_le_bytes());
-        h[p + 8..p + 16].copy_from_slice(&4096u64.to_le_bytes());
-        h[p + 32..p + 40].copy_from_slice(&size.to_le_bytes());
-        h[p + 40..p + 48].copy_from_slice(&size.to_le_bytes());
+        let h = fixture::core_header(62, &[(0, size)]);
         let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
         f.write_all(&h)?;
         // Memory that is not zero (zero pages would be cheaper than real ones to read).
@@ -102,7 +52,7 @@ fn scan(dir: &Path, gib: u64) -> anyhow::Result<()> {
             x ^= x << 17;
             b.copy_from_slice(&x.to_le_bytes());
         }
-        let a = area();
+        let a = fixture::area(32, 4, 1, false);
         for i in 0..size >> 20 {
             if i == (size >> 20) - 1 {
                 chunk[..a.len()].copy_from_slice(&a);

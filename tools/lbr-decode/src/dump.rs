@@ -278,85 +278,10 @@ fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lbr_core::layout::{checksum, cpu, hdr, snap, Geometry};
+    use crate::fixture::core;
 
-    /// A one-CPU area, Intel LBR format 5 at depth 4, one snapshot (seq 3) whose newest record
-    /// is 0xffffffff81000010 -> 0xffffffffc0000000.
-    fn area(nr_cpus: u32) -> Vec<u8> {
-        let g = Geometry {
-            nr_cpus: 1,
-            ring: 2,
-            nr_values: 13,
-        };
-        let mut a = vec![0u8; g.area_size()];
-        let mut put = |off: usize, v: &[u8]| a[off..off + v.len()].copy_from_slice(v);
-        put(hdr::MAGIC, &MAGIC);
-        put(hdr::VERSION, &1u32.to_le_bytes());
-        put(hdr::HEADER_SIZE, &(HEADER_SIZE as u32).to_le_bytes());
-        put(hdr::AREA_SIZE, &(g.area_size() as u64).to_le_bytes());
-        for (off, v) in [
-            (hdr::NR_CPUS, nr_cpus),
-            (hdr::RING, 2),
-            (hdr::SNAP_SIZE, g.snap_size() as u32),
-            (hdr::NR_VALUES, 13),
-            (hdr::FLAVOUR, 1),
-            (hdr::FORMAT, 5),
-            (hdr::DEPTH, 4),
-            (hdr::LAYOUT_FLAGS, 1),
-            (hdr::MSR_LIST, g.msr_list() as u32),
-            (hdr::CPU_OFFSET, g.cpu_offset() as u32),
-            (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
-        ] {
-            put(off, &v.to_le_bytes());
-        }
-        put(hdr::ANCHOR_ADDR, &0xffff_ffff_8200_0000u64.to_le_bytes());
-        put(hdr::ANCHOR_NAME, b"_printk");
-        put(hdr::MODULE_NAME, b"lbr_dump");
-        put(g.cpu_block(0) + cpu::COUNT, &1u64.to_le_bytes());
-        let s = g.snapshot(0, 1);
-        put(s + snap::SEQ, &3u64.to_le_bytes());
-        put(s + snap::VECTOR, &14u32.to_le_bytes());
-        put(s + snap::VALUES, &1u64.to_le_bytes()); // TOS = 1
-        put(
-            s + snap::VALUES + 8 * 2,
-            &0xffff_ffff_8100_0010u64.to_le_bytes(),
-        ); // FROM[1]
-        put(
-            s + snap::VALUES + 8 * 6,
-            &0xffff_ffff_c000_0000u64.to_le_bytes(),
-        ); // TO[1]
-        let sum = checksum(&a[..HEADER_SIZE], hdr::CHECKSUM);
-        a[hdr::CHECKSUM..hdr::CHECKSUM + 8].copy_from_slice(&sum.to_le_bytes());
-        a
-    }
-
-    /// A minimal ELF64 core: file header, program headers, then each segment's bytes. Only
-    /// fixture writing; reading is the `object` crate's.
-    fn core(machine: u16, segments: &[(u64, &[u8])]) -> Vec<u8> {
-        let mut f = vec![0u8; 64 + 56 * segments.len()];
-        f[..4].copy_from_slice(b"\x7fELF");
-        f[4] = 2; // ELFCLASS64
-        f[5] = 1; // little-endian
-        f[6] = 1; // EV_CURRENT
-        f[16..18].copy_from_slice(&4u16.to_le_bytes()); // ET_CORE
-        f[18..20].copy_from_slice(&machine.to_le_bytes());
-        f[20..24].copy_from_slice(&1u32.to_le_bytes());
-        f[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
-        f[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
-        f[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
-        f[56..58].copy_from_slice(&(segments.len() as u16).to_le_bytes());
-        for (i, (paddr, data)) in segments.iter().enumerate() {
-            let offset = f.len().next_multiple_of(4096) as u64;
-            let p = 64 + 56 * i;
-            f[p..p + 4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
-            f[p + 8..p + 16].copy_from_slice(&offset.to_le_bytes());
-            f[p + 24..p + 32].copy_from_slice(&paddr.to_le_bytes());
-            f[p + 32..p + 40].copy_from_slice(&(data.len() as u64).to_le_bytes());
-            f[p + 40..p + 48].copy_from_slice(&(data.len() as u64).to_le_bytes());
-            f.resize(offset as usize, 0);
-            f.extend_from_slice(data);
-        }
-        f
+    fn area(claimed_cpus: u32) -> Vec<u8> {
+        crate::fixture::area(4, 2, claimed_cpus, true)
     }
 
     fn open(bytes: &[u8]) -> Result<Dump> {

@@ -4,5 +4,7 @@
 //! and the benchmarks.
 
 pub mod dump;
+#[doc(hidden)]
+pub mod fixture;
 pub mod log;
 pub mod symbols;

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Synthetic inputs for the tests, the benchmarks and the fuzzers' seeds: a snapshot area as
+//! capture.rs writes it, and an ELF core file around physical memory. Writing only; reading is
+//! the module's layout code and the `object` crate.
+
+use lbr_core::layout::{checksum, cpu, hdr, snap, Geometry, HEADER_SIZE, MAGIC};
+
+/// One CPU's area for Intel LBR format 5 at `depth` entries and `ring` snapshots per CPU, whose
+/// header claims `claimed_cpus` CPUs (1 for a valid area; anything else tests the validation).
+/// With `snapshot`, slot 1 holds snapshot seq 3 of a #PF with TOS 1 and entry 1 the branch
+/// 0xffffffff81000010 -> 0xffffffffc0000000 (needs `ring` >= 2).
+pub fn area(depth: u32, ring: usize, claimed_cpus: u32, snapshot: bool) -> Vec<u8> {
+    let nr_values = 1 + 3 * depth as usize;
+    let g = Geometry {
+        nr_cpus: 1,
+        ring,
+        nr_values,
+    };
+    let mut a = vec![0u8; g.area_size()];
+    let mut put = |off: usize, v: &[u8]| a[off..off + v.len()].copy_from_slice(v);
+    put(hdr::MAGIC, &MAGIC);
+    put(hdr::VERSION, &1u32.to_le_bytes());
+    put(hdr::HEADER_SIZE, &(HEADER_SIZE as u32).to_le_bytes());
+    put(hdr::AREA_SIZE, &(g.area_size() as u64).to_le_bytes());
+    for (off, v) in [
+        (hdr::NR_CPUS, claimed_cpus),
+        (hdr::RING, ring as u32),
+        (hdr::SNAP_SIZE, g.snap_size() as u32),
+        (hdr::NR_VALUES, nr_values as u32),
+        (hdr::FLAVOUR, 1),
+        (hdr::FORMAT, 5),
+        (hdr::DEPTH, depth),
+        (hdr::LAYOUT_FLAGS, 1),
+        (hdr::MSR_LIST, g.msr_list() as u32),
+        (hdr::CPU_OFFSET, g.cpu_offset() as u32),
+        (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
+    ] {
+        put(off, &v.to_le_bytes());
+    }
+    put(hdr::ANCHOR_ADDR, &0xffff_ffff_8200_0000u64.to_le_bytes());
+    put(hdr::ANCHOR_NAME, b"_printk");
+    put(hdr::MODULE_NAME, b"lbr_dump");
+    if snapshot {
+        let d = depth as usize;
+        put(g.cpu_block(0) + cpu::COUNT, &1u64.to_le_bytes());
+        let s = g.snapshot(0, 1);
+        put(s + snap::SEQ, &3u64.to_le_bytes());
+        put(s + snap::VECTOR, &14u32.to_le_bytes());
+        put(s + snap::VALUES, &1u64.to_le_bytes()); // TOS
+        put(
+            s + snap::VALUES + 8 * 2,
+            &0xffff_ffff_8100_0010u64.to_le_bytes(),
+        ); // FROM[1]
+        put(
+            s + snap::VALUES + 8 * (2 + d),
+            &0xffff_ffff_c000_0000u64.to_le_bytes(),
+        ); // TO[1]
+    }
+    let sum = checksum(&a[..HEADER_SIZE], hdr::CHECKSUM);
+    a[hdr::CHECKSUM..hdr::CHECKSUM + 8].copy_from_slice(&sum.to_le_bytes());
+    a
+}
+
+/// The start of an ELF64 little-endian core file for `machine` (62: x86-64) with one PT_LOAD
+/// per (physical address, size), padded to where the first segment's bytes go; the segments
+/// follow one another, each at a page-aligned file offset (write them in order, padding each to
+/// a page).
+pub fn core_header(machine: u16, segments: &[(u64, u64)]) -> Vec<u8> {
+    let mut f = vec![0u8; 64 + 56 * segments.len()];
+    f[..4].copy_from_slice(b"\x7fELF");
+    f[4] = 2; // ELFCLASS64
+    f[5] = 1; // little-endian
+    f[6] = 1; // EV_CURRENT
+    f[16..18].copy_from_slice(&4u16.to_le_bytes()); // ET_CORE
+    f[18..20].copy_from_slice(&machine.to_le_bytes());
+    f[20..24].copy_from_slice(&1u32.to_le_bytes());
+    f[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+    f[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+    f[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+    f[56..58].copy_from_slice(&(segments.len() as u16).to_le_bytes());
+    let mut offset = (f.len() as u64).next_multiple_of(4096);
+    for (i, &(paddr, size)) in segments.iter().enumerate() {
+        let p = 64 + 56 * i;
+        f[p..p + 4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+        f[p + 8..p + 16].copy_from_slice(&offset.to_le_bytes());
+        f[p + 24..p + 32].copy_from_slice(&paddr.to_le_bytes());
+        f[p + 32..p + 40].copy_from_slice(&size.to_le_bytes());
+        f[p + 40..p + 48].copy_from_slice(&size.to_le_bytes());
+        offset = (offset + size).next_multiple_of(4096);
+    }
+    f.resize(f.len().next_multiple_of(4096), 0);
+    f
+}
+
+/// A whole core file: [`core_header`] and each segment's bytes.
+pub fn core(machine: u16, segments: &[(u64, &[u8])]) -> Vec<u8> {
+    let sizes: Vec<(u64, u64)> = segments.iter().map(|(p, d)| (*p, d.len() as u64)).collect();
+    let mut f = core_header(machine, &sizes);
+    for (_, data) in segments {
+        f.extend_from_slice(data);
+        f.resize(f.len().next_multiple_of(4096), 0);
+    }
+    f
+}

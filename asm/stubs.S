@@ -241,6 +241,45 @@ SYM_CODE_END(lbr_dump_stub_\vec)
 _ASM_NOKPROBE(lbr_dump_stub_\vec)
 .endm
 
+/*
+ * #DB (vector 1): not captured (it is not a crash), only re-armed. Delivery of #DB clears the
+ * recorder's enable bit (DEBUGCTL.LBR; Arch LBR: LBREn): a ptrace single-step, a hardware
+ * breakpoint or a kprobe would otherwise leave recording off until the next capture. If the
+ * control MSR holds lbr-dump's armed value with only the enable bit cleared, write the armed value
+ * back; any other value (another owner's, or recording still on) is left alone. Any mode, kernel
+ * or user: the test needs no segment or stack of the interrupted context.
+ *
+ * Stack at entry (IST stack in kernel and user mode): SS, RSP, RFLAGS, CS, RIP; no error code.
+ * Every register is live: rax, rcx and rdx (RDMSR/WRMSR) are pushed and popped.
+ */
+SYM_CODE_START(lbr_dump_rearm_1)
+	UNWIND_HINT_IRET_ENTRY
+	ENDBR
+	pushq	%rax
+	pushq	%rcx
+	pushq	%rdx
+	movl	lbr_dump_capture+CFG_CTL_MSR(%rip), %ecx
+	rdmsr
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* rax = control value now */
+	movq	lbr_dump_capture+CFG_MASK(%rip), %rdx
+	notq	%rdx
+	andq	lbr_dump_capture+CFG_ARMED(%rip), %rdx	/* rdx = armed & ~mask */
+	cmpq	%rdx, %rax
+	jne	.Lrearm_done			/* not ours with the switch cleared: leave it */
+	movq	lbr_dump_capture+CFG_ARMED(%rip), %rax
+	movq	%rax, %rdx
+	shrq	$32, %rdx
+	wrmsr					/* recording on again */
+.Lrearm_done:
+	popq	%rdx
+	popq	%rcx
+	popq	%rax
+	ANNOTATE_RETPOLINE_SAFE
+	jmp	*lbr_dump_orig+1*8(%rip)
+SYM_CODE_END(lbr_dump_rearm_1)
+_ASM_NOKPROBE(lbr_dump_rearm_1)
+
 /* The hooked vectors and whether the CPU pushes an error code. */
 LBR_STUB 0 0		/* #DE */
 LBR_STUB 6 0		/* #UD */
@@ -252,11 +291,11 @@ LBR_STUB 14 1		/* #PF */
 LBR_STUB 17 1		/* #AC */
 LBR_STUB 21 1		/* #CP */
 
-/* Stub address by vector (0: not hookable), for src/idt.rs. */
+/* Stub address by vector (0: not hookable), for src/idt.rs; vector 1 only re-arms. */
 	.section .rodata
 	.balign 8
 SYM_DATA_START(lbr_dump_stubs)
-	.quad lbr_dump_stub_0, 0, 0, 0, 0, 0, lbr_dump_stub_6, 0
+	.quad lbr_dump_stub_0, lbr_dump_rearm_1, 0, 0, 0, 0, lbr_dump_stub_6, 0
 	.quad lbr_dump_stub_8, 0, 0, lbr_dump_stub_11, lbr_dump_stub_12, lbr_dump_stub_13
 	.quad lbr_dump_stub_14, 0, 0, lbr_dump_stub_17, 0, 0, 0, lbr_dump_stub_21
 	.fill 10, 8, 0

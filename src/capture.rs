@@ -20,8 +20,9 @@ use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
 use crate::record::{self, Layout, MAX_VALUES};
 
-/// The exception vectors lbr-dump hooks by default: #DE #UD #DF #NP #SS #GP #PF #AC #CP.
-pub(crate) const VECTORS: [usize; 9] = [0, 6, 8, 11, 12, 13, 14, 17, 21];
+/// The exception vectors lbr-dump hooks by default: #DE #UD #DF #NP #SS #GP #PF #AC #CP are
+/// captured; #DB is only re-armed (its delivery clears the recorder's switch; asm/stubs.S).
+pub(crate) const VECTORS: [usize; 10] = [0, 1, 6, 8, 11, 12, 13, 14, 17, 21];
 /// Snapshots kept per CPU (a power of two).
 const RING: usize = 4;
 /// Exported symbol whose runtime address the area records (the decoder's KASLR anchor).

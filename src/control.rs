@@ -93,7 +93,8 @@ impl Drop for Control {
 }
 
 /// The hooked vectors as the `vectors` attribute and the arming message show them.
-pub(crate) const VECTOR_LIST: &str = "0(#DE) 6(#UD) 8(#DF) 11(#NP) 12(#SS) 13(#GP) 14(#PF) 17(#AC) 21(#CP)";
+pub(crate) const VECTOR_LIST: &str =
+    "0(#DE) 1(#DB, re-arm only) 6(#UD) 8(#DF) 11(#NP) 12(#SS) 13(#GP) 14(#PF) 17(#AC) 21(#CP)";
 
 /// Called by glue.c's `enabled` store with a validated value.
 #[no_mangle]

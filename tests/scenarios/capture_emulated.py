@@ -33,10 +33,10 @@ CRASHES = {  # name: (guest command, vector)
 FORMATS = {"nehalem": 3, "haswell": 4, "skylake": 5, "goldmont-plus": 6}
 
 
-def crash(model, name):
+def crash(model, name, before="", tag=""):
     cmd, vector = CRASHES[name]
-    res = Vm(name=f"emu-crash-{model}-{name.lower()}", cpu="Skylake-Client", accel="tcg",
-             emulate=f"model={model}", timeout=240, script=ARM + f"sh -c '{cmd}' || true\n").run()
+    res = Vm(name=f"emu-crash-{model}-{name.lower()}{tag}", cpu="Skylake-Client", accel="tcg",
+             emulate=f"model={model}", timeout=240, script=ARM + before + f"sh -c '{cmd}' || true\n").run()
     con = res.console
     assert "lbr_dump: armed" in con, "lbr_dump did not arm:\n" + "\n".join(kernel_lines(con, "lbr_dump"))
     heads = [l for l in kernel_lines(con, "lbr_dump: v1 ")]
@@ -105,3 +105,21 @@ def test_corrupted_pointer_names_the_caller(r):
     assert printed[1]["to"] == 0xFFFF800000001000, printed[1]
     callers = [p for p in printed[1:6] if p["from_sym"].startswith("lbr_crash_jump+")]
     assert callers, "no record names lbr_crash_jump:\n" + "\n".join(str(p) for p in printed[:6])
+
+
+def test_single_step_does_not_stop_recording(r):
+    # A user process single-steps itself (RFLAGS.TF, what ptrace single-step does): the #DB's
+    # delivery clears DEBUGCTL.LBR; lbr-dump's #DB stub re-arms it (README: re-arm policy), so a
+    # later crash has live records (state=complete, checked against the ground truth in crash()),
+    # not stale ones (was-off).
+    res, printed = crash("skylake", "EXCEPTION", before="lbr-singlestep || true\n", tag="-after-single-step")
+    assert "Trace/breakpoint trap" in res.console, "the single-step did not trap:\n" + tail(res.console)
+    events = res.emu_events()
+    db = [i for i, e in enumerate(events) if e["event"] == "switch" and e["cause"] == "#DB" and not e["on"]]
+    assert db, "the emulator saw no #DB clear the switch"
+    # Back on before the crash froze it, by the module (the crash's own stub would re-arm only
+    # after its capture, and its snapshot would say was-off).
+    crash_freeze = max(i for i, e in enumerate(events) if e["event"] == "freeze")
+    rearmed = [e for e in events[db[0]:crash_freeze] if e["event"] == "switch" and e["on"]]
+    assert rearmed and int(rearmed[0]["pc"], 16) >= 0xFFFFFFFFC0000000, \
+        f"nothing in module space switched recording back on between the #DB and the crash: {rearmed[:1]}"

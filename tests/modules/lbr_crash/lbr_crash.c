@@ -48,7 +48,7 @@ static noinline int lbr_crash_jump(void)
 
 static int lbr_crash_idt(void)
 {
-	static const int vectors[] = { 0, 6, 8, 11, 12, 13, 14, 17, 21 };
+	static const int vectors[] = { 0, 1, 6, 8, 11, 12, 13, 14, 17, 21 };
 	struct desc_ptr idtr;
 	gate_desc *idt;
 	int i;

@@ -13,7 +13,7 @@ import re
 import time
 
 from harness import assert_clean, boot, kernel_lines
-from records import decode_slot
+from records import decode_slot, freeze_records
 
 CHECK = "/lib/lbr-dump/lbr_check.ko"
 # seq.S, newest first: ret r3 -> a3, call c3 -> leaf, jz j2 -> t2, jmp j1 -> t1.
@@ -199,3 +199,31 @@ def test_cost_against_plain_tcg(r):
     ratio = times["emulated"] / times["plain"]
     print(f"BENCH emulator cost: boot + sequence {times['emulated']:.1f}s under lbr-emu vs "
           f"{times['plain']:.1f}s plain TCG: ratio {ratio:.2f}", flush=True)
+
+
+def test_trace_agrees_with_the_record_stack(r):
+    # With trace=on the emulator also logs every taken branch it saw while recording was on. At
+    # each freeze, the record stack (decoded here from the manuals) must be the newest recorded
+    # branches of that trace, newest first: two views of the same history, kept by different
+    # code paths of the emulator (the stack by the recorder model, the trace by the dispatcher).
+    vm = boot(name="emu-trace", cpu="Skylake-Client", accel="tcg", emulate="model=skylake,trace=on",
+              script=f"insmod {CHECK} flavour=legacy depth=32 from=0x680 to=0x6c0 info=0xdc0\n")
+    events = vm.emu_events()
+    freezes = [i for i, e in enumerate(events) if e["event"] == "freeze"]
+    assert freezes, "the emulator logged no freeze"
+    checked = 0
+    for i in freezes:
+        stack = [(x["from"], x["to"]) for x in freeze_records(events[i], "legacy", 5)]
+        cpu = events[i]["cpu"]
+        # The trace restarts with each switch-on: take this recording period's branches.
+        start = max((j for j in range(i) if events[j]["event"] == "switch" and events[j]["on"]
+                     and events[j]["cpu"] == cpu), default=0)
+        trace = [(int(e["from"], 16), int(e["to"], 16)) for e in events[start:i]
+                 if e["event"] == "branch" and e["recorded"] and e["cpu"] == cpu]
+        newest = trace[::-1][:32]
+        assert len(trace) >= 4, f"freeze {events[i]['seq']}: only {len(trace)} traced branches"
+        assert stack[:len(newest)] == newest, (
+            f"freeze {events[i]['seq']}: the record stack is not the trace's newest branches\n"
+            f"  stack {[(hex(f), hex(t)) for f, t in stack[:4]]}\n  trace {[(hex(f), hex(t)) for f, t in newest[:4]]}")
+        checked += 1
+    assert checked

@@ -166,6 +166,13 @@ impl Area {
     }
 
     /// The whole area as bytes (for checksums).
+    /// The control value lbr-dump writes when arming, as the header records it.
+    pub(crate) fn ctl_armed(&self) -> u64 {
+        let mut v = [0u8; 8];
+        v.copy_from_slice(self.bytes(hdr::CTL_ARMED, 8));
+        u64::from_le_bytes(v)
+    }
+
     pub(crate) fn bytes(&self, off: usize, len: usize) -> &[u8] {
         // SAFETY: within the allocation; the caller accepts that stubs may write concurrently
         // (the checksum of a snapshot is taken when its CPU is stopped in the oops path).

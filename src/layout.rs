@@ -127,6 +127,23 @@ pub const SNAP_TORN: u32 = 1 << 1;
 /// Snapshot state: recording was off at entry (the records are older than this exception).
 pub const SNAP_WAS_OFF: u32 = 1 << 2;
 
+/// The state a snapshot is reported with, from its SNAP_* bits, the control value at entry and
+/// the value lbr-dump writes when arming (the area header's): torn and was-off as the stub
+/// marked them; otherwise complete if the entry value was lbr-dump's own, foreign if it was
+/// another owner's.
+pub fn snapshot_state(bits: u32, ctl_entry: u64, ctl_armed: u64) -> crate::report::State {
+    use crate::report::State;
+    if bits & SNAP_TORN != 0 {
+        State::Torn
+    } else if bits & SNAP_WAS_OFF != 0 {
+        State::WasOff
+    } else if ctl_entry != ctl_armed {
+        State::Foreign
+    } else {
+        State::Complete
+    }
+}
+
 /// 64-bit FNV-1a over `data`, treating the 8 bytes at `skip` as zero (the checksum field).
 pub fn checksum(data: &[u8], skip: usize) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;

@@ -30,7 +30,7 @@ use crate::capture::Armed;
 use crate::ffi;
 use crate::layout::{self, snap};
 use crate::record;
-use crate::report::{Header, RecordLine, State};
+use crate::report::{Header, RecordLine};
 
 /// The armed state the notifier reads; set after arming, cleared before disarming.
 pub(crate) static ARMED: AtomicPtr<Armed> = AtomicPtr::new(ptr::null_mut());
@@ -172,13 +172,7 @@ fn print_snapshot(a: &Armed, cpu: usize, s: Snap) {
         flavour: layout.flavour_name(),
         format,
         records: count as u32,
-        state: if state & layout::SNAP_TORN != 0 {
-            State::Torn
-        } else if state & layout::SNAP_WAS_OFF != 0 {
-            State::WasOff
-        } else {
-            State::Complete
-        },
+        state: layout::snapshot_state(state, s.u64(snap::CTL_ENTRY), a.area.ctl_armed()),
     };
     let mut l = Line::new();
     let _ = write!(l, "{h}");

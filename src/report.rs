@@ -48,6 +48,9 @@ pub enum State {
     Torn,
     /// Recording was off at entry.
     WasOff,
+    /// Recording was on, but with a control value lbr-dump did not write (another owner, such as
+    /// perf, reprogrammed the recorder while armed); the records are live, the value was left.
+    Foreign,
 }
 
 impl State {
@@ -56,6 +59,7 @@ impl State {
             Self::Complete => "complete",
             Self::Torn => "torn",
             Self::WasOff => "was-off",
+            Self::Foreign => "foreign",
         }
     }
 }
@@ -215,6 +219,7 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             "complete" => State::Complete,
             "torn" => State::Torn,
             "was-off" => State::WasOff,
+            "foreign" => State::Foreign,
             _ => return None,
         };
         return Some(Line::Header(Header {

@@ -7,6 +7,9 @@
  *   insmod lbr_crash.ko crash=jump    call through a corrupted function pointer into unmapped
  *                                     kernel memory: RIP is "nowhere" (#PF on the fetch), and
  *                                     only the branch records name the caller
+ *   insmod lbr_crash.ko crash=owner   play another owner of the branch recorder: set
+ *                                     DEBUGCTL.FREEZE_LBRS_ON_PMI (bit 11, as perf does) on top
+ *                                     of what lbr_dump armed, then crash as crash=gp does
  *   insmod lbr_crash.ko crash=idt     no crash: print the handler address of every gate lbr_dump
  *                                     hooks, read from the IDT the CPU uses (IDTR), so that a
  *                                     test can compare the IDT with the kernel's without
@@ -19,6 +22,7 @@
 #include <linux/module.h>
 #include <linux/string.h>
 #include <asm/desc.h>
+#include <asm/msr.h>
 
 static char *crash = "";
 module_param(crash, charp, 0);
@@ -37,6 +41,16 @@ static noinline int lbr_crash_de(void)
 static noinline int lbr_crash_gp(void)
 {
 	return *(volatile int *)bad_pointer;
+}
+
+static noinline int lbr_crash_owner(void)
+{
+	u64 debugctl;
+
+	rdmsrq(MSR_IA32_DEBUGCTLMSR, debugctl);
+	wrmsrq(MSR_IA32_DEBUGCTLMSR, debugctl | DEBUGCTLMSR_FREEZE_LBRS_ON_PMI);
+	pr_info("DEBUGCTL %#llx -> %#llx\n", debugctl, debugctl | DEBUGCTLMSR_FREEZE_LBRS_ON_PMI);
+	return lbr_crash_gp();
 }
 
 static noinline int lbr_crash_jump(void)
@@ -74,6 +88,8 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_de();
 	if (!strcmp(crash, "gp"))
 		return lbr_crash_gp();
+	if (!strcmp(crash, "owner"))
+		return lbr_crash_owner();
 	if (!strcmp(crash, "jump"))
 		return lbr_crash_jump();
 	return -EINVAL;

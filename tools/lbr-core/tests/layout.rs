@@ -207,3 +207,23 @@ fn bad_headers_are_refused() {
         );
     }
 }
+
+#[test]
+fn snapshot_states() {
+    use lbr_core::report::State;
+    let armed = 0x801; // DEBUGCTL.LBR | FREEZE_LBRS_ON_PMI, say
+    assert_eq!(snapshot_state(SNAP_COMPLETE, armed, armed), State::Complete);
+    assert_eq!(snapshot_state(SNAP_COMPLETE, 0x1, armed), State::Foreign);
+    assert_eq!(
+        snapshot_state(SNAP_COMPLETE | SNAP_WAS_OFF, 0x800, armed),
+        State::WasOff
+    );
+    assert_eq!(
+        snapshot_state(SNAP_COMPLETE | SNAP_TORN, 0x1, armed),
+        State::Torn
+    );
+    assert_eq!(
+        snapshot_state(SNAP_COMPLETE | SNAP_TORN | SNAP_WAS_OFF, 0, armed),
+        State::Torn
+    );
+}

@@ -75,7 +75,7 @@ proptest! {
     #[test]
     fn headers_round_trip(cpu in any::<u32>(), seq in any::<u64>(), vector in 0u32..32, error in any::<u64>(),
                           rip in any::<u64>(), cr2 in any::<u64>(), format in 0u32..8, records in 0u32..65,
-                          state in prop_oneof![Just(State::Complete), Just(State::Torn), Just(State::WasOff)],
+                          state in prop_oneof![Just(State::Complete), Just(State::Torn), Just(State::WasOff), Just(State::Foreign)],
                           flavour in prop_oneof![Just("intel-lbr"), Just("intel-arch-lbr"), Just("amd-lbr-v2"), Just("amd-lbr")],
                           pre in prefix()) {
         let h = Header { cpu, seq, vector, error, rip, cr2, flavour, format, records, state };

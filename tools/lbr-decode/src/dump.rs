@@ -10,9 +10,8 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use lbr_core::layout::{AreaHeader, HEADER_SIZE, MAGIC, SNAP_TORN, SNAP_WAS_OFF};
+use lbr_core::layout::{snapshot_state, AreaHeader, HEADER_SIZE, MAGIC};
 use lbr_core::record::records;
-use lbr_core::report::State;
 use memmap2::Mmap;
 use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader};
@@ -256,13 +255,7 @@ fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>
                 cr2: s.cr2,
                 flavour: h.layout.flavour_name().to_string(),
                 format: h.layout.codes().0,
-                state: if s.state & SNAP_TORN != 0 {
-                    State::Torn
-                } else if s.state & SNAP_WAS_OFF != 0 {
-                    State::WasOff
-                } else {
-                    State::Complete
-                },
+                state: snapshot_state(s.state, s.ctl_entry, h.ctl_armed),
                 announced: recs.len() as u32,
                 records: recs,
                 complete: s.sealed != Some(false),

@@ -496,6 +496,7 @@ fn run(cli: Cli) -> Result<bool> {
                 lbr_core::report::State::Complete => "complete",
                 lbr_core::report::State::Torn => "torn",
                 lbr_core::report::State::WasOff => "was-off",
+                lbr_core::report::State::Foreign => "foreign",
             },
             complete: s.complete,
             records,

@@ -10,9 +10,10 @@ Stages, in order (a failed build fails the tests that need it, and the run goes 
      result per KTAP test case).
 Prints PASS/FAIL lines, then `N passed, N failed`; exits 1 on any failure.
 
-    python3 tests/run.py [--host-only] [-k SUBSTRING]... [--fuzz-seconds N] [--no-bench]
+    python3 tests/run.py [--host-only] [-k SUBSTRING]... [-j N] [--fuzz-seconds N] [--no-bench]
 
---host-only runs stage 1 (and the fuzzers) alone (`make test-host`); -k narrows the VM scenarios
+VM scenarios run one per CPU at a time (-j N to change), each file's tests as separate jobs
+except files that share a VM run between tests. --host-only runs stage 1 (and the fuzzers) alone (`make test-host`); -k narrows the VM scenarios
 (and skips fuzzing and benchmarks). Nothing is reported for a stage or test that did not run.
 After the host tests, lbr-decode's fuzz targets run for --fuzz-seconds each (scripts/fuzz.sh; a
 crash fails); after the scenarios, scripts/bench.sh prints BENCH report lines (not counted).
@@ -21,7 +22,10 @@ crash fails); after the scenarios, scripts/bench.sh prints BENCH report lines (n
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib.util
+import multiprocessing
+import os
 import re
 import subprocess
 import sys
@@ -111,23 +115,75 @@ def benchmarks() -> None:
         print(f"BENCH scripts/bench.sh failed (exit {p.returncode}); see its output:\n{p.stdout[-2000:]}", flush=True)
 
 
-def scenarios(r: harness.Results, only: list[str]) -> None:
+# Scenario files whose tests share one VM run (a functools.cache in the file): run as one job.
+SHARED_STATE = {"decode"}
+
+
+def load_scenario(path: Path):
+    spec = importlib.util.spec_from_file_location(f"scenario_{path.stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class Buffered(harness.Results):
+    """Results of one job in a worker process, handed back to the parent to print."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[tuple[str, bool, str]] = []
+
+    def record(self, name: str, ok: bool, detail: str = "") -> None:
+        self.lines.append((name, ok, detail))
+
+    def fail(self, name: str, detail: str) -> None:
+        self.lines.append((name, False, detail))
+
+
+def run_job(path: Path, names: list[str]) -> list[tuple[str, bool, str]]:
+    """Runs some test functions of one scenario file (in a worker process)."""
+    r = Buffered()
+    try:
+        mod = load_scenario(path)
+    except Exception:  # a broken scenario file fails its tests, it does not stop the run
+        return [(f"{path.stem}: {n[5:]}", False, traceback.format_exc()) for n in names]
+    for name in names:
+        full = f"{path.stem}: {name[5:]}"
+        t = time.monotonic()
+        try:
+            getattr(mod, name)(r)
+            r.record(f"{full} ({time.monotonic() - t:.0f}s)", True)
+        except AssertionError as e:
+            r.fail(f"{full} ({time.monotonic() - t:.0f}s)", str(e) or traceback.format_exc())
+        except Exception:  # a broken scenario is a failed test, not a crash of the run
+            r.fail(f"{full} ({time.monotonic() - t:.0f}s)", traceback.format_exc())
+    return r.lines
+
+
+def scenarios(r: harness.Results, only: list[str], jobs: int) -> None:
+    """Every test_* of tests/scenarios/*.py, `jobs` VMs at a time (each QEMU TCG vCPU is one
+    host thread). What the VMs need (kernels, initramfs, the emulator plugin) is prepared here
+    first, so that the workers, forked from this process, find it ready and never build."""
+    import vm
+    for kernel in vm.VARIANTS:
+        vm.kernel_dir(kernel)
+        vm.prepare_initramfs(kernel)
+    vm.build_emulator()
+    work = []
     for path in sorted((REPO / "tests" / "scenarios").glob("*.py")):
-        spec = importlib.util.spec_from_file_location(f"scenario_{path.stem}", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        for name in sorted(n for n in dir(mod) if n.startswith("test_")):
-            full = f"{path.stem}: {name[5:]}"
-            if only and not any(s in full for s in only):
-                continue
-            t = time.monotonic()
-            try:
-                getattr(mod, name)(r)
-                r.record(f"{full} ({time.monotonic() - t:.0f}s)", True)
-            except AssertionError as e:
-                r.fail(f"{full} ({time.monotonic() - t:.0f}s)", str(e) or traceback.format_exc())
-            except Exception:  # a broken scenario is a failed test, not a crash of the run
-                r.fail(f"{full} ({time.monotonic() - t:.0f}s)", traceback.format_exc())
+        mod = load_scenario(path)
+        names = [n for n in sorted(dir(mod)) if n.startswith("test_")
+                 and (not only or any(s in f"{path.stem}: {n[5:]}" for s in only))]
+        if path.stem in SHARED_STATE:
+            work += [(path, names)] if names else []
+        else:
+            work += [(path, [n]) for n in names]
+    ctx = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(run_job, path, names) for path, names in work]
+        for f in concurrent.futures.as_completed(futures):
+            for name, ok, detail in f.result():
+                r.record(name, ok, detail)
 
 
 def main() -> int:
@@ -136,6 +192,8 @@ def main() -> int:
     ap.add_argument("-k", action="append", default=[], help="VM scenarios: only names containing this")
     ap.add_argument("--fuzz-seconds", type=int, default=30, help="per fuzz target (0: no fuzzing)")
     ap.add_argument("--no-bench", action="store_true", help="skip the benchmark reports")
+    ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                    help="VMs at a time (default: one per CPU)")
     a = ap.parse_args()
     r = harness.Results()
     t = time.monotonic()
@@ -144,7 +202,7 @@ def main() -> int:
         fuzz(r, a.fuzz_seconds)
     if not a.host_only:
         if builds(r):
-            scenarios(r, a.k)
+            scenarios(r, a.k, a.jobs)
             if not a.no_bench and not a.k:
                 benchmarks()
         else:

@@ -20,6 +20,9 @@ key() { cat "$@" | sha256sum | cut -c1-16; }
 
 # The build root made by scripts/toolchain.sh. Its key covers the package pins and the script.
 ROOT_KEY=$(key "$REPO/scripts/packages.txt" "$REPO/scripts/toolchain.sh")
+# What the kernel builds depend on: the exactly pinned toolchain, not the base packages whose
+# versions follow Debian's updates (scripts/packages.txt).
+TOOLCHAIN_KEY=$(grep -E '^[a-z-]+ [^ >]+=' "$REPO/scripts/packages.txt" | sha256sum | cut -c1-16)
 BUILD_ROOT="$CACHE/root-$ROOT_KEY"
 
 # in_root CMD... : run CMD inside the build root, in a private mount and PID namespace, with the

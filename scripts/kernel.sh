@@ -19,7 +19,7 @@ KVER=$(awk '$2 ~ /^linux-source-/ { sub(/.*=/, "", $2); print $2 }' "$REPO/scrip
 FRAGMENT="$REPO/scripts/kconfig/test-kernel.config"
 inputs=("$FRAGMENT" "$REPO/scripts/kernel.sh")
 [ "$VARIANT" = builtin ] && inputs+=("$REPO/scripts/kconfig/builtin.config")
-KEY=$( { echo "$KVER $ROOT_KEY"; cat "${inputs[@]}"; } | sha256sum | cut -c1-16)
+KEY=$( { echo "$KVER $TOOLCHAIN_KEY"; cat "${inputs[@]}"; } | sha256sum | cut -c1-16)
 SRC="$CACHE/linux-$KVER"             # pristine source, shared by every key
 KSRC=$SRC/linux                      # the tree the module variant builds
 OUT="$CACHE/kbuild-$VARIANT-$KEY"

@@ -51,10 +51,34 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
 
-# Install by suite, exact versions; recommends are left out so the root holds only the pins and
-# their dependencies.
-trixie=$(awk '$1 == "trixie" { print $2 }' "$REPO/scripts/packages.txt")
-backports=$(awk '$1 == "trixie-backports" { print $2 }' "$REPO/scripts/packages.txt")
+# Install by suite; recommends are left out so the root holds only the pins and their
+# dependencies. `PKG=VERSION` is exact: the toolchain (compilers, bindgen, kernel source, QEMU,
+# busybox), which the kernel builds are keyed by; a version the mirror no longer has stops here.
+# `PKG>=VERSION` is a floor: base packages that Debian replaces in place with point and security
+# updates (the mirror keeps only the newest): the pinned version when the mirror still has it,
+# else the mirror's newer one, said in a warning and recorded in the root's .versions.
+resolve() { # SUITE: the apt arguments for that suite's lines
+	local suite=$1 spec pkg want avail
+	while read -r s spec; do
+		[ "$s" = "$suite" ] || continue
+		if [[ $spec == *">="* ]]; then
+			pkg=${spec%%>=*} want=${spec#*>=}
+			avail=$(in_root apt-cache madison "$pkg" | awk -F'|' '{gsub(/ /, "", $2); print $2}')
+			if grep -qxF -- "$want" <<<"$avail"; then
+				echo "$pkg=$want"
+			else
+				log "warning: $pkg $want is no longer on the mirror (replaced by a Debian update); installing $(head -n1 <<<"$avail"): update scripts/packages.txt"
+				echo "$pkg"
+			fi
+		else
+			pkg=${spec%%=*} want=${spec#*=}
+			avail=$(in_root apt-cache madison "$pkg" | awk -F'|' '{gsub(/ /, "", $2); print $2}')
+			grep -qxF -- "$want" <<<"$avail" ||
+				die "$pkg $want is no longer on the mirror: update its pin in scripts/packages.txt (a toolchain change: the kernels are rebuilt)"
+			echo "$spec"
+		fi
+	done < <(grep -v '^[[:space:]]*\(#\|$\)' "$REPO/scripts/packages.txt")
+}
 FINAL=$BUILD_ROOT
 BUILD_ROOT=$TMP
 touch "$TMP/.complete" # lets in_root use the unfinished root; removed again on failure below
@@ -62,6 +86,8 @@ trap 'rm -f "$TMP/.complete"' ERR
 export LBR_DUMP_ROOT_ENV="DEBIAN_FRONTEND=noninteractive"
 log "installing pinned packages"
 in_root apt-get update -qq
+trixie=$(resolve trixie)
+backports=$(resolve trixie-backports)
 # shellcheck disable=SC2086
 in_root apt-get install -y -qq --no-install-recommends $trixie >"$CACHE/apt.log" 2>&1 ||
 	die "apt-get install failed, see $CACHE/apt.log"
@@ -72,12 +98,22 @@ in_root apt-get clean
 rm -f "$TMP/.complete"
 trap - ERR
 
-# Confirm the pins took: every package at exactly its version.
-while read -r suite pin; do
+# Confirm the pins took: exact pins at exactly their version, floors at least at theirs.
+while read -r suite spec; do
 	case "$suite" in ''|'#'*) continue ;; esac
-	pkg=${pin%%=*} want=${pin#*=}
+	if [[ $spec == *">="* ]]; then
+		pkg=${spec%%>=*} want=${spec#*>=}
+	else
+		pkg=${spec%%=*} want=${spec#*=}
+	fi
 	have=$(chroot "$TMP" dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null || true)
-	[ "$have" = "$want" ] || die "$pkg: installed '$have', pinned '$want'"
+	if [[ $spec == *">="* ]]; then
+		[ -n "$have" ] && dpkg --compare-versions "$have" ge "$want" ||
+			die "$pkg: installed '$have', pinned at least '$want'"
+	else
+		[ "$have" = "$want" ] || die "$pkg: installed '$have', pinned '$want'"
+	fi
+	echo "$pkg $have" >>"$TMP/.versions"
 done <"$REPO/scripts/packages.txt"
 
 touch "$TMP/.complete"

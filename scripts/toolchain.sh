@@ -57,13 +57,17 @@ SRC
 # `PKG>=VERSION` is a floor: base packages that Debian replaces in place with point and security
 # updates (the mirror keeps only the newest): the pinned version when the mirror still has it,
 # else the mirror's newer one, said in a warning and recorded in the root's .versions.
+available() { # PKG: the versions of binary package PKG on the mirror (not its source's)
+	in_root apt-cache madison "$1" |
+		awk -F'|' -v p="$1" '{ gsub(/ /, "", $1); gsub(/ /, "", $2) } $1 == p && $3 ~ /Packages$/ { print $2 }'
+}
 resolve() { # SUITE: the apt arguments for that suite's lines
 	local suite=$1 spec pkg want avail
 	while read -r s spec; do
 		[ "$s" = "$suite" ] || continue
 		if [[ $spec == *">="* ]]; then
 			pkg=${spec%%>=*} want=${spec#*>=}
-			avail=$(in_root apt-cache madison "$pkg" | awk -F'|' '{gsub(/ /, "", $2); print $2}')
+			avail=$(available "$pkg")
 			if grep -qxF -- "$want" <<<"$avail"; then
 				echo "$pkg=$want"
 			else
@@ -72,7 +76,7 @@ resolve() { # SUITE: the apt arguments for that suite's lines
 			fi
 		else
 			pkg=${spec%%=*} want=${spec#*=}
-			avail=$(in_root apt-cache madison "$pkg" | awk -F'|' '{gsub(/ /, "", $2); print $2}')
+			avail=$(available "$pkg")
 			grep -qxF -- "$want" <<<"$avail" ||
 				die "$pkg $want is no longer on the mirror: update its pin in scripts/packages.txt (a toolchain change: the kernels are rebuilt)"
 			echo "$spec"

@@ -165,7 +165,6 @@ impl Area {
         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), self.at(off), bytes.len()) };
     }
 
-    /// The whole area as bytes (for checksums).
     /// The control value lbr-dump writes when arming, as the header records it.
     pub(crate) fn ctl_armed(&self) -> u64 {
         let mut v = [0u8; 8];
@@ -173,6 +172,25 @@ impl Area {
         u64::from_le_bytes(v)
     }
 
+    /// The filter value a capture found, with the one lbr-dump writes when arming, for a
+    /// snapshot at `snap` (None: the recorder has no filter MSR).
+    pub(crate) fn filter(&self, snap: usize) -> Option<(u64, u64)> {
+        let u64_at = |off| {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(self.bytes(off, 8));
+            u64::from_le_bytes(v)
+        };
+        let mut m = [0u8; 4];
+        m.copy_from_slice(self.bytes(hdr::FILTER_MSR, 4));
+        (u32::from_le_bytes(m) != 0).then(|| {
+            (
+                u64_at(snap + layout::snap::VALUES + 8 * (self.geometry.nr_values - 1)),
+                u64_at(hdr::FILTER_ARMED),
+            )
+        })
+    }
+
+    /// `len` bytes of the area at `off` (for checksums and header fields).
     pub(crate) fn bytes(&self, off: usize, len: usize) -> &[u8] {
         // SAFETY: within the allocation; the caller accepts that stubs may write concurrently
         // (the checksum of a snapshot is taken when its CPU is stopped in the oops path).
@@ -209,18 +227,24 @@ pub(crate) fn arm(recorder: &Recorder, kernel_only: bool, text_base: u64) -> Res
         pr_err!("refusing to arm: the LBR format is unknown or unsupported\n");
         return Err(ENODEV);
     };
+    let control = Control::new(recorder, kernel_only);
+    // The MSRs each capture reads: the records, then the filter MSR (LBR_SELECT), whose value
+    // tells whether another owner changed the filtering (layout.rs).
+    let mut msrs = [0u32; MAX_VALUES + 1];
+    let mut n = record::capture_list(recorder, &layout, &mut msrs);
+    if let Some((m, _)) = control.filter {
+        msrs[n] = m;
+        n += 1;
+    }
     let nr_cpus = kernel::cpu::nr_cpu_ids() as usize;
     let geometry = Geometry {
         nr_cpus,
         ring: RING,
-        nr_values: layout.values(),
+        nr_values: n,
     };
     let area = Area::new(geometry, layout)?;
-    let control = Control::new(recorder, kernel_only);
 
     // Header.
-    let mut msrs = [0u32; MAX_VALUES];
-    let n = record::capture_list(recorder, &layout, &mut msrs);
     let (format, flags) = layout.codes();
     area.put(hdr::MAGIC, &layout::MAGIC);
     area.put(hdr::VERSION, &layout::VERSION.to_le_bytes());
@@ -239,9 +263,11 @@ pub(crate) fn arm(recorder: &Recorder, kernel_only: bool, text_base: u64) -> Res
         (hdr::CPU_OFFSET, geometry.cpu_offset() as u32),
         (hdr::CPU_BLOCK_SIZE, geometry.cpu_block_size() as u32),
         (hdr::CTL_MSR, control.ctl_msr),
+        (hdr::FILTER_MSR, control.filter.map_or(0, |(m, _)| m)),
     ] {
         area.put(off, &v.to_le_bytes());
     }
+    area.put(hdr::FILTER_ARMED, &control.filter.map_or(0, |(_, v)| v).to_le_bytes());
     area.put(hdr::ANCHOR_ADDR, &(bindings::_printk as *const () as usize as u64).to_le_bytes());
     area.put(hdr::ANCHOR_NAME, ANCHOR.to_bytes());
     area.put(hdr::TEXT_BASE, &text_base.to_le_bytes());

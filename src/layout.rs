@@ -32,7 +32,11 @@
 //! 0x088   4     CPU block size: CPU_HEADER_SIZE + ring * snapshot size
 //! 0x08c   4     control MSR (whose value the snapshots record at entry and after capture)
 //! 0x090   8     control value lbr-dump writes to record (armed)
-//! 0x098   ...   zero up to HEADER_SIZE
+//! 0x098   4     filter MSR (LBR_SELECT), 0: none; when set, it is the MSR list's last entry, so
+//!               each snapshot's last value is the filter as the capture found it
+//! 0x09c   4     reserved, zero
+//! 0x0a0   8     filter value lbr-dump writes when arming
+//! 0x0a8   ...   zero up to HEADER_SIZE
 //!
 //! CPU block (at cpu_offset + cpu * cpu_block_size):
 //! 0x00    8     count: snapshots taken on this CPU (the next goes to slot count % ring)
@@ -60,7 +64,7 @@
 /// "LBRDUMP\0".
 pub const MAGIC: [u8; 8] = *b"LBRDUMP\0";
 /// Layout version; bumped on any incompatible change.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Size of the area header; CPU blocks start at a page boundary after it.
 pub const HEADER_SIZE: usize = 0x100;
 /// Size of a CPU block's header.
@@ -93,6 +97,8 @@ pub mod hdr {
     pub const CPU_BLOCK_SIZE: usize = 0x88;
     pub const CTL_MSR: usize = 0x8c;
     pub const CTL_ARMED: usize = 0x90;
+    pub const FILTER_MSR: usize = 0x98;
+    pub const FILTER_ARMED: usize = 0xa0;
 }
 
 /// CPU block header field offsets.
@@ -127,17 +133,23 @@ pub const SNAP_TORN: u32 = 1 << 1;
 /// Snapshot state: recording was off at entry (the records are older than this exception).
 pub const SNAP_WAS_OFF: u32 = 1 << 2;
 
-/// The state a snapshot is reported with, from its SNAP_* bits, the control value at entry and
-/// the value lbr-dump writes when arming (the area header's): torn and was-off as the stub
-/// marked them; otherwise complete if the entry value was lbr-dump's own, foreign if it was
+/// The state a snapshot is reported with, from its SNAP_* bits, the control value at entry, the
+/// value lbr-dump writes when arming (the area header's) and, for recorders with a filter MSR,
+/// `filter`: (value found by the capture, value lbr-dump writes). Torn and was-off as the stub
+/// marked them; otherwise complete if both values were lbr-dump's own, foreign if either was
 /// another owner's.
-pub fn snapshot_state(bits: u32, ctl_entry: u64, ctl_armed: u64) -> crate::report::State {
+pub fn snapshot_state(
+    bits: u32,
+    ctl_entry: u64,
+    ctl_armed: u64,
+    filter: Option<(u64, u64)>,
+) -> crate::report::State {
     use crate::report::State;
     if bits & SNAP_TORN != 0 {
         State::Torn
     } else if bits & SNAP_WAS_OFF != 0 {
         State::WasOff
-    } else if ctl_entry != ctl_armed {
+    } else if ctl_entry != ctl_armed || filter.is_some_and(|(seen, armed)| seen != armed) {
         State::Foreign
     } else {
         State::Complete
@@ -284,6 +296,9 @@ pub struct AreaHeader<'a> {
     pub ctl_msr: u32,
     /// The value written to the control MSR to record.
     pub ctl_armed: u64,
+    /// The filter MSR (LBR_SELECT) and the value written to it to record; its value at each
+    /// capture is the snapshot's last raw value.
+    pub filter: Option<(u32, u64)>,
 }
 
 impl<'a> AreaHeader<'a> {
@@ -333,7 +348,14 @@ impl<'a> AreaHeader<'a> {
             le32(b, hdr::LAYOUT_FLAGS),
         )
         .ok_or(AreaError::Field("flavour, format, depth or layout flags"))?;
-        field(layout.values() == g.nr_values, "value count")?;
+        let filter = match le32(b, hdr::FILTER_MSR) {
+            0 => None,
+            m => Some((m, le64(b, hdr::FILTER_ARMED))),
+        };
+        field(
+            layout.values() + filter.is_some() as usize == g.nr_values,
+            "value count",
+        )?;
         field(
             le32(b, hdr::SNAP_SIZE) as usize == g.snap_size(),
             "snapshot size",
@@ -364,6 +386,7 @@ impl<'a> AreaHeader<'a> {
                 .ok_or(AreaError::Field("module name"))?,
             ctl_msr: le32(b, hdr::CTL_MSR),
             ctl_armed: le64(b, hdr::CTL_ARMED),
+            filter,
         })
     }
 
@@ -393,6 +416,9 @@ impl<'a> AreaHeader<'a> {
             ctl_entry: le64(b, snap::CTL_ENTRY),
             ctl_after: le64(b, snap::CTL_AFTER),
             rsp: le64(b, snap::RSP),
+            filter: self
+                .filter
+                .map(|_| le64(b, snap::VALUES + 8 * (self.geometry.nr_values - 1))),
             sealed: match stored {
                 0 => None,
                 s => Some(s == checksum(b, snap::CHECKSUM)),
@@ -423,6 +449,8 @@ pub struct SnapshotView<'a> {
     pub ctl_after: u64,
     /// Interrupted stack pointer.
     pub rsp: u64,
+    /// The filter MSR's value at the capture (when the header names a filter MSR).
+    pub filter: Option<u64>,
     /// `None`: not sealed (the oops printer seals the snapshot it prints); else whether the
     /// checksum matches.
     pub sealed: Option<bool>,

@@ -172,7 +172,12 @@ fn print_snapshot(a: &Armed, cpu: usize, s: Snap) {
         flavour: layout.flavour_name(),
         format,
         records: count as u32,
-        state: layout::snapshot_state(state, s.u64(snap::CTL_ENTRY), a.area.ctl_armed()),
+        state: layout::snapshot_state(
+            state,
+            s.u64(snap::CTL_ENTRY),
+            a.area.ctl_armed(),
+            a.area.filter(s.base as usize - a.area.at(0) as usize),
+        ),
     };
     let mut l = Line::new();
     let _ = write!(l, "{h}");

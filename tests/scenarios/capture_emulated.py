@@ -30,6 +30,7 @@ CRASHES = {  # name: (guest command, vector)
     "de": (f"insmod {CRASH} crash=de", 0),
     "jump": (f"insmod {CRASH} crash=jump", 14),
     "owner": (f"insmod {CRASH} crash=owner", 13),
+    "select": (f"insmod {CRASH} crash=select", 13),
 }
 FORMATS = {"nehalem": 3, "haswell": 4, "skylake": 5, "goldmont-plus": 6}
 
@@ -80,7 +81,7 @@ def check(model, names):
 
 
 def test_skylake_format5_every_crash(r):
-    check("skylake", [n for n in CRASHES if n not in ("jump", "owner")])
+    check("skylake", [n for n in CRASHES if n not in ("jump", "owner", "select")])
 
 
 def test_nehalem_format3(r):
@@ -140,3 +141,43 @@ def test_another_owner_is_reported(r):
     assert writes[i + 1:i + 3] == [theirs & ~1, theirs], (
         f"after the other owner's {theirs:#x}: DEBUGCTL writes {[hex(w) for w in writes[i + 1:i + 3]]}, "
         f"want the freeze {theirs & ~1:#x} then the other owner's value restored")
+
+
+def test_another_owners_filter_is_reported(r):
+    # lbr_crash crash=select rewrites only LBR_SELECT while armed (conditional branches
+    # suppressed too), then takes a #GP. DEBUGCTL is lbr-dump's own value, but the capture reads
+    # LBR_SELECT too: the snapshot says foreign, and the records (filtered the other owner's way)
+    # still equal the ground truth. Nothing of lbr-dump's writes LBR_SELECT after the other owner.
+    res, printed = crash("skylake", "select", state="foreign")
+    m = re.search(r"lbr_crash: LBR_SELECT (0x[0-9a-f]+) -> (0x[0-9a-f]+)", res.console)
+    assert m, "lbr_crash did not rewrite LBR_SELECT:\n" + tail(res.console)
+    theirs = int(m[2], 16)
+    events = res.emu_events()
+    writes = [(i, e) for i, e in enumerate(events) if e["event"] == "wrmsr"]
+    select = [(i, int(e["value"], 16)) for i, e in writes if int(e["msr"], 16) == 0x1C8]
+    assert select and select[-1][1] == theirs, \
+        f"LBR_SELECT writes {[hex(v) for _, v in select]}: the last is not the other owner's {theirs:#x}"
+    debugctl = [int(e["value"], 16) for i, e in writes if int(e["msr"], 16) == 0x1D9 and i < select[-1][0]]
+    assert debugctl and debugctl[-1] & 1, f"DEBUGCTL was not armed before the rewrite: {debugctl[-1:]}"
+
+
+def test_control_changed_during_capture_is_torn(r):
+    # lbr_crash crash=torn puts a data breakpoint on the snapshot slot the next capture writes,
+    # then takes a #GP. The capture freezes the recorder, writes the slot: #DB, whose delivery
+    # finds the recorder frozen and re-arms it in its stub (lbr_dump_rearm_1), so the control MSR
+    # is not the frozen value any more when the capture re-reads it, as after a perf NMI. The
+    # snapshot must say torn, and the capture must leave the value it found (recording on).
+    script = ARM + "cfg=$(grep -w lbr_dump_capture /proc/kallsyms | cut -d' ' -f1)\n" + \
+        f"sh -c \"insmod {CRASH} crash=torn capture_cfg=0x$cfg\" || true\n"
+    res = Vm(name="emu-crash-skylake-torn", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
+             timeout=240, script=script).run()
+    con = res.console
+    assert "lbr_crash: watching snapshot slot" in con, "lbr_crash did not set the breakpoint:\n" + tail(con)
+    assert "lbr_crash: data breakpoint hit at lbr_dump_stub_13" in con, \
+        "the breakpoint did not fire inside the #GP capture:\n" + tail(con)
+    heads = kernel_lines(con, "lbr_dump: v1 ")
+    assert heads and " vector=13 " in heads[-1], "no #GP snapshot printed:\n" + tail(con)
+    assert "state=torn" in heads[-1], heads[-1]
+    # The capture left the control value it found (the re-armed one): recording is on at the end.
+    switches = [e for e in res.emu_events() if e["event"] == "switch"]
+    assert switches and switches[-1]["on"], f"recording is off after the torn capture: {switches[-3:]}"

@@ -73,12 +73,13 @@ fn assembly_offsets_match() {
 }
 
 /// An area written field by field at the offsets the layout documents (as capture.rs does):
-/// 2 CPUs, ring 4, Intel LBR format 5 at depth 4 (TOS + 3 * 4 values).
+/// 2 CPUs, ring 4, Intel LBR format 5 at depth 4 (TOS + 3 * 4 values) and LBR_SELECT as the
+/// filter MSR (its value the 14th).
 fn area() -> Vec<u8> {
     let g = Geometry {
         nr_cpus: 2,
         ring: 4,
-        nr_values: 13,
+        nr_values: 14,
     };
     let mut a = vec![0u8; g.area_size()];
     let put32 =
@@ -86,13 +87,13 @@ fn area() -> Vec<u8> {
     let put64 =
         |a: &mut Vec<u8>, off: usize, v: u64| a[off..off + 8].copy_from_slice(&v.to_le_bytes());
     a[..8].copy_from_slice(b"LBRDUMP\0");
-    put32(&mut a, 0x08, 1);
+    put32(&mut a, 0x08, 2);
     put32(&mut a, 0x0c, 0x100);
     put64(&mut a, 0x10, g.area_size() as u64);
     put32(&mut a, 0x20, 2);
     put32(&mut a, 0x24, 4);
-    put32(&mut a, 0x28, 0x50 + 13 * 8);
-    put32(&mut a, 0x2c, 13);
+    put32(&mut a, 0x28, 0x50 + 14 * 8);
+    put32(&mut a, 0x2c, 14);
     put32(&mut a, 0x30, 1); // Intel LBR
     put32(&mut a, 0x34, 5);
     put32(&mut a, 0x38, 4);
@@ -106,9 +107,12 @@ fn area() -> Vec<u8> {
     put32(&mut a, 0x88, g.cpu_block_size() as u32);
     put32(&mut a, 0x8c, 0x1d9);
     put64(&mut a, 0x90, 1);
+    put32(&mut a, 0x98, 0x1c8); // LBR_SELECT
+    put64(&mut a, 0xa0, 2); // kernel only
     for i in 0..13 {
         put32(&mut a, 0x100 + 4 * i, 0x680 + i as u32);
     }
+    put32(&mut a, 0x100 + 4 * 13, 0x1c8);
     let sum = checksum(&a[..0x100], 0x18);
     put64(&mut a, 0x18, sum);
     // CPU 1, slot 1: a sealed snapshot of a #PF with TOS = 2.
@@ -120,6 +124,7 @@ fn area() -> Vec<u8> {
     put64(&mut a, s + 0x18, 0xffff_ffff_8153_7fe9);
     put64(&mut a, s + 0x50, 2);
     put64(&mut a, s + 0x50 + 8 * 3, 0xffff_ffff_8153_7fe9);
+    put64(&mut a, s + 0x50 + 8 * 13, 6); // LBR_SELECT as another owner left it
     let sum = checksum(&a[s..s + g.snap_size()], 0x48);
     put64(&mut a, s + 0x48, sum);
     a
@@ -149,11 +154,13 @@ fn area_reads_back() {
         ("lbr_dump", 0xffff_ffff_c040_0000)
     );
     assert_eq!(h.msr(&a, 12), 0x68c);
+    assert_eq!(h.filter, Some((0x1c8, 2)));
     assert_eq!((h.count(&a, 0), h.count(&a, 1)), (0, 2));
     let s = h.snapshot(&a, 1, 1);
     assert_eq!((s.seq, s.vector, s.rip), (42, 14, 0xffff_ffff_8153_7fe9));
     assert_eq!(s.sealed, Some(true));
     assert_eq!((s.value(0), s.value(3)), (2, 0xffff_ffff_8153_7fe9));
+    assert_eq!(s.filter, Some(6));
     assert_eq!(h.snapshot(&a, 0, 0).sealed, None);
 }
 
@@ -179,8 +186,8 @@ fn bad_headers_are_refused() {
     a[0] = b'X';
     assert_eq!(AreaHeader::parse(&a), Err(AreaError::Magic));
     let mut a = area();
-    a[0x08] = 2;
-    assert_eq!(AreaHeader::parse(&a), Err(AreaError::Version(2)));
+    a[0x08] = 1;
+    assert_eq!(AreaHeader::parse(&a), Err(AreaError::Version(1)));
     let mut a = area();
     a[0x20] = 3; // CPU count changed without the checksum
     assert!(matches!(
@@ -192,7 +199,8 @@ fn bad_headers_are_refused() {
         (0x20, 0u32, "CPU count"),
         (0x20, 100_000, "CPU count"),
         (0x24, 1_000, "ring size"),
-        (0x2c, 12, "value count"),
+        (0x2c, 13, "value count"),
+        (0x98, 0, "value count"), // no filter MSR, but room for its value
         (0x30, 9, "flavour, format, depth or layout flags"),
         (0x88, 64, "CPU block size"),
     ] {
@@ -212,18 +220,33 @@ fn bad_headers_are_refused() {
 fn snapshot_states() {
     use lbr_core::report::State;
     let armed = 0x801; // DEBUGCTL.LBR | FREEZE_LBRS_ON_PMI, say
-    assert_eq!(snapshot_state(SNAP_COMPLETE, armed, armed), State::Complete);
-    assert_eq!(snapshot_state(SNAP_COMPLETE, 0x1, armed), State::Foreign);
     assert_eq!(
-        snapshot_state(SNAP_COMPLETE | SNAP_WAS_OFF, 0x800, armed),
+        snapshot_state(SNAP_COMPLETE, armed, armed, None),
+        State::Complete
+    );
+    assert_eq!(
+        snapshot_state(SNAP_COMPLETE, 0x1, armed, None),
+        State::Foreign
+    );
+    // LBR_SELECT: lbr-dump wrote 2 (kernel only); as found, and changed by another owner.
+    assert_eq!(
+        snapshot_state(SNAP_COMPLETE, armed, armed, Some((2, 2))),
+        State::Complete
+    );
+    assert_eq!(
+        snapshot_state(SNAP_COMPLETE, armed, armed, Some((6, 2))),
+        State::Foreign
+    );
+    assert_eq!(
+        snapshot_state(SNAP_COMPLETE | SNAP_WAS_OFF, 0x800, armed, Some((6, 2))),
         State::WasOff
     );
     assert_eq!(
-        snapshot_state(SNAP_COMPLETE | SNAP_TORN, 0x1, armed),
+        snapshot_state(SNAP_COMPLETE | SNAP_TORN, 0x1, armed, None),
         State::Torn
     );
     assert_eq!(
-        snapshot_state(SNAP_COMPLETE | SNAP_TORN | SNAP_WAS_OFF, 0, armed),
+        snapshot_state(SNAP_COMPLETE | SNAP_TORN | SNAP_WAS_OFF, 0, armed, None),
         State::Torn
     );
 }

@@ -236,7 +236,7 @@ fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>
             }
             let values: Vec<u64> = (0..g.nr_values).map(|i| s.value(i)).collect();
             let recs: Vec<Record> = records(h.layout, &values)
-                .expect("nr_values == layout.values(), validated")
+                .expect("nr_values >= layout.values(), validated")
                 .enumerate()
                 .map(|(i, branch)| Record {
                     index: i as u32,
@@ -255,7 +255,12 @@ fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>
                 cr2: s.cr2,
                 flavour: h.layout.flavour_name().to_string(),
                 format: h.layout.codes().0,
-                state: snapshot_state(s.state, s.ctl_entry, h.ctl_armed),
+                state: snapshot_state(
+                    s.state,
+                    s.ctl_entry,
+                    h.ctl_armed,
+                    s.filter.zip(h.filter.map(|(_, armed)| armed)),
+                ),
                 announced: recs.len() as u32,
                 records: recs,
                 complete: s.sealed != Some(false),
@@ -323,6 +328,48 @@ mod tests {
         let mut exec = core(62, &[(0, &a)]);
         exec[16] = 2; // ET_EXEC
         assert!(err(&exec).contains("not a core file"));
+    }
+
+    #[test]
+    fn another_owners_filter_makes_the_snapshot_foreign() {
+        use lbr_core::layout::{checksum, snap, AreaHeader};
+        let mut a = area(1);
+        let h = AreaHeader::parse(&a).unwrap();
+        let g = h.geometry;
+        let s = g.snapshot(0, 1);
+        // LBR_SELECT found at 6 (conditional branches suppressed too); lbr-dump wrote 2.
+        let last = s + snap::VALUES + 8 * (g.nr_values - 1);
+        a[last..last + 8].copy_from_slice(&6u64.to_le_bytes());
+        let sum = checksum(&a[s..s + g.snap_size()], snap::CHECKSUM);
+        a[s + snap::CHECKSUM..s + snap::CHECKSUM + 8].copy_from_slice(&sum.to_le_bytes());
+        let d = open(&core(62, &[(0, &a)])).unwrap();
+        let areas = d.areas(&mut Vec::new());
+        let [s] = &areas[0].snapshots[..] else {
+            panic!("{} snapshots", areas[0].snapshots.len())
+        };
+        assert_eq!(s.state, lbr_core::report::State::Foreign);
+        assert!(s.complete, "the checksum was updated");
+        assert_eq!(s.records.len(), 1, "the filter value is not a record");
+    }
+
+    /// The dump fuzzer's seed is this fixture (an area and a page of other memory), so that it
+    /// follows the layout; `LBR_WRITE_SEEDS=1 cargo test` rewrites it after a layout change.
+    #[test]
+    fn dump_fuzz_seed_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/dump/one-area.elf");
+        let mut mem = area(1);
+        mem.extend_from_slice(&[0x5a; 4096]);
+        let want = core(62, &[(0x100000, &mem)]);
+        if std::env::var_os("LBR_WRITE_SEEDS").is_some() {
+            std::fs::write(path, &want).unwrap();
+        }
+        let have = std::fs::read(path).unwrap();
+        assert!(
+            have == want,
+            "{path} is not the current fixture: LBR_WRITE_SEEDS=1 cargo test rewrites it"
+        );
+        let d = open(&have).unwrap();
+        assert_eq!(d.areas(&mut Vec::new()).len(), 1);
     }
 
     #[test]

@@ -4,14 +4,15 @@
 //! capture.rs writes it, and an ELF core file around physical memory. Writing only; reading is
 //! the module's layout code and the `object` crate.
 
-use lbr_core::layout::{checksum, cpu, hdr, snap, Geometry, HEADER_SIZE, MAGIC};
+use lbr_core::layout::{checksum, cpu, hdr, snap, Geometry, HEADER_SIZE, MAGIC, VERSION};
 
-/// One CPU's area for Intel LBR format 5 at `depth` entries and `ring` snapshots per CPU, whose
-/// header claims `claimed_cpus` CPUs (1 for a valid area; anything else tests the validation).
+/// One CPU's area for Intel LBR format 5 at `depth` entries and `ring` snapshots per CPU, with
+/// LBR_SELECT as the filter MSR (armed value 2), whose header claims `claimed_cpus` CPUs (1 for
+/// a valid area; anything else tests the validation).
 /// With `snapshot`, slot 1 holds snapshot seq 3 of a #PF with TOS 1 and entry 1 the branch
-/// 0xffffffff81000010 -> 0xffffffffc0000000 (needs `ring` >= 2).
+/// 0xffffffff81000010 -> 0xffffffffc0000000 and the filter value 2 (needs `ring` >= 2).
 pub fn area(depth: u32, ring: usize, claimed_cpus: u32, snapshot: bool) -> Vec<u8> {
-    let nr_values = 1 + 3 * depth as usize;
+    let nr_values = 1 + 3 * depth as usize + 1;
     let g = Geometry {
         nr_cpus: 1,
         ring,
@@ -20,7 +21,7 @@ pub fn area(depth: u32, ring: usize, claimed_cpus: u32, snapshot: bool) -> Vec<u
     let mut a = vec![0u8; g.area_size()];
     let mut put = |off: usize, v: &[u8]| a[off..off + v.len()].copy_from_slice(v);
     put(hdr::MAGIC, &MAGIC);
-    put(hdr::VERSION, &1u32.to_le_bytes());
+    put(hdr::VERSION, &VERSION.to_le_bytes());
     put(hdr::HEADER_SIZE, &(HEADER_SIZE as u32).to_le_bytes());
     put(hdr::AREA_SIZE, &(g.area_size() as u64).to_le_bytes());
     for (off, v) in [
@@ -35,9 +36,11 @@ pub fn area(depth: u32, ring: usize, claimed_cpus: u32, snapshot: bool) -> Vec<u
         (hdr::MSR_LIST, g.msr_list() as u32),
         (hdr::CPU_OFFSET, g.cpu_offset() as u32),
         (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
+        (hdr::FILTER_MSR, 0x1c8),
     ] {
         put(off, &v.to_le_bytes());
     }
+    put(hdr::FILTER_ARMED, &2u64.to_le_bytes());
     put(hdr::ANCHOR_ADDR, &0xffff_ffff_8200_0000u64.to_le_bytes());
     put(hdr::ANCHOR_NAME, b"_printk");
     put(hdr::MODULE_NAME, b"lbr_dump");
@@ -56,6 +59,7 @@ pub fn area(depth: u32, ring: usize, claimed_cpus: u32, snapshot: bool) -> Vec<u
             s + snap::VALUES + 8 * (2 + d),
             &0xffff_ffff_c000_0000u64.to_le_bytes(),
         ); // TO[1]
+        put(s + snap::VALUES + 8 * (nr_values - 1), &2u64.to_le_bytes()); // LBR_SELECT
     }
     let sum = checksum(&a[..HEADER_SIZE], hdr::CHECKSUM);
     a[hdr::CHECKSUM..hdr::CHECKSUM + 8].copy_from_slice(&sum.to_le_bytes());

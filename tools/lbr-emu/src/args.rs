@@ -4,20 +4,27 @@
 
 use crate::model::{self, Model};
 
-/// Plugin arguments: `model=NAME` (required), `format=N`, `depth=N`, `log=PATH`, `trace=on|off`.
+/// Plugin arguments: `model=NAME` (required), `format=N`, `depth=N`, `log=PATH`, `trace=on|off`,
+/// `cost=on|off`.
 pub struct Config {
     pub model: Model,
     pub log: Option<String>,
     pub trace: bool,
+    pub cost: bool,
 }
 
 pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config, String> {
     let mut model = None;
-    let (mut format, mut depth, mut log, mut trace) = (None, None, None, false);
+    let (mut format, mut depth, mut log, mut trace, mut cost) = (None, None, None, false, false);
     for arg in args {
         let (k, v) = arg
             .split_once('=')
             .ok_or_else(|| format!("argument {arg:?} is not key=value"))?;
+        let on_off = |v: &str| match v {
+            "on" => Ok(true),
+            "off" => Ok(false),
+            _ => Err(format!("{k}={v}: on or off")),
+        };
         let num = |v: &str| {
             v.parse::<usize>()
                 .map_err(|_| format!("{k}={v}: not a number"))
@@ -32,16 +39,11 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             "format" => format = Some(num(v)?),
             "depth" => depth = Some(num(v)?),
             "log" => log = Some(v.to_string()),
-            "trace" => {
-                trace = match v {
-                    "on" => true,
-                    "off" => false,
-                    _ => return Err(format!("trace={v}: on or off")),
-                }
-            }
+            "trace" => trace = on_off(v)?,
+            "cost" => cost = on_off(v)?,
             _ => {
                 return Err(format!(
-                    "unknown argument {k:?} (model, format, depth, log, trace)"
+                    "unknown argument {k:?} (model, format, depth, log, trace, cost)"
                 ))
             }
         }
@@ -53,7 +55,12 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
     if let Some(d) = depth {
         model = model.with_depth(d)?;
     }
-    Ok(Config { model, log, trace })
+    Ok(Config {
+        model,
+        log,
+        trace,
+        cost,
+    })
 }
 
 #[cfg(test)]
@@ -62,10 +69,17 @@ mod tests {
 
     #[test]
     fn good_arguments() {
-        let c = parse_args(["model=skylake", "format=6", "log=/tmp/x.jsonl", "trace=on"]).unwrap();
+        let c = parse_args([
+            "model=skylake",
+            "format=6",
+            "log=/tmp/x.jsonl",
+            "trace=on",
+            "cost=on",
+        ])
+        .unwrap();
         assert_eq!(c.model.perf_capabilities(), Some(6));
         assert_eq!(c.log.as_deref(), Some("/tmp/x.jsonl"));
-        assert!(c.trace);
+        assert!(c.trace && c.cost);
         let c = parse_args(["model=sapphirerapids", "depth=64"]).unwrap();
         assert_eq!(c.model.flavour, model::Flavour::Arch { depth: 64 });
     }
@@ -94,6 +108,7 @@ mod tests {
             ),
             (&["model"], "argument \"model\" is not key=value"),
             (&["model=skylake", "trace=yes"], "trace=yes: on or off"),
+            (&["model=skylake", "cost=1"], "cost=1: on or off"),
         ] {
             let err = parse_args(args.iter().copied()).err().unwrap();
             assert!(err.starts_with(msg), "{args:?}: {err}");

@@ -17,6 +17,14 @@
 //! instruction (`qemu_plugin_set_pc`). `cpuid` runs in QEMU and is rewritten afterwards, from a
 //! callback on the next instruction (or, when `cpuid` ends its block, on entry to the next
 //! block).
+//!
+//! With `cost=on`, every instruction also adds 1, inline, to a per-vCPU counter, and each
+//! interrupt or exception delivery starts an entry measurement: the instructions up to the first
+//! indirect jump (an lbr-dump entry stub ends with one, to the kernel's handler) with the
+//! `rdmsr`/`wrmsr` executed before it, and the instructions up to the far return (`iret`) of
+//! the handler, logged as an `entry` event. Guest markers: `cpuid`
+//! with EAX = MARKER_LEAF logs a `marker` event with ECX, so that a guest can bracket a workload
+//! in the log (tests/user/marker.S).
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::fs::File;
@@ -51,6 +59,25 @@ struct Sb {
     insns_at_record: u64,
     /// A `cpuid` at the end of a block waits for its result to be rewritten.
     cpuid_pending: u64,
+    /// `cost=on`: instructions executed (added one by one, inline).
+    cost_insns: u64,
+}
+
+/// `cpuid` leaf that logs a marker (ASCII "LBMK"); QEMU answers it as any leaf above its range.
+pub const MARKER_LEAF: u32 = 0x4c42_4d4b;
+/// An entry measurement that has seen this many instructions without returning ends.
+const ENTRY_LIMIT: u64 = 200_000;
+
+/// `cost=on`: an interrupt or exception delivery being measured.
+struct Entry {
+    from: u64,
+    to: u64,
+    /// `cost_insns` at the delivery.
+    start: u64,
+    /// Before the first indirect jump: instructions (with the jump) and its target.
+    first_jmp: Option<(u64, u64)>,
+    rdmsr: u64,
+    wrmsr: u64,
 }
 
 fn field(offset: usize) -> U64 {
@@ -76,6 +103,8 @@ struct Cpu {
     orig_max: [Option<u32>; 2],
     /// The IDT base of the last `lidt` (for recognising #DB delivery).
     idt: Option<u64>,
+    /// `cost=on`: the delivery being measured.
+    entry: Option<Entry>,
 }
 
 struct SendPtr<T>(*mut T);
@@ -94,6 +123,7 @@ struct Emu {
     sb: SendPtr<Scoreboard>,
     log: Option<Mutex<BufWriter<File>>>,
     trace: bool,
+    cost: bool,
     vendor_warned: AtomicU64,
     seen: AtomicU64,
     recorded: AtomicU64,
@@ -148,6 +178,27 @@ impl Emu {
                    "counts": {"seen": c.seen, "seen_user": c.seen_user, "recorded": c.recorded,
                               "recorded_user": c.recorded_user}}),
             true,
+        );
+    }
+
+    /// Ends the entry measurement of `vcpu` (if one runs): `end` says how; `now` is the
+    /// instruction count, which is the total when it returned, to `back`.
+    fn end_entry(&self, vcpu: c_uint, cpu: &mut Cpu, now: u64, end: &str, back: u64) {
+        let Some(en) = cpu.entry.take() else { return };
+        let (insns, next) = match en.first_jmp {
+            Some((n, next)) => (json!(n), json!(hex(next))),
+            None => (Value::Null, Value::Null),
+        };
+        let (total, back) = if end == "return" {
+            (json!(now - en.start), json!(hex(back)))
+        } else {
+            (Value::Null, Value::Null)
+        };
+        self.log(
+            json!({"event": "entry", "cpu": vcpu, "from": hex(en.from), "to": hex(en.to),
+                   "insns": insns, "next": next, "rdmsr": en.rdmsr, "wrmsr": en.wrmsr,
+                   "total": total, "back": back, "end": end}),
+            false,
         );
     }
 
@@ -252,6 +303,21 @@ extern "C" fn on_block(vcpu: c_uint, userdata: *mut c_void) {
     let to = userdata as u64;
     // SAFETY: a callback on vCPU `vcpu`.
     let s = unsafe { sb(vcpu) };
+    let e = emu();
+    if e.cost {
+        let mut cpu = e.cpu(vcpu);
+        if let Some(en) = cpu.entry.as_mut() {
+            let n = s.cost_insns - en.start;
+            if en.first_jmp.is_none() && s.last_kind == Kind::JmpInd.code() {
+                en.first_jmp = Some((n, to));
+            } else if s.last_kind == Kind::Far.code() {
+                // The handler's far return (a nested delivery would have ended this first).
+                e.end_entry(vcpu, &mut cpu, s.cost_insns, "return", to);
+            } else if n > ENTRY_LIMIT {
+                e.end_entry(vcpu, &mut cpu, s.cost_insns, "limit", 0);
+            }
+        }
+    }
     if let Some(kind) = Kind::from_code(s.last_kind) {
         let from = s.last_pc;
         take_branch(vcpu, s, from, to, kind, false);
@@ -279,6 +345,18 @@ extern "C" fn on_discon(vcpu: c_uint, kind: c_int, from: u64, to: u64, _: *mut c
         return;
     }
     let e = emu();
+    if e.cost {
+        let mut cpu = e.cpu(vcpu);
+        e.end_entry(vcpu, &mut cpu, s.cost_insns, "nested", 0);
+        cpu.entry = Some(Entry {
+            from,
+            to,
+            start: s.cost_insns,
+            first_jmp: None,
+            rdmsr: 0,
+            wrmsr: 0,
+        });
+    }
     // QEMU 11.1's x86 target reports exceptions as well as interrupts with DISCON_INTERRUPT
     // (seen: #PF and #DB), so the kind cannot tell a #DB: its handler does (gate 1).
     if is_debug_exception(vcpu, to) {
@@ -332,6 +410,9 @@ fn msr_access(vcpu: c_uint, next: u64, write: bool) {
         let (rax, rcx, rdx) = (regs.rax, regs.rcx, regs.rdx);
         let msr = read_reg(rcx) as u32;
         let pc = next; // (the instruction is 2 bytes; the log names the next one)
+        if let Some(en) = cpu.entry.as_mut().filter(|en| en.first_jmp.is_none()) {
+            *if write { &mut en.wrmsr } else { &mut en.rdmsr } += 1;
+        }
         let access = if write {
             let v = (read_reg(rdx) << 32) | (read_reg(rax) & 0xffff_ffff);
             let a = cpu.rec.wrmsr(msr, v);
@@ -397,6 +478,11 @@ extern "C" fn on_cpuid(vcpu: c_uint, last: *mut c_void) {
     let mut cpu = emu().cpu(vcpu);
     let Some(regs) = &cpu.regs else { return };
     let (leaf, sub) = (read_reg(regs.rax) as u32, read_reg(regs.rcx) as u32);
+    if leaf == MARKER_LEAF {
+        drop(cpu);
+        emu().log(json!({"event": "marker", "cpu": vcpu, "value": sub}), true);
+        return;
+    }
     cpu.cpuid = Some((leaf, sub));
     if !last.is_null() {
         // SAFETY: a callback on vCPU `vcpu`.
@@ -523,6 +609,14 @@ extern "C" fn on_translate(tb: *mut Tb, _: *mut c_void) {
         );
         for i in 0..n {
             let insn = qemu_plugin_tb_get_insn(tb, i);
+            if emu().cost {
+                qemu_plugin_register_vcpu_insn_exec_inline_per_vcpu(
+                    insn,
+                    INLINE_ADD_U64,
+                    field(std::mem::offset_of!(Sb, cost_insns)),
+                    1,
+                );
+            }
             let mut bytes = [0u8; 16];
             let len = qemu_plugin_insn_data(insn, bytes.as_mut_ptr() as *mut c_void, bytes.len());
             let pc = qemu_plugin_insn_vaddr(insn);
@@ -686,6 +780,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
                 cpuid: None,
                 orig_max: [None; 2],
                 idt: None,
+                entry: None,
             })
         })
         .collect();
@@ -695,6 +790,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
         sb: SendPtr(score),
         log,
         trace: cfg.trace,
+        cost: cfg.cost,
         vendor_warned: AtomicU64::new(0),
         seen: AtomicU64::new(0),
         recorded: AtomicU64::new(0),
@@ -705,7 +801,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
         return -1;
     }
     let mut start = json!({"event": "start", "model": cfg.model.name, "api": [info.version_min, info.version_cur],
-                           "vcpus": n, "trace": cfg.trace});
+                           "vcpus": n, "trace": cfg.trace, "cost": cfg.cost});
     if let (Value::Object(s), Value::Object(f)) = (&mut start, flavour_json(&cfg.model)) {
         s.extend(f);
     }

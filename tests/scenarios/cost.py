@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Entry cost report (a benchmark, not a timing assertion): what lbr-dump's entry stubs add to an
+exception, counted by the branch-record emulator (cost=on: guest instructions from the delivery to
+the stub's jump to the kernel's handler, and the rdmsr/wrmsr executed in between).
+
+The guest brackets each workload with lbr-marker N (a cpuid the emulator logs), so the entries are
+attributed to it without timing:
+  1-2  armed: tests/user/faults.S (user-mode #PF, user-access #PF resolved, user-access #PF fixed
+       up with -EFAULT);
+  3-4  armed: three lkdtm WARNINGs (#UD in kernel mode: the capture path, survived);
+  5-6  disabled through sysfs: the same workloads, which must not enter lbr-dump's code at all.
+The stubs' addresses come from the guest's /proc/kallsyms. Entries are classed by where they came
+from and what they did: from user mode; from kernel mode without an MSR access (the user-access
+fast path of #PF); from kernel mode with MSR accesses (a capture). The BENCH lines are the report
+the README quotes; the assertions check that the workload produced every class and that disabled
+means no entry reached lbr-dump.
+"""
+
+import re
+
+from harness import MODULE, boot
+
+LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
+SCRIPT = f"""insmod {MODULE} enable=1
+grep -E 'lbr_dump_(stub|rearm)_[0-9]+| asm_exc_(page_fault|invalid_op)$' /proc/kallsyms
+lbr-marker 1; lbr-faults; lbr-marker 2
+lbr-marker 3; for i in 1 2 3; do echo WARNING > {LKDTM}; done; lbr-marker 4
+echo 0 > /sys/kernel/lbr_dump/enabled
+lbr-marker 5; lbr-faults; echo WARNING > {LKDTM}; lbr-marker 6
+"""
+
+
+def measure(name, cpu):
+    vm = boot(name=name, cpu=cpu, accel="tcg", emulate="model=skylake,cost=on", timeout=300, script=SCRIPT)
+    syms = {n: int(a, 16) for a, n in re.findall(r"^([0-9a-f]{16}) [tT] (\w+)", vm.console, re.M)}
+    stubs = {a: n for n, a in syms.items() if n.startswith("lbr_dump_")}
+    assert len(stubs) >= 10, "no lbr_dump stub addresses in /proc/kallsyms:\n" + vm.console[-2000:]
+    assert "asm_exc_page_fault" in syms, "no asm_exc_page_fault in /proc/kallsyms" 
+    events = vm.emu_events()
+    marks = {e["value"]: i for i, e in enumerate(events) if e["event"] == "marker"}
+    assert sorted(marks) == [1, 2, 3, 4, 5, 6], f"markers seen: {sorted(marks)}"
+
+    def entries(a, b):
+        return [e for e in events[marks[a]:marks[b]] if e["event"] == "entry"]
+
+    def classify(es):
+        out = {"user": [], "uaccess": [], "capture": [], "rearm": [], "other": []}
+        for e in es:
+            to = int(e["to"], 16)
+            if to not in stubs:
+                out["other"].append(e)
+            elif stubs[to] == "lbr_dump_rearm_1":
+                out["rearm"].append(e)
+            elif int(e["from"], 16) >> 63 == 0:
+                out["user"].append(e)
+            elif e["rdmsr"] == 0 and e["wrmsr"] == 0:
+                out["uaccess"].append(e)
+            else:
+                out["capture"].append(e)
+        return out
+
+    faults, warnings, disabled = classify(entries(1, 2)), classify(entries(3, 4)), entries(5, 6)
+    for e in entries(1, 4):
+        if int(e["to"], 16) in stubs:
+            assert e["insns"] is not None and int(e["next"], 16) not in stubs, f"a stub did not end in its jump: {e}"
+    return syms, stubs, faults, warnings, disabled
+
+
+def kernel_only(disabled, handler, user):
+    """The kernel's own handling of the same faults while disabled: instructions from delivery
+    to its iret, for entries into `handler` from user (or kernel) mode that returned."""
+    return [e["total"] for e in disabled
+            if int(e["to"], 16) == handler and (int(e["from"], 16) >> 63 == 0) == user and e["end"] == "return"]
+
+
+def added(es, base, what):
+    """A BENCH line: what the stub adds per entry, against the kernel's own cost."""
+    n = sorted(e["insns"] for e in es)
+    line = f"BENCH entry cost, {what}: lbr-dump adds {n[len(n) // 2]} instructions (median of {len(n)}, {n[0]}..{n[-1]})"
+    if es[0]["rdmsr"] or es[0]["wrmsr"]:
+        line += f", {es[0]['rdmsr']} rdmsr and {es[0]['wrmsr']} wrmsr"
+    if base:
+        b = sorted(base)[len(base) // 2]
+        line += f"; the kernel's own handling, disabled, same workload: {b} instructions (median of {len(base)}), ratio {n[len(n) // 2] / b:.3f}"
+    else:
+        line += "; the kernel's own handling: not measured (no return within 200,000 instructions)"
+    return line
+
+
+def test_entry_cost_smap(r):
+    # Skylake with SMAP: user-mode and user-access faults go straight on; WARNINGs are captured.
+    syms, stubs, faults, warnings, disabled = measure("cost-smap", "Skylake-Client")
+    assert len(faults["user"]) >= 16, f"fewer user-mode #PF through the stub than lbr-faults makes: {len(faults['user'])}"
+    assert len(faults["uaccess"]) >= 20, f"fewer user-access #PF than lbr-faults makes: {len(faults['uaccess'])}"
+    assert not faults["capture"], f"a fault of lbr-faults was captured on an SMAP CPU: {faults['capture'][:2]}"
+    caps = [e for e in warnings["capture"] if stubs[int(e["to"], 16)] == "lbr_dump_stub_6"]
+    assert len(caps) == 3, f"{len(caps)} #UD captures for 3 WARNINGs"
+    assert disabled, "no exception entries at all while disabled"
+    into = [e for e in disabled if int(e["to"], 16) in stubs]
+    assert not into, f"disabled, yet {len(into)} entries went into lbr_dump code: {into[:2]}"
+    pf, ud = syms["asm_exc_page_fault"], syms.get("asm_exc_invalid_op")
+    print(added(faults["user"], kernel_only(disabled, pf, True), "Skylake with SMAP, user-mode #PF"), flush=True)
+    print(added(faults["uaccess"], kernel_only(disabled, pf, False), "Skylake with SMAP, kernel #PF in a user-access region"), flush=True)
+    print(added(caps, kernel_only(disabled, ud, False), "Skylake (LBR depth 32 + LBR_INFO), capture of a WARN's #UD"), flush=True)
+    print(f"BENCH entry cost, disabled: {len(into)} of {len(disabled)} exception entries reached lbr_dump code (0 instructions)", flush=True)
+
+
+def test_entry_cost_without_smap(r):
+    # The same without SMAP: the kernel never sets RFLAGS.AC, so the stub cannot tell a
+    # user-access fault from a crash, and captures it (README: cost).
+    syms, stubs, faults, warnings, disabled = measure("cost-nosmap", "Skylake-Client,-smap")
+    assert len(faults["user"]) >= 16, f"fewer user-mode #PF through the stub than lbr-faults makes: {len(faults['user'])}"
+    assert not faults["uaccess"], f"kernel #PF without MSR access on a CPU without SMAP: {faults['uaccess'][:2]}"
+    assert len(faults["capture"]) >= 20, f"fewer captured user-access #PF than lbr-faults makes: {len(faults['capture'])}"
+    into = [e for e in disabled if int(e["to"], 16) in stubs]
+    assert not into, f"disabled, yet {len(into)} entries went into lbr_dump code: {into[:2]}"
+    base = kernel_only(disabled, syms["asm_exc_page_fault"], False)
+    print(added(faults["capture"], base, "Skylake without SMAP, kernel #PF in a user-access region (captured)"), flush=True)

@@ -76,6 +76,16 @@ def test_log_decodes_with_source_lines(r):
     caller = [rec for rec in recs[1:6] if rec["from"]["symbol"].startswith("lbr_crash_jump+")]
     assert caller and caller[0]["from"]["image"] == "lbr_crash", recs[:6]
     assert any(f["file"].endswith("lbr_crash.c") for f in caller[0]["from"]["frames"]), caller[0]
+    # The call of lbr_crash_jump() is in init text (lbr_crash_init is __init), whose section
+    # offsets coincide with core text's: its source line must be that call's line in the source,
+    # not a line of whatever core-text function has the same offset.
+    src = (REPO / "tests" / "modules" / "lbr_crash" / "lbr_crash.c").read_text().splitlines()
+    call_line = 1 + next(i for i, l in enumerate(src) if l.strip() == "return lbr_crash_jump();")
+    init_call = [rec for rec in recs[1:8] if (rec["to"]["symbol"] or "").startswith("lbr_crash_jump+0x0/")]
+    assert init_call and init_call[0]["from"]["symbol"].startswith("init_module+"), recs[:8]
+    frames = init_call[0]["from"]["frames"]
+    assert frames and frames[-1]["file"].endswith("lbr_crash.c") and frames[-1]["line"] == call_line, \
+        f"the call in init text is placed at {frames}, the source has it at lbr_crash.c:{call_line}"
     # The annotated log keeps every input line and adds source locations after record lines.
     code, out, err = decode(*symbols(), res.log, fmt="annotate")
     assert code == 0, err

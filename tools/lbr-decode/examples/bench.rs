@@ -94,7 +94,7 @@ fn symbolize(vmlinux: &Path, addrs: &Path) -> anyhow::Result<()> {
     let mut lines = 0usize;
     for &a in &addrs {
         let _ = img.containing(a, None);
-        lines += img.frames(a).len();
+        lines += img.frames(None, a).len();
     }
     println!(
         "lbr-decode: {} addresses, {lines} frames, {:.3} s",

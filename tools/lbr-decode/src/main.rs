@@ -305,7 +305,7 @@ impl Symbolizer {
                             .map(|s| {
                                 (
                                     format!("{}+{:#x}/{:#x} [{m}]", s.name, link - s.addr, s.size),
-                                    img.frames(link),
+                                    img.frames(Some(object::SectionIndex(*sec)), link),
                                     m.to_string(),
                                 )
                             })
@@ -317,7 +317,7 @@ impl Symbolizer {
                     v.containing(link, None).map(|s| {
                         (
                             format!("{}+{:#x}/{:#x}", s.name, link - s.addr, s.size),
-                            v.frames(link),
+                            v.frames(None, link),
                             "vmlinux".to_string(),
                         )
                     })
@@ -534,6 +534,9 @@ fn run(cli: Cli) -> Result<bool> {
 
 /// Source paths relative to the directory all of one image's paths share (the kernel tree the
 /// vmlinux was built in, a module's source directory), as scripts/decode_stacktrace.sh prints them.
+/// A module's DWARF also names the kernel headers it inlined, in the kernel tree: those are made
+/// relative to that tree (recognised by its `include/` or `arch/` directory), under the key
+/// `kernel-tree`, and the module's own files relative to what they share.
 fn strip_common_source_dir(out: &mut Output) {
     let mut images: Vec<String> = Vec::new();
     for r in out.snapshots.iter().flat_map(|s| s.records.iter()) {
@@ -546,49 +549,88 @@ fn strip_common_source_dir(out: &mut Output) {
         }
     }
     for image in images {
-        let places = || {
-            out.snapshots
-                .iter()
-                .flat_map(|s| s.records.iter())
-                .flat_map(|r| [&r.from, &r.to])
-                .filter(|p| p.image.as_deref() == Some(image.as_str()))
-        };
-        let files: Vec<String> = places()
+        let files: Vec<String> = out
+            .snapshots
+            .iter()
+            .flat_map(|s| s.records.iter())
+            .flat_map(|r| [&r.from, &r.to])
+            .filter(|p| p.image.as_deref() == Some(image.as_str()))
             .flat_map(|p| p.frames.iter())
             .filter_map(|f| f.file.clone())
             .filter(|f| f.starts_with('/'))
             .collect();
-        let Some(first) = files.first() else { continue };
-        let mut prefix = first[..first.rfind('/').unwrap_or(0) + 1].to_string();
-        for f in &files {
-            while !f.starts_with(prefix.as_str()) {
-                let cut = prefix[..prefix.len() - 1].rfind('/').map_or(0, |i| i + 1);
-                prefix.truncate(cut);
+        // The kernel tree, if some files are in one and others are not.
+        let mut trees: Vec<(&str, usize)> = Vec::new();
+        for t in files.iter().filter_map(|f| kernel_tree(f)) {
+            match trees.iter_mut().find(|(x, _)| *x == t) {
+                Some((_, n)) => *n += 1,
+                None => trees.push((t, 1)),
             }
         }
-        if prefix.matches('/').count() < 2 {
-            continue;
+        let tree = trees
+            .iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(t, _)| t.to_string())
+            .filter(|t| t.matches('/').count() >= 2)
+            .filter(|t| files.iter().any(|f| !f.starts_with(t.as_str())));
+        let own: Vec<&String> = files
+            .iter()
+            .filter(|f| tree.as_ref().is_none_or(|t| !f.starts_with(t.as_str())))
+            .collect();
+        let mut roots = Vec::new();
+        if let Some(prefix) = common_dir(&own) {
+            roots.push((image.clone(), prefix));
         }
-        for s in &mut out.snapshots {
-            for r in &mut s.records {
-                for p in [&mut r.from, &mut r.to] {
-                    if p.image.as_deref() != Some(image.as_str()) {
-                        continue;
-                    }
-                    for f in &mut p.frames {
-                        if let Some(rel) = f
-                            .file
-                            .as_deref()
-                            .and_then(|x| x.strip_prefix(prefix.as_str()))
-                        {
-                            f.file = Some(rel.to_string());
-                        }
-                    }
+        if let Some(t) = tree {
+            roots.push(("kernel-tree".to_string(), t));
+        }
+        // The longer root first: a kernel tree may lie inside the module's directory.
+        roots.sort_by_key(|(_, r)| std::cmp::Reverse(r.len()));
+        for (_, root) in &roots {
+            for f in out
+                .snapshots
+                .iter_mut()
+                .flat_map(|s| s.records.iter_mut())
+                .flat_map(|r| [&mut r.from, &mut r.to])
+                .filter(|p| p.image.as_deref() == Some(image.as_str()))
+                .flat_map(|p| p.frames.iter_mut())
+            {
+                if let Some(rel) = f
+                    .file
+                    .as_deref()
+                    .and_then(|x| x.strip_prefix(root.as_str()))
+                {
+                    f.file = Some(rel.to_string());
                 }
             }
         }
-        out.source_roots.insert(image, prefix);
+        for (key, root) in roots {
+            out.source_roots.entry(key).or_insert(root);
+        }
     }
+}
+
+/// The kernel tree an absolute path is in: the part before its first `/include/` or `/arch/`.
+fn kernel_tree(path: &str) -> Option<&str> {
+    ["/include/", "/arch/"]
+        .iter()
+        .filter_map(|m| path.find(m))
+        .min()
+        .map(|i| &path[..i + 1])
+}
+
+/// The deepest directory (with its trailing `/`) all `files` are in, if it is below the root's
+/// children (a shared `/` or `/home/` says nothing).
+fn common_dir(files: &[&String]) -> Option<String> {
+    let first = files.first()?;
+    let mut prefix = first[..first.rfind('/').unwrap_or(0) + 1].to_string();
+    for f in files {
+        while !f.starts_with(prefix.as_str()) {
+            let cut = prefix[..prefix.len() - 1].rfind('/').map_or(0, |i| i + 1);
+            prefix.truncate(cut);
+        }
+    }
+    (prefix.matches('/').count() >= 2).then_some(prefix)
 }
 
 fn write_text(w: &mut impl Write, out: &Output, color: bool) -> Result<()> {
@@ -703,5 +745,28 @@ fn main() {
             eprintln!("lbr-decode: error: {e:#}");
             std::process::exit(2);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_tree_and_common_dir() {
+        let h = "/root/.cache/linux/arch/x86/include/asm/msr.h";
+        assert_eq!(kernel_tree(h), Some("/root/.cache/linux/"));
+        assert_eq!(
+            kernel_tree("/src/linux/include/linux/list.h"),
+            Some("/src/linux/")
+        );
+        assert_eq!(kernel_tree("/work/m/lbr_crash.c"), None);
+        let own = ["/work/m/a/x.c".to_string(), "/work/m/b/y.c".to_string()];
+        assert_eq!(
+            common_dir(&own.iter().collect::<Vec<_>>()),
+            Some("/work/m/".to_string())
+        );
+        let apart = ["/work/x.c".to_string(), "/root/y.c".to_string()];
+        assert_eq!(common_dir(&apart.iter().collect::<Vec<_>>()), None);
     }
 }

@@ -36,6 +36,10 @@ pub struct Image {
     syms: Vec<Sym>,
     by_name: HashMap<String, usize>,
     loader: Option<addr2line::Loader>,
+    /// Modules: the copy `loader` reads (see `distinct_sections`); removed when dropped.
+    _relocated: Option<tempfile::NamedTempFile>,
+    /// Modules: the DWARF address of each executable section's offset 0 in that copy.
+    section_base: HashMap<SectionIndex, u64>,
     pub has_dwarf: bool,
     /// Modules: where each executable section lands in the module's core text
     /// (`mem[MOD_TEXT]`), as the kernel's loader lays them out: (section index, offset).
@@ -142,9 +146,29 @@ impl Image {
         if syms.is_empty() {
             bail!("{}: no function symbols (stripped?)", path.display());
         }
+        // A module's sections all start at address 0, so its DWARF addresses of .text and
+        // .init.text coincide: DWARF is read from a copy whose text sections are made distinct.
+        let mut section_base = HashMap::new();
+        let mut relocated = None;
+        let dwarf_path = if has_dwarf && module {
+            let (copy, bases) = distinct_sections(&data, &file, &core, &init)
+                .with_context(|| format!("{}: placing its text sections", path.display()))?;
+            let mut f = tempfile::Builder::new()
+                .prefix("lbr-decode-")
+                .suffix(".ko")
+                .tempfile()
+                .context("creating a temporary file")?;
+            std::io::Write::write_all(&mut f, &copy).context("writing a temporary file")?;
+            section_base = bases;
+            let p = f.path().to_path_buf();
+            relocated = Some(f);
+            p
+        } else {
+            path.to_path_buf()
+        };
         let loader = if has_dwarf {
             Some(
-                addr2line::Loader::new(path)
+                addr2line::Loader::new(&dwarf_path)
                     .map_err(|e| anyhow::anyhow!("{}: reading its DWARF: {e}", path.display()))?,
             )
         } else {
@@ -157,6 +181,8 @@ impl Image {
             syms,
             by_name,
             loader,
+            _relocated: relocated,
+            section_base,
             has_dwarf,
             text_layout,
         })
@@ -176,11 +202,18 @@ impl Image {
         (s.section == section && addr < s.addr + s.size.max(1)).then_some(s)
     }
 
-    /// Source lines and inlined frames for a link address (vmlinux; modules when their DWARF
-    /// can be read as is).
-    pub fn frames(&self, addr: u64) -> Vec<Frame> {
+    /// Source lines and inlined frames for a link address (vmlinux: `section` is None) or a
+    /// module's section offset.
+    pub fn frames(&self, section: Option<SectionIndex>, addr: u64) -> Vec<Frame> {
         let Some(loader) = &self.loader else {
             return Vec::new();
+        };
+        let addr = match section {
+            Some(s) => match self.section_base.get(&s) {
+                Some(base) => base + addr,
+                None => return Vec::new(),
+            },
+            None => addr,
         };
         let mut out = Vec::new();
         let r = loader.find_frames(addr);
@@ -233,6 +266,48 @@ fn text_layout(file: &object::File) -> (Region, Region) {
         region.1 = offset + sec.size();
     }
     (core, init)
+}
+
+/// Where a module's text DWARF is read: init text from this address on, core text from 0.
+const INIT_TEXT_BASE: u64 = 1 << 40;
+
+/// A copy of a relocatable module in which every symbol of an executable section (the section
+/// symbols the DWARF relocations refer to included) has its section's place in the loader's
+/// layout added to its value: `addr2line` applies the relocations with these values, so each
+/// section's DWARF addresses start where the layout puts it, with init text far above core text.
+/// The only bytes changed are `st_value` fields of `.symtab` (Elf64_Sym: 24 bytes, st_value at
+/// 8), whose place `object` gives. Returns the copy and each section's base.
+fn distinct_sections(
+    data: &[u8],
+    file: &object::File,
+    core: &Region,
+    init: &Region,
+) -> Result<(Vec<u8>, HashMap<SectionIndex, u64>)> {
+    let mut bases = HashMap::new();
+    for &(sec, off) in &core.0 {
+        bases.insert(sec, off);
+    }
+    for &(sec, off) in &init.0 {
+        bases.insert(sec, INIT_TEXT_BASE + off);
+    }
+    let symtab = file
+        .section_by_name(".symtab")
+        .context("no .symtab section")?;
+    let (start, size) = symtab.file_range().context(".symtab has no file range")?;
+    let mut copy = data.to_vec();
+    for sym in file.symbols() {
+        let Some(base) = sym.section_index().and_then(|i| bases.get(&i)) else {
+            continue;
+        };
+        let at = sym.index().0 as u64 * 24 + 8;
+        if at + 8 > size {
+            bail!("symbol {} beyond .symtab", sym.index().0);
+        }
+        let at = (start + at) as usize;
+        let v = u64::from_le_bytes(copy[at..at + 8].try_into().expect("8 bytes"));
+        copy[at..at + 8].copy_from_slice(&(v + base).to_le_bytes());
+    }
+    Ok((copy, bases))
 }
 
 /// The module name from .modinfo (`name=...`).

@@ -181,3 +181,16 @@ def test_control_changed_during_capture_is_torn(r):
     # The capture left the control value it found (the re-armed one): recording is on at the end.
     switches = [e for e in res.emu_events() if e["event"] == "switch"]
     assert switches and switches[-1]["on"], f"recording is off after the torn capture: {switches[-3:]}"
+
+
+def test_warning_then_crash_prints_the_crash(r):
+    # lkdtm WARNING (a #UD in kernel mode, captured and survived), then a crash: the oops prints
+    # the crash's snapshot, whose records equal the ground truth at the crash's freeze (checked
+    # in crash()), and the warning printed none.
+    res, printed = crash("skylake", "EXCEPTION", before=f"echo WARNING > {LKDTM}\n", tag="-after-warning")
+    assert re.search(r"WARNING: .*lkdtm_WARNING", res.console), "lkdtm WARNING did not warn:\n" + tail(res.console)
+    heads = kernel_lines(res.console, "lbr_dump: v1 ")
+    assert len(heads) == 1, f"one snapshot printed, for the crash only: {heads}"
+    events = res.emu_events()
+    stub_freezes = [e for e in events if e["event"] == "freeze" and e["cause"] == "wrmsr"]
+    assert len(stub_freezes) >= 2, "the warning's #UD was not captured before the crash"

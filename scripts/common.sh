@@ -18,6 +18,26 @@ die() { printf '[lbr-dump] error: %s\n' "$*" >&2; exit 1; }
 # key FILE... : a short hash over the contents of the files (and of extra strings via `key_str`).
 key() { cat "$@" | sha256sum | cut -c1-16; }
 
+# Cache entries record their last use in .last-used (`used DIR`, at every run that uses them).
+# `prune KIND` removes KIND-* entries unused for LBR_DUMP_PRUNE_DAYS days (default 14), always
+# keeping the two most recently used, so that a machine switching between two checkouts does not
+# rebuild; an entry in use was touched by this run and is never old enough to go.
+used() { touch "$1/.last-used" 2>/dev/null || true; }
+prune() {
+	local kind=$1 days=${LBR_DUMP_PRUNE_DAYS:-14} now rank=0 t d
+	now=$(date +%s)
+	while read -r t d; do
+		rank=$((rank + 1))
+		[ "$rank" -gt 2 ] && [ $((now - t)) -ge $((days * 86400)) ] || continue
+		log "pruning $d: unused for $(((now - t) / 86400)) days (LBR_DUMP_PRUNE_DAYS=$days)"
+		rm -rf "$d"
+	done < <(for d in "$CACHE/$kind"-*; do
+		[ -d "$d" ] || continue
+		if [ -e "$d/.last-used" ]; then t=$(stat -c %Y "$d/.last-used"); else t=$(stat -c %Y "$d"); fi
+		echo "$t $d"
+	done | sort -rn)
+}
+
 # The build root made by scripts/toolchain.sh. Its key covers the package pins and the script.
 ROOT_KEY=$(key "$REPO/scripts/packages.txt" "$REPO/scripts/toolchain.sh")
 # What the kernel builds depend on: the exactly pinned toolchain, not the base packages whose

@@ -71,9 +71,13 @@ if [ ! -e "$OUT/.config-complete" ]; then
 	touch "$OUT/.config-complete"
 fi
 
+used "$OUT"
+used "$SRC"
 log "building $VARIANT kernel in $OUT (incremental when warm)"
 kmake -j"$JOBS" bzImage modules >"$OUT/build.log" 2>&1 || {
 	tail -n 40 "$OUT/build.log" >&2
 	die "kernel build failed, full log: $OUT/build.log"
 }
+prune "kbuild-$VARIANT"
+prune linux
 echo "$OUT"

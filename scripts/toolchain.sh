@@ -11,6 +11,8 @@
 source "$(dirname "$0")/common.sh"
 
 if [ -e "$BUILD_ROOT/.complete" ]; then
+	used "$BUILD_ROOT"
+	prune root
 	echo "$BUILD_ROOT"
 	exit 0
 fi
@@ -122,5 +124,7 @@ done <"$REPO/scripts/packages.txt"
 
 touch "$TMP/.complete"
 mv "$TMP" "$FINAL"
+used "$FINAL"
+prune root
 log "build root ready: $FINAL"
 echo "$FINAL"

@@ -4,7 +4,7 @@
 
 Stages, in order (a failed build fails the tests that need it, and the run goes on):
   1. host: `cargo test` over the workspace (each Rust test counts), `cargo fmt --check`,
-     `cargo clippy -D warnings`;
+     `cargo clippy -D warnings`, the cache pruning of scripts/common.sh;
   2. builds: the test kernel, both variants; lbr_dump.ko from clean, with no warning;
   3. VM scenarios: every `test_*` function of tests/scenarios/*.py (KUnit suites report one
      result per KTAP test case).
@@ -66,6 +66,29 @@ def host_tests(r: harness.Results) -> None:
     r.record("cargo fmt --check", fmt.returncode == 0, fmt.stdout[-2000:])
     clippy = run(["cargo", "clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"])
     r.record("cargo clippy -D warnings", clippy.returncode == 0, clippy.stdout[-3000:])
+
+
+def script_tests(r: harness.Results) -> None:
+    """The cache pruning of scripts/common.sh, on a scratch cache: entries of one kind unused for
+    more than LBR_DUMP_PRUNE_DAYS go, except the two most recently used; other kinds stay."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        cache = Path(d)
+        now = time.time()
+        ages = {"kbuild-x-a": 0, "kbuild-x-b": 30, "kbuild-x-c": 20, "kbuild-x-d": 40,
+                "kbuild-x-e": 15, "kbuild-x-g": 10, "kbuild-y-f": 40}
+        for name, days in ages.items():
+            (cache / name).mkdir()
+            (cache / name / ".last-used").touch()
+            os.utime(cache / name / ".last-used", (now - days * 86400, now - days * 86400))
+        p = subprocess.run(["bash", "-c", "source scripts/common.sh; prune kbuild-x"], cwd=REPO, text=True,
+                           capture_output=True, env=dict(os.environ, LBR_DUMP_CACHE=d, LBR_DUMP_PRUNE_DAYS="14"))
+        left = sorted(e.name for e in cache.iterdir())
+        # Newest first: a (0 days), g (10), e (15), c (20), b (30), d (40). a and g are the two
+        # newest; e, c, b and d are older than 14 days; kbuild-y is another kind.
+        want = ["kbuild-x-a", "kbuild-x-g", "kbuild-y-f"]
+        r.record("scripts: cache pruning keeps recent entries and the two newest", p.returncode == 0 and left == want,
+                 f"exit {p.returncode}, left {left}, want {want}\n{p.stderr}")
 
 
 def builds(r: harness.Results) -> bool:
@@ -198,6 +221,7 @@ def main() -> int:
     r = harness.Results()
     t = time.monotonic()
     host_tests(r)
+    script_tests(r)
     if a.fuzz_seconds > 0 and not a.k:
         fuzz(r, a.fuzz_seconds)
     if not a.host_only:

@@ -166,7 +166,15 @@ impl Dump {
 
     /// Physical addresses of every page that starts with the magic.
     pub fn candidates(&self) -> Vec<u64> {
+        self.candidates_with(&mut |_| {})
+    }
+
+    /// [`Dump::candidates`], telling `progress` how many bytes of memory were scanned every
+    /// 64 MiB and at the end.
+    fn candidates_with(&self, progress: &mut dyn FnMut(u64)) -> Vec<u64> {
+        const REPORT_PAGES: u64 = (64 << 20) / PAGE;
         let mut out = Vec::new();
+        let (mut done, mut pages) = (0u64, 0u64);
         for s in &self.segments {
             let first = s.paddr.next_multiple_of(PAGE);
             let mut off = (first - s.paddr) as usize;
@@ -176,16 +184,32 @@ impl Dump {
                     out.push(s.paddr + off as u64);
                 }
                 off += PAGE as usize;
+                pages += 1;
+                if pages % REPORT_PAGES == 0 {
+                    progress(done + off as u64);
+                }
             }
+            done += s.size as u64;
         }
+        progress(done);
         out
     }
 
     /// Every valid area in the dump. A page with the magic whose header does not validate (a
     /// stale copy, another version, damage) is reported in `warnings` and skipped.
     pub fn areas(&self, warnings: &mut Vec<String>) -> Vec<Area> {
+        self.areas_with(warnings, &mut |_| {})
+    }
+
+    /// [`Dump::areas`], telling `progress` how many bytes of memory were scanned (of
+    /// [`Dump::memory_size`]) as the scan goes.
+    pub fn areas_with(
+        &self,
+        warnings: &mut Vec<String>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Vec<Area> {
         let mut out = Vec::new();
-        for paddr in self.candidates() {
+        for paddr in self.candidates_with(progress) {
             let Some(head) = self.read_phys(paddr, HEADER_SIZE) else {
                 warnings.push(format!("physical {paddr:#x}: magic, but the header is cut off by the end of the dump's memory"));
                 continue;
@@ -370,6 +394,18 @@ mod tests {
         );
         let d = open(&have).unwrap();
         assert_eq!(d.areas(&mut Vec::new()).len(), 1);
+    }
+
+    #[test]
+    fn progress_reaches_the_memory_size() {
+        // 200 MiB in two segments: reports every 64 MiB, rising, ending at the total.
+        let big = vec![0u8; 100 << 20];
+        let d = open(&core(62, &[(0, &big), (1 << 30, &big)])).unwrap();
+        let mut seen = Vec::new();
+        d.areas_with(&mut Vec::new(), &mut |n| seen.push(n));
+        assert_eq!(seen.last(), Some(&(200 << 20)), "{seen:?}");
+        assert!(seen.len() >= 4, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
     }
 
     #[test]

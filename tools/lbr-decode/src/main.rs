@@ -392,6 +392,24 @@ fn frames_text(frames: &[Frame]) -> String {
         .join(" < ")
 }
 
+/// A progress bar on stderr for scanning a dump of `size` bytes: drawn only on a terminal, and
+/// only for dumps large enough to take a noticeable time (reading from disk, 1 GiB and up).
+fn scan_progress(name: &str, size: u64) -> indicatif::ProgressBar {
+    if size < 1 << 30 || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(size);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:40}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_message(format!("scanning {name}"));
+    bar
+}
+
 fn run(cli: Cli) -> Result<bool> {
     let inputs = if cli.inputs.is_empty() {
         vec![PathBuf::from("-")]
@@ -408,7 +426,9 @@ fn run(cli: Cli) -> Result<bool> {
             Input::Log(text) => text,
             Input::Dump(d) => {
                 let mut w = Vec::new();
-                let found = d.areas(&mut w);
+                let bar = scan_progress(&name, d.memory_size());
+                let found = d.areas_with(&mut w, &mut |n| bar.set_position(n));
+                bar.finish_and_clear();
                 warnings.extend(w.into_iter().map(|w| format!("{name}: {w}")));
                 if found.is_empty() {
                     warnings.push(format!(

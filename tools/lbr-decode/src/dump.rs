@@ -192,6 +192,10 @@ impl Dump {
             done += s.size as u64;
         }
         progress(done);
+        // A kdump vmcore maps the kernel image's physical pages twice (its text segment and the
+        // System RAM segment around it): one physical page is one candidate.
+        out.sort_unstable();
+        out.dedup();
         out
     }
 
@@ -394,6 +398,30 @@ mod tests {
         );
         let d = open(&have).unwrap();
         assert_eq!(d.areas(&mut Vec::new()).len(), 1);
+    }
+
+    #[test]
+    fn physical_memory_mapped_twice_is_one_area() {
+        // As in a kdump vmcore: a segment for the kernel image overlaps the System RAM segment
+        // that holds it; the area, in the overlap, is found once.
+        let a = area(1);
+        let mut ram = vec![0u8; 0x8000];
+        ram[0x3000..0x3000 + a.len()].copy_from_slice(&a);
+        let d = open(&core(
+            62,
+            &[(0x1ff000, &ram[0x2000..0x5000]), (0x1fd000, &ram)],
+        ))
+        .unwrap();
+        let mut w = Vec::new();
+        let areas = d.areas(&mut w);
+        assert_eq!(w, Vec::<String>::new());
+        assert_eq!(
+            areas.len(),
+            1,
+            "found at {:x?}",
+            areas.iter().map(|a| a.paddr).collect::<Vec<_>>()
+        );
+        assert_eq!(areas[0].paddr, 0x200000);
     }
 
     #[test]

@@ -14,6 +14,9 @@ source "$(dirname "$0")/common.sh"
 VARIANT=${1:-module}
 case "$VARIANT" in module|builtin) ;; *) die "usage: $0 [module|builtin]" ;; esac
 "$REPO/scripts/toolchain.sh" >/dev/null
+# (Here, not in toolchain.sh: that script is part of the root's key.)
+used "$BUILD_ROOT"
+prune root
 
 KVER=$(awk '$2 ~ /^linux-source-/ { sub(/.*=/, "", $2); print $2 }' "$REPO/scripts/packages.txt")
 FRAGMENT="$REPO/scripts/kconfig/test-kernel.config"

@@ -11,8 +11,6 @@
 source "$(dirname "$0")/common.sh"
 
 if [ -e "$BUILD_ROOT/.complete" ]; then
-	used "$BUILD_ROOT"
-	prune root
 	echo "$BUILD_ROOT"
 	exit 0
 fi
@@ -124,7 +122,5 @@ done <"$REPO/scripts/packages.txt"
 
 touch "$TMP/.complete"
 mv "$TMP" "$FINAL"
-used "$FINAL"
-prune root
 log "build root ready: $FINAL"
 echo "$FINAL"

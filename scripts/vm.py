@@ -120,13 +120,7 @@ class Vm:
         kdir = kernel_dir(self.kernel)
         base = prepare_initramfs(self.kernel)
         initrd = run_dir / "initrd.cpio"
-        extra = run_dir / "scenario.cpio"
-        (run_dir / "scenario.d").mkdir(exist_ok=True)
-        (run_dir / "scenario.d" / "scenario.sh").write_text(self.script + "\n")
-        sh("bash", "-c", 'source scripts/common.sh; in_root sh -c \'cd "$1" && echo scenario.sh '
-           '| cpio -o -H newc --quiet -R 0:0\' _ "$1" > "$2"', "_", str(run_dir / "scenario.d"),
-           str(extra))
-        initrd.write_bytes(base.read_bytes() + extra.read_bytes())
+        initrd.write_bytes(base.read_bytes() + scenario_cpio(run_dir / "scenario.d", self.script))
 
         accel = self.accel
         if accel == "auto":
@@ -172,6 +166,17 @@ class Vm:
         r.emu_log = emu_log
         r.dump = dump if dump.exists() else None
         return r
+
+
+def scenario_cpio(work: Path, script: str) -> bytes:
+    """A cpio archive (newc) holding /scenario.sh with `script`, to append to an initramfs; made
+    in directory `work`."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "scenario.sh").write_text(script + "\n")
+    out = work / "scenario.cpio"
+    sh("bash", "-c", 'source scripts/common.sh; in_root sh -c \'cd "$1" && echo scenario.sh '
+       '| cpio -o -H newc --quiet -R 0:0\' _ "$1" > "$2"', "_", str(work), str(out))
+    return out.read_bytes()
 
 
 def qmp(sock: Path, commands: list[tuple[str, dict]], timeout: float = 300) -> None:

@@ -165,27 +165,27 @@ impl Area {
         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), self.at(off), bytes.len()) };
     }
 
+    /// The little-endian u64 at `off`.
+    fn u64_at(&self, off: usize) -> u64 {
+        let mut v = [0u8; 8];
+        v.copy_from_slice(self.bytes(off, 8));
+        u64::from_le_bytes(v)
+    }
+
     /// The control value lbr-dump writes when arming, as the header records it.
     pub(crate) fn ctl_armed(&self) -> u64 {
-        let mut v = [0u8; 8];
-        v.copy_from_slice(self.bytes(hdr::CTL_ARMED, 8));
-        u64::from_le_bytes(v)
+        self.u64_at(hdr::CTL_ARMED)
     }
 
     /// The filter value a capture found, with the one lbr-dump writes when arming, for a
     /// snapshot at `snap` (None: the recorder has no filter MSR).
     pub(crate) fn filter(&self, snap: usize) -> Option<(u64, u64)> {
-        let u64_at = |off| {
-            let mut v = [0u8; 8];
-            v.copy_from_slice(self.bytes(off, 8));
-            u64::from_le_bytes(v)
-        };
         let mut m = [0u8; 4];
         m.copy_from_slice(self.bytes(hdr::FILTER_MSR, 4));
         (u32::from_le_bytes(m) != 0).then(|| {
             (
-                u64_at(snap + layout::snap::VALUES + 8 * (self.geometry.nr_values - 1)),
-                u64_at(hdr::FILTER_ARMED),
+                self.u64_at(snap + layout::snap::VALUES + 8 * (self.geometry.nr_values - 1)),
+                self.u64_at(hdr::FILTER_ARMED),
             )
         })
     }

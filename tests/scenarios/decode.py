@@ -12,7 +12,7 @@ import subprocess
 
 from harness import MODULE, tail
 from records import freeze_records
-from vm import REPO, Vm, kernel_dir, sh
+from vm import REPO, Vm, kernel_dir, prepare_initramfs, scenario_cpio, sh
 
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
 
@@ -97,28 +97,7 @@ def test_dump_agrees_with_log_and_ground_truth(r):
     res = crashed()
     _, out, err = decode(*symbols(), res.log)
     [logged] = json.loads(out)["snapshots"]
-    code, out, err = decode(*symbols(), res.dump)
-    assert code == 0, err
-    doc = json.loads(out)
-    assert doc["warnings"] == [], doc["warnings"]
-    same = [s for s in doc["snapshots"] if (s["cpu"], s["seq"]) == (logged["cpu"], logged["seq"])]
-    assert len(same) == 1, f"the dump has no snapshot cpu={logged['cpu']} seq={logged['seq']}: {doc['snapshots']}"
-    dumped = same[0]
-    for k in ("vector", "error", "rip", "cr2", "flavour", "format", "state"):
-        assert dumped[k] == logged[k], (k, dumped[k], logged[k])
-    assert len(dumped["records"]) == len(logged["records"])
-    for d, l in zip(dumped["records"], logged["records"]):
-        # Same addresses and flags. Without any printed text, the dump alone locates vmlinux
-        # (KASLR from its anchor) and lbr_dump (its text base), not other modules.
-        for k in ("from", "to"):
-            assert d[k]["addr"] == l[k]["addr"], (k, d, l)
-            if l[k].get("image") in (None, "vmlinux", "lbr_dump"):
-                assert place(d[k]) == place(l[k]), (k, d[k], l[k])
-            else:
-                assert d[k]["symbol"] is None, (k, d[k], l[k])
-        # The log prints a flag only when set; absent there means false.
-        assert bool(d.get("mispred")) == bool(l.get("mispred")), (d, l)
-        assert d.get("cycles") == l.get("cycles"), (d, l)
+    dumped = dump_agrees_with_log(res.dump, logged)
     # Given the log too, the dump's records get every module's symbols from it.
     code, out, err = decode(*symbols(), res.dump, res.log)
     assert code == 0, err
@@ -136,6 +115,77 @@ def test_dump_agrees_with_log_and_ground_truth(r):
             x.get("cycles")) for x in dumped["records"]]
     want = [(t["from"], t["to"], t["mispred"], t["cycles"]) for t in truth[-1]]
     assert got == want, f"dump {got[:3]}..., ground truth {want[:3]}..."
+
+
+def dump_agrees_with_log(dump, logged):
+    """Decodes `dump` alone and checks that it holds the snapshot `logged` (decoded from the
+    console log) with the same header fields and records; returns the dump's snapshot."""
+    code, out, err = decode(*symbols(), dump)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["warnings"] == [], doc["warnings"]
+    same = [s for s in doc["snapshots"] if (s["cpu"], s["seq"]) == (logged["cpu"], logged["seq"])]
+    assert len(same) == 1, f"the dump has no snapshot cpu={logged['cpu']} seq={logged['seq']}: {doc['snapshots']}"
+    dumped = same[0]
+    assert dumped["complete"], "the printed snapshot is not sealed in the dump"
+    for k in ("vector", "error", "rip", "cr2", "flavour", "format", "state"):
+        assert dumped[k] == logged[k], (k, dumped[k], logged[k])
+    assert len(dumped["records"]) == len(logged["records"])
+    for d, l in zip(dumped["records"], logged["records"]):
+        # Same addresses and flags. Without any printed text, the dump alone locates vmlinux
+        # (KASLR from its anchor) and lbr_dump (its text base), not other modules.
+        for k in ("from", "to"):
+            assert d[k]["addr"] == l[k]["addr"], (k, d, l)
+            if l[k].get("image") in (None, "vmlinux", "lbr_dump"):
+                assert place(d[k]) == place(l[k]), (k, d[k], l[k])
+            else:
+                assert d[k]["symbol"] is None, (k, d[k], l[k])
+        # The log prints a flag only when set; absent there means false.
+        assert bool(d.get("mispred")) == bool(l.get("mispred")), (d, l)
+        assert d.get("cycles") == l.get("cycles"), (d, l)
+    return dumped
+
+
+MIB = 1 << 20
+
+
+def test_kdump_vmcore_agrees_with_log(r):
+    # kdump, as fleets collect crash dumps: the crashing kernel (crashkernel=, oops=panic) has a
+    # capture kernel loaded with kexec_file_load (tests/user/kexec.S); the panic boots it, and it
+    # writes /proc/vmcore to a virtio disk. The disk starts out holding the capture kernel and
+    # its initramfs (the test initramfs plus a scenario that saves the vmcore), which the first
+    # kernel reads back to load them. lbr-decode reads the vmcore like QEMU's dump.
+    run_dir = REPO / "out" / "vm" / "decode-kdump"
+    bz = (kernel_dir("module") / "arch/x86/boot/bzImage").read_bytes()
+    capture = prepare_initramfs("module").read_bytes() + scenario_cpio(run_dir / "capture.d", """
+echo "kdump: capture kernel up, vmcore $(stat -c %s /proc/vmcore) bytes"
+dd if=/proc/vmcore of=/dev/vda bs=1M conv=fsync 2>/dev/null
+echo "kdump: vmcore saved"
+""")
+    kmb, imb = -(-len(bz) // MIB), -(-len(capture) // MIB)
+    disk = run_dir / "disk.img"
+    with open(disk, "wb") as f:
+        f.write(bz.ljust(kmb * MIB, b"\0") + capture)
+        f.truncate(640 * MIB)  # room for the vmcore of 512 MiB of memory
+    script = f"""insmod {MODULE} enable=1
+dd if=/dev/vda bs=1M count={kmb} 2>/dev/null | head -c {len(bz)} > /tmp/bzImage
+dd if=/dev/vda bs=1M skip={kmb} count={imb} 2>/dev/null | head -c {len(capture)} > /tmp/initrd
+lbr-kexec /tmp/bzImage /tmp/initrd "console=ttyS0 pti=off nr_cpus=1 irqpoll reset_devices panic=-1"
+echo "kdump: capture kernel loaded"
+sh -c 'insmod {CRASH} crash=jump' || true
+sleep 600
+"""
+    res = Vm(name="decode-kdump", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
+             timeout=600, append="crashkernel=128M oops=panic", script=script,
+             qemu_args=["-drive", f"file={disk},format=raw,if=none,id=d0",
+                        "-device", "virtio-blk-pci,drive=d0"]).run()
+    con = res.console
+    assert "kdump: capture kernel loaded" in con, "kexec_file_load failed:\n" + tail(con)
+    assert "lbr_dump: v1 " in con, "no snapshot printed:\n" + tail(con)
+    assert "kdump: vmcore saved" in con, "the capture kernel did not save the vmcore:\n" + tail(con)
+    _, out, err = decode(*symbols(), res.log)
+    [logged] = json.loads(out)["snapshots"]
+    dump_agrees_with_log(disk, logged)
 
 
 def test_wrong_vmlinux_is_flagged(r):

@@ -18,8 +18,8 @@ VMLINUX="$KDIR/vmlinux"
 OUT="$REPO/out/bench"
 mkdir -p "$OUT"
 cargo build --quiet --release -p lbr-decode --example bench --bin lbr-decode
-BENCH="$REPO/target/release/examples/bench"
-DECODE="$REPO/target/release/lbr-decode"
+BENCH="$TARGET/release/examples/bench"
+DECODE="$TARGET/release/lbr-decode"
 
 "$BENCH" scan "$OUT"
 

@@ -12,6 +12,9 @@ CACHE=${LBR_DUMP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lbr-dump}
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 
+# Cargo's build directory: $CARGO_TARGET_DIR if set (.ci/run keeps it in the cache), else target/.
+TARGET=$(cd "$REPO" && realpath -m "${CARGO_TARGET_DIR:-target}")
+
 log() { printf '[lbr-dump] %s\n' "$*" >&2; }
 die() { printf '[lbr-dump] error: %s\n' "$*" >&2; exit 1; }
 

@@ -29,5 +29,5 @@ echo
 echo "The same records decoded from the console log by lbr-decode (source lines from DWARF):"
 cargo build --quiet --release -p lbr-decode --manifest-path "$REPO/Cargo.toml"
 KDIR=$("$REPO/scripts/kernel.sh" module)
-"$REPO/target/release/lbr-decode" --color never -k "$KDIR/vmlinux" -m "$REPO/out/module" \
+"$TARGET/release/lbr-decode" --color never -k "$KDIR/vmlinux" -m "$REPO/out/module" \
 	-m "$REPO/out/lbr_crash" "$REPO/out/vm/demo/console.log" | head -40

@@ -29,6 +29,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "out"
+# Cargo's build directory: $CARGO_TARGET_DIR if set (.ci/run keeps it in the cache), else target/.
+TARGET = REPO / os.environ.get("CARGO_TARGET_DIR", "target")
 
 # The kernel variants (scripts/kernel.sh VARIANT). The initramfs holds the test modules of
 # tests/modules/, and lbr_dump.ko for the module variant (the built-in one has it in vmlinux).
@@ -229,7 +231,7 @@ def prepare_initramfs(kernel: str) -> Path:
 def build_emulator() -> Path:
     """Builds the lbr-emu plugin (host cargo) and returns its path."""
     sh("cargo", "build", "--quiet", "--release", "-p", "lbr-emu", capture=False)
-    return REPO / "target" / "release" / "liblbr_emu.so"
+    return TARGET / "release" / "liblbr_emu.so"
 
 
 def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None) -> Result:

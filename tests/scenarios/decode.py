@@ -12,7 +12,7 @@ import subprocess
 
 from harness import MODULE, tail
 from records import freeze_records
-from vm import REPO, Vm, kernel_dir, prepare_initramfs, scenario_cpio, sh
+from vm import REPO, TARGET, Vm, kernel_dir, prepare_initramfs, scenario_cpio, sh
 
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
 
@@ -20,7 +20,7 @@ CRASH = "/lib/lbr-dump/lbr_crash.ko"
 @functools.cache
 def decoder():
     sh("cargo", "build", "--quiet", "--release", "-p", "lbr-decode", capture=False)
-    return str(REPO / "target" / "release" / "lbr-decode")
+    return str(TARGET / "release" / "lbr-decode")
 
 
 def decode(*args, fmt="json"):

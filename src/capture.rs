@@ -20,9 +20,76 @@ use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
 use crate::record::{self, Layout, MAX_VALUES};
 
-/// The exception vectors lbr-dump hooks by default: #DE #UD #DF #NP #SS #GP #PF #AC #CP are
-/// captured; #DB is only re-armed (its delivery clears the recorder's switch; asm/stubs.S).
-pub(crate) const VECTORS: [usize; 10] = [0, 1, 6, 8, 11, 12, 13, 14, 17, 21];
+/// The exception vectors lbr-dump can hook, with their names: #DE #UD #DF #NP #SS #GP #PF #AC
+/// #CP are captured; #DB is only re-armed (its delivery clears the recorder's switch;
+/// asm/stubs.S). The `vectors` parameter selects among them (default: all).
+pub(crate) const HOOKABLE: [(usize, &str); 10] = [
+    (0, "#DE"),
+    (1, "#DB, re-arm only"),
+    (6, "#UD"),
+    (8, "#DF"),
+    (11, "#NP"),
+    (12, "#SS"),
+    (13, "#GP"),
+    (14, "#PF"),
+    (17, "#AC"),
+    (21, "#CP"),
+];
+
+/// A set of hookable vectors, as a bit mask (bit N: vector N).
+// INVARIANT: only bits of `HOOKABLE` vectors are set, and at least one captured vector's.
+#[derive(Clone, Copy)]
+pub(crate) struct Vectors(u32);
+
+impl Vectors {
+    /// Every hookable vector.
+    pub(crate) const ALL: u32 = {
+        let mut m = 0;
+        let mut i = 0;
+        while i < HOOKABLE.len() {
+            m |= 1 << HOOKABLE[i].0;
+            i += 1;
+        }
+        m
+    };
+
+    /// The set `mask` names; `None` if it names a vector that cannot be hooked or no vector
+    /// that is captured (#DB alone captures nothing).
+    pub(crate) fn new(mask: u32) -> Option<Self> {
+        (mask & !Self::ALL == 0 && mask & !(1 << 1) != 0).then_some(Vectors(mask))
+    }
+
+    /// Every hookable vector, as a set.
+    pub(crate) fn all() -> Self {
+        Vectors(Self::ALL)
+    }
+
+    /// The vectors of the set, in order; `out` holds them, the count is returned.
+    fn list(self, out: &mut [usize; HOOKABLE.len()]) -> usize {
+        let mut n = 0;
+        for &(v, _) in &HOOKABLE {
+            if self.0 & (1 << v) != 0 {
+                out[n] = v;
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+impl core::fmt::Display for Vectors {
+    /// As the `vectors` attribute and the arming message show them: `0(#DE) 6(#UD) ...`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut sep = "";
+        for &(v, name) in &HOOKABLE {
+            if self.0 & (1 << v) != 0 {
+                write!(f, "{sep}{v}({name})")?;
+                sep = " ";
+            }
+        }
+        Ok(())
+    }
+}
 /// Snapshots kept per CPU (a power of two).
 const RING: usize = 4;
 /// Exported symbol whose runtime address the area records (the decoder's KASLR anchor).
@@ -215,7 +282,12 @@ pub(crate) struct Armed {
 }
 
 /// Arms lbr-dump for `recorder`. `text_base` is the module's text address (for the dump header).
-pub(crate) fn arm(recorder: &Recorder, kernel_only: bool, text_base: u64) -> Result<KBox<Armed>, Error> {
+pub(crate) fn arm(
+    recorder: &Recorder,
+    kernel_only: bool,
+    vectors: Vectors,
+    text_base: u64,
+) -> Result<KBox<Armed>, Error> {
     // SAFETY: no preconditions; the result is NULL or a static string.
     let why = unsafe { ffi::lbr_dump_environment_refusal() };
     if !why.is_null() {
@@ -333,7 +405,9 @@ pub(crate) fn arm(recorder: &Recorder, kernel_only: bool, text_base: u64) -> Res
     // SAFETY: no gate points at a stub (only `Hooks::hook` below does that), so nothing reads
     // the configuration while it is written.
     unsafe { ptr::addr_of_mut!(ffi::lbr_dump_capture).write_volatile(cfg) };
-    match Hooks::hook(&VECTORS) {
+    let mut list = [0; HOOKABLE.len()];
+    let n = vectors.list(&mut list);
+    match Hooks::hook(&list[..n]) {
         Ok(h) => armed.hooks = Some(h),
         Err(why) => {
             pr_err!("refusing to arm: {}\n", why);

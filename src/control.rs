@@ -13,7 +13,7 @@ use core::sync::atomic::{AtomicPtr, Ordering};
 
 use kernel::{ffi::c_int, prelude::*};
 
-use crate::capture::{self, Armed};
+use crate::capture::{self, Armed, Vectors};
 use crate::printer::{self, Notifier};
 use crate::probe::Found;
 
@@ -21,6 +21,7 @@ use crate::probe::Found;
 pub(crate) struct Control {
     pub(crate) found: Found,
     kernel_only: bool,
+    pub(crate) vectors: Vectors,
     text_base: u64,
     /// While armed: the oops printer (dropped first), then the armed state.
     armed: Option<(Notifier, KBox<Armed>)>,
@@ -29,10 +30,11 @@ pub(crate) struct Control {
 static CONTROL: AtomicPtr<Control> = AtomicPtr::new(ptr::null_mut());
 
 impl Control {
-    pub(crate) fn new(found: Found, kernel_only: bool, text_base: u64) -> Self {
+    pub(crate) fn new(found: Found, kernel_only: bool, vectors: Vectors, text_base: u64) -> Self {
         Control {
             found,
             kernel_only,
+            vectors,
             text_base,
             armed: None,
         }
@@ -42,7 +44,12 @@ impl Control {
     pub(crate) fn set(&mut self, on: bool) -> Result {
         match (on, self.armed.is_some()) {
             (true, false) => {
-                let armed = capture::arm(&self.found.recorder, self.kernel_only, self.text_base)?;
+                let armed = capture::arm(
+                    &self.found.recorder,
+                    self.kernel_only,
+                    self.vectors,
+                    self.text_base,
+                )?;
                 printer::ARMED.store(&*armed as *const Armed as *mut Armed, Ordering::Release);
                 let notifier = match Notifier::register() {
                     Ok(n) => n,
@@ -53,7 +60,7 @@ impl Control {
                 };
                 pr_info!(
                     "armed: vectors {}, recording {}\n",
-                    VECTOR_LIST,
+                    format_args!("{}", self.vectors),
                     if self.kernel_only { "kernel branches" } else { "all rings" }
                 );
                 self.armed = Some((notifier, armed));
@@ -91,10 +98,6 @@ impl Drop for Control {
         let _ = self.set(false);
     }
 }
-
-/// The hooked vectors as the `vectors` attribute and the arming message show them.
-pub(crate) const VECTOR_LIST: &str =
-    "0(#DE) 1(#DB, re-arm only) 6(#UD) 8(#DF) 11(#NP) 12(#SS) 13(#GP) 14(#PF) 17(#AC) 21(#CP)";
 
 /// Called by glue.c's `enabled` store with a validated value.
 #[no_mangle]

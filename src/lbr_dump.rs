@@ -52,6 +52,12 @@ module! {
             default: false,
             description: "Record user-mode branches too (default: kernel only)",
         },
+        vectors: u32 {
+            default: 0x227943,
+            description: "Hooked exception vectors, a bit mask (bit N: vector N) of 0 #DE, \
+                          1 #DB (re-arm only), 6 #UD, 8 #DF, 11 #NP, 12 #SS, 13 #GP, 14 #PF, \
+                          17 #AC, 21 #CP; default 0x227943, all of them",
+        },
     },
 }
 
@@ -84,6 +90,16 @@ fn arm_at_init() -> bool {
 
 impl kernel::Module for LbrDump {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        let mask = module_parameters::vectors.value();
+        let Some(vectors) = capture::Vectors::new(mask) else {
+            pr_err!(
+                "vectors={:#x}: not a set of hookable vectors (bit N: vector N; hookable: {} = {:#x}; #DB alone captures nothing)\n",
+                mask,
+                format_args!("{}", capture::Vectors::all()),
+                capture::Vectors::ALL
+            );
+            return Err(EINVAL);
+        };
         let found = match probe::probe(CpuId::current()) {
             Ok(found) => {
                 pr_info!("{}\n", format_args!("{found}"));
@@ -104,7 +120,7 @@ impl kernel::Module for LbrDump {
         let _ = write!(line, "{found}");
         let kernel_only = !module_parameters::all_rings.value();
         let mut control = KBox::pin(
-            control::Control::new(found, kernel_only, text_base(module)),
+            control::Control::new(found, kernel_only, vectors, text_base(module)),
             GFP_KERNEL,
         )?;
         if arm_at_init() {
@@ -113,7 +129,7 @@ impl kernel::Module for LbrDump {
         // SAFETY: the control is pinned in a box that lives until `drop`, which unpublishes it.
         unsafe { control.as_mut().get_mut().publish() };
         let mut vectors = printer::Line::new();
-        let _ = write!(vectors, "{}", control::VECTOR_LIST);
+        let _ = write!(vectors, "{}", control.vectors);
         // SAFETY: two NUL-terminated buffers, copied by the callee.
         let r = unsafe { ffi::lbr_dump_sysfs_create(line.as_ptr().cast(), vectors.as_ptr().cast()) };
         if r != 0 {

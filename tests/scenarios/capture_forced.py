@@ -205,3 +205,27 @@ rmmod lbr_dump
     assert gates(vm.console, "after") == gates(vm.console, "kernel"), "IDT not restored"
     assert len(kernel_lines(vm.console, "lbr_dump: armed")) == 1001
     assert_clean(vm.console)
+
+
+def test_vector_set_is_configurable(r):
+    # vectors= selects the hooked vectors (bit N: vector N): a mask with a vector that has no
+    # stub (2, NMI) or with #DB alone is refused with a reason; vectors=0x4000 hooks #PF only,
+    # and the other gates stay the kernel's (read from the IDT by lbr_crash, not by lbr_dump).
+    vm = boot(name="forced-vectors", cpu="EPYC-Genoa", accel="tcg", script=f"""
+if insmod {MODULE} force=1 vectors=0x4; then echo nmi=loaded; rmmod lbr_dump; else echo nmi=refused; fi
+if insmod {MODULE} force=1 vectors=0x2; then echo db-only=loaded; rmmod lbr_dump; else echo db-only=refused; fi
+echo ==kernel==; {IDT}; echo ==
+insmod {MODULE} force=1 enable=1 vectors=0x4000
+echo "vectors=[$(cat {SYSFS}/vectors)]"
+echo ==armed==; {IDT}; echo ==
+rmmod lbr_dump
+echo ==unloaded==; {IDT}; echo ==
+""")
+    assert "nmi=refused" in vm.console and "db-only=refused" in vm.console, "a bad vectors= mask was accepted"
+    assert "lbr_dump: vectors=0x4: not a set of hookable vectors" in vm.console, "no reason given for vectors=0x4"
+    assert "vectors=[14(#PF)]" in vm.console, "the vectors attribute does not show the chosen set"
+    kernel, armed, unloaded = gates(vm.console, "kernel"), gates(vm.console, "armed"), gates(vm.console, "unloaded")
+    assert len(kernel) == 10
+    assert {v for v in kernel if armed[v] != kernel[v]} == {"14"}, f"hooked: {armed} vs the kernel's {kernel}"
+    assert unloaded == kernel, f"IDT after unloading differs from the kernel's: {unloaded} vs {kernel}"
+    assert_clean(vm.console)

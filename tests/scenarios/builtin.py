@@ -34,3 +34,13 @@ def test_boot_parameter_off_does_not_arm(r):
     assert not kernel_lines(vm.console, "lbr_dump: armed"), "lbr_dump=off armed"
     assert "enabled=0" in vm.console
     assert_clean(vm.console)
+
+
+def test_boot_parameter_selects_vectors(r):
+    vm = boot(name="builtin-vectors", kernel="builtin", cpu="EPYC-Genoa", accel="tcg",
+              append="lbr_dump=on lbr_dump.force=1 lbr_dump.vectors=0x4000",
+              script="echo vectors=[$(cat /sys/kernel/lbr_dump/vectors)]")
+    armed = kernel_lines(vm.console, "lbr_dump: armed")
+    assert armed and "vectors 14(#PF)," in armed[0], f"lbr_dump.vectors=0x4000 not applied: {armed}"
+    assert "vectors=[14(#PF)]" in vm.console
+    assert_clean(vm.console)

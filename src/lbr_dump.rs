@@ -53,7 +53,7 @@ module! {
             description: "Record user-mode branches too (default: kernel only)",
         },
         vectors: u32 {
-            default: 0x227943,
+            default: crate::capture::Vectors::ALL,
             description: "Hooked exception vectors, a bit mask (bit N: vector N) of 0 #DE, \
                           1 #DB (re-arm only), 6 #UD, 8 #DF, 11 #NP, 12 #SS, 13 #GP, 14 #PF, \
                           17 #AC, 21 #CP; default 0x227943, all of them",

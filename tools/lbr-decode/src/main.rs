@@ -580,16 +580,13 @@ fn strip_common_source_dir(out: &mut Output) {
             .filter(|f| f.starts_with('/'))
             .collect();
         // The kernel tree, if some files are in one and others are not.
-        let mut trees: Vec<(&str, usize)> = Vec::new();
+        let mut trees = std::collections::BTreeMap::<&str, usize>::new();
         for t in files.iter().filter_map(|f| kernel_tree(f)) {
-            match trees.iter_mut().find(|(x, _)| *x == t) {
-                Some((_, n)) => *n += 1,
-                None => trees.push((t, 1)),
-            }
+            *trees.entry(t).or_default() += 1;
         }
         let tree = trees
             .iter()
-            .max_by_key(|(_, n)| *n)
+            .max_by_key(|(_, n)| **n)
             .map(|(t, _)| t.to_string())
             .filter(|t| t.matches('/').count() >= 2)
             .filter(|t| files.iter().any(|f| !f.starts_with(t.as_str())));

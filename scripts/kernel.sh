@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build (or reuse) the test kernel. Usage: scripts/kernel.sh [module|builtin]
+# Build (or reuse) the test kernel. Usage: scripts/kernel.sh [module|builtin|nocet]
 #   module   linux-source-7.3 + scripts/kconfig/test-kernel.config; lbr_dump.ko is built against it
 #   builtin  the same kernel with lbr_dump built in through the in-tree overlay (scripts/overlay.sh),
 #            for boot-parameter tests
+#   nocet    the module kernel without CONFIG_X86_CET (scripts/kconfig/nocet.config): no #CP gate
 # Prints the build directory (O=) on stdout: it holds arch/x86/boot/bzImage, vmlinux and
 # Module.symvers. The build directory is keyed by the kernel source version, the fragment, the
 # build root and this script; an existing one is brought up to date by make (incremental), so the
@@ -12,7 +13,7 @@
 source "$(dirname "$0")/common.sh"
 
 VARIANT=${1:-module}
-case "$VARIANT" in module|builtin) ;; *) die "usage: $0 [module|builtin]" ;; esac
+case "$VARIANT" in module|builtin|nocet) ;; *) die "usage: $0 [module|builtin|nocet]" ;; esac
 "$REPO/scripts/toolchain.sh" >/dev/null
 # (Here, not in toolchain.sh: that script is part of the root's key.)
 used "$BUILD_ROOT"
@@ -20,8 +21,10 @@ prune root
 
 KVER=$(awk '$2 ~ /^linux-source-/ { sub(/.*=/, "", $2); print $2 }' "$REPO/scripts/packages.txt")
 FRAGMENT="$REPO/scripts/kconfig/test-kernel.config"
-inputs=("$FRAGMENT" "$REPO/scripts/kernel.sh")
-[ "$VARIANT" = builtin ] && inputs+=("$REPO/scripts/kconfig/builtin.config")
+# The variant's fragments, in order (a later line about a symbol overrides an earlier one).
+fragments=("$FRAGMENT")
+[ "$VARIANT" = module ] || fragments+=("$REPO/scripts/kconfig/$VARIANT.config")
+inputs=("${fragments[@]}" "$REPO/scripts/kernel.sh")
 KEY=$( { echo "$KVER $TOOLCHAIN_KEY"; cat "${inputs[@]}"; } | sha256sum | cut -c1-16)
 SRC="$CACHE/linux-$KVER"             # pristine source, shared by every key
 KSRC=$SRC/linux                      # the tree the module variant builds
@@ -56,20 +59,26 @@ kmake() { in_root make -C "$KSRC" O="$OUT" LLVM=1 ARCH=x86_64 "$@"; }
 if [ ! -e "$OUT/.config-complete" ]; then
 	log "configuring $VARIANT kernel in $OUT"
 	rm -rf "$OUT" && mkdir -p "$OUT"
-	fragments=("$FRAGMENT")
-	[ "$VARIANT" = builtin ] && fragments+=("$REPO/scripts/kconfig/builtin.config")
 	kmake -s tinyconfig >/dev/null
 	in_root "$KSRC/scripts/kconfig/merge_config.sh" -m -O "$OUT" "$OUT/.config" "${fragments[@]}" >"$OUT/merge.log" 2>&1
 	kmake -s olddefconfig >/dev/null
-	# Refuse a configuration that silently differs from the fragment.
+	# Refuse a configuration that silently differs from the fragments (the last line about a
+	# symbol is what it must be).
 	bad=0
+	declare -A want=()
 	while IFS= read -r line; do
 		case "$line" in
-		CONFIG_*=*) grep -qxF "$line" "$OUT/.config" || { log "fragment line not in .config: $line"; bad=1; } ;;
-		"# CONFIG_"*" is not set") sym=${line#\# }; sym=${sym%% *}
-			grep -q "^$sym=" "$OUT/.config" && { log "fragment wants $sym off, .config has it on"; bad=1; } ;;
+		CONFIG_*=*) want[${line%%=*}]=$line ;;
+		"# CONFIG_"*" is not set") sym=${line#\# }; want[${sym%% *}]=$line ;;
 		esac
 	done < <(cat "${fragments[@]}")
+	for sym in "${!want[@]}"; do
+		line=${want[$sym]}
+		case "$line" in
+		CONFIG_*) grep -qxF "$line" "$OUT/.config" || { log "fragment line not in .config: $line"; bad=1; } ;;
+		*) grep -q "^$sym=" "$OUT/.config" && { log "fragment wants $sym off, .config has it on"; bad=1; } ;;
+		esac
+	done
 	[ $bad = 0 ] || die "kernel configuration does not match the fragment (see $OUT/.config, $OUT/merge.log)"
 	touch "$OUT/.config-complete"
 fi

@@ -33,8 +33,9 @@ OUT = REPO / "out"
 TARGET = REPO / os.environ.get("CARGO_TARGET_DIR", "target")
 
 # The kernel variants (scripts/kernel.sh VARIANT). The initramfs holds the test modules of
-# tests/modules/, and lbr_dump.ko for the module variant (the built-in one has it in vmlinux).
-VARIANTS = ("module", "builtin")
+# tests/modules/, and lbr_dump.ko for the module variants (the built-in one has it in vmlinux),
+# built against that variant's kernel.
+VARIANTS = ("module", "builtin", "nocet")
 
 
 def sh(*argv: str, capture: bool = True) -> str:
@@ -113,6 +114,9 @@ class Vm:
     # When the console first shows this text, dump the guest's memory (QMP dump-guest-memory,
     # an ELF core of guest-physical memory) to out/vm/NAME/memory.elf and end the VM.
     dump_after: str | None = None
+    # Each time the console shows this text again, wake the guest from suspend to RAM (QMP
+    # system_wakeup, as a wake event would), a second later.
+    wake_on: str | None = None
 
     def run(self) -> Result:
         if self.kernel not in VARIANTS:
@@ -151,6 +155,28 @@ class Vm:
         cmd += self.qemu_args
         on_console = None
         dump = run_dir / "memory.elf"
+        if self.dump_after is not None and self.wake_on is not None:
+            raise ValueError("dump_after and wake_on cannot be combined")
+        if self.wake_on is not None:
+            sock = run_dir / "qmp.sock"
+            sock.unlink(missing_ok=True)
+            cmd += ["-qmp", f"unix:{sock},server=on,wait=off"]
+            seen = [0]
+
+            def on_console(text: str) -> bool:
+                n = text.count(self.wake_on)
+                if n > seen[0]:
+                    seen[0] = n
+                    # The guest prints the text before it reaches S3: retry until QEMU says it
+                    # woke a suspended guest.
+                    for _ in range(120):
+                        time.sleep(0.5)
+                        try:
+                            qmp(sock, [("qmp_capabilities", {}), ("system_wakeup", {})])
+                            break
+                        except RuntimeError:
+                            continue
+                return False
         if self.dump_after is not None:
             dump.unlink(missing_ok=True)
             sock = run_dir / "qmp.sock"
@@ -221,9 +247,10 @@ def kernel_dir(kernel: str) -> Path:
 def prepare_initramfs(kernel: str) -> Path:
     """The base initramfs for a kernel variant, rebuilt from the current module build once per
     process."""
-    modules = [sh("scripts/module.sh", str(d)) for d in sorted((REPO / "tests/modules").iterdir())]
-    if kernel == "module":
-        modules.append(sh("scripts/module.sh"))
+    against = "module" if kernel == "builtin" else kernel
+    modules = [sh("scripts/module.sh", str(d), against) for d in sorted((REPO / "tests/modules").iterdir())]
+    if kernel != "builtin":
+        modules.append(sh("scripts/module.sh", str(REPO), kernel))
     return Path(sh("scripts/initramfs.sh", str(OUT / f"initramfs-{kernel}.cpio"), *modules))
 
 

@@ -40,15 +40,43 @@ class Results:
             print(f"     {line}", flush=True)
 
 
-def boot(**kw) -> Result:
-    """Boots a VM (see scripts/vm.py Vm for the arguments) and checks that the guest's script
-    ran to its end: a VM that did not finish fails the test with the console's tail."""
-    r = Vm(**kw).run()
-    assert r.finished, (
-        f"VM {'timed out' if r.timed_out else 'ended early'} after {r.seconds:.0f}s "
-        f"(log {r.log}); console tail:\n" + tail(r.console)
-    )
+def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
+    """Boots a VM (see scripts/vm.py Vm for the arguments): the one way a scenario runs a guest.
+
+    Before a test's own assertions count, the run must be what the test claims:
+      - the guest brought up every vCPU it was given (`smp: Brought up ... N CPUs`, the first
+        kernel's line when a capture kernel boots after it), so a "4 vCPU" test ran on 4;
+      - under the branch-record emulator, no `would-fault` event: lbr-dump touched no MSR the
+        emulated CPU lacks (a real part would #GP there), unless `allow_would_fault`;
+      - with `finish` (default), the guest's script ran to its end; a scenario that crashes the
+        guest on purpose passes finish=False and checks the console itself.
+    """
+    vm = Vm(**kw)
+    r = vm.run()
+    up = cpus_brought_up(r.console)
+    assert up is not None, (
+        f"the guest never reported the CPUs it brought up (log {r.log}):\n" + tail(r.console))
+    assert up == vm.smp, (
+        f"the guest brought up {up} CPU(s), the VM was given {vm.smp} (log {r.log}): a test that "
+        f"claims {vm.smp} vCPUs must run on {vm.smp}")
+    if vm.emulate is not None and not allow_would_fault:
+        faults = [e for e in r.emu_events() if e["event"] == "would-fault"]
+        assert not faults, (
+            f"the guest touched MSRs the emulated CPU does not have (a #GP on real hardware): "
+            f"{faults[:5]} (log {r.emu_log})")
+    if finish:
+        assert r.finished, (
+            f"VM {'timed out' if r.timed_out else 'ended early'} after {r.seconds:.0f}s "
+            f"(log {r.log}); console tail:\n" + tail(r.console)
+        )
     return r
+
+
+def cpus_brought_up(console: str) -> int | None:
+    """How many CPUs the (first) kernel of a run brought up, from `smp: Brought up N node(s), M
+    CPU(s)`; None if it never said."""
+    m = re.search(r"smp: Brought up \d+ nodes?, (\d+) CPUs?", console)
+    return int(m[1]) if m else None
 
 
 def tail(text: str, n: int = 40) -> str:

@@ -15,7 +15,6 @@ lbr_dump's output."""
 import re
 
 from harness import MODULE, assert_clean, boot, kernel_lines
-from vm import Vm
 
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
 ARM = f"insmod {MODULE} force=1 enable=1\n"
@@ -63,8 +62,8 @@ def test_each_oops_prints_its_own_snapshot(r):
 def test_double_fault_is_captured(r):
     # lkdtm EXHAUST_STACK overflows the stack into the guard page: #DF on its IST stack, then
     # panic, so the guest does not finish its script.
-    res = Vm(name="forced-df", cpu="EPYC-Genoa", accel="tcg", timeout=120,
-             script=ARM + f"echo EXHAUST_STACK > {LKDTM}\n").run()
+    res = boot(finish=False, name="forced-df", cpu="EPYC-Genoa", accel="tcg", timeout=120,
+             script=ARM + f"echo EXHAUST_STACK > {LKDTM}\n")
     hs = headers(res.console)
     reset = res.log.parent / "qemu-reset.log"
     assert hs and hs[-1]["vector"] == "8", (

@@ -10,9 +10,9 @@ import functools
 import json
 import subprocess
 
-from harness import MODULE, tail
+from harness import MODULE, boot, tail
 from records import freeze_records
-from vm import REPO, TARGET, Vm, kernel_dir, prepare_initramfs, scenario_cpio, sh
+from vm import REPO, TARGET, kernel_dir, prepare_initramfs, scenario_cpio, sh
 
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
 
@@ -39,9 +39,9 @@ def symbols():
 @functools.cache
 def crashed():
     """One crash (a call through a corrupted pointer), its console log and memory dump."""
-    res = Vm(name="decode-crash", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
+    res = boot(finish=False, name="decode-crash", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
              timeout=300, dump_after="---[ end trace",
-             script=f"insmod {MODULE} enable=1\nsh -c 'insmod {CRASH} crash=jump' || true\nsleep 600\n").run()
+             script=f"insmod {MODULE} enable=1\nsh -c 'insmod {CRASH} crash=jump' || true\nsleep 600\n")
     assert "lbr_dump: v1 " in res.console, "no snapshot printed:\n" + tail(res.console)
     assert res.dump is not None, "no memory dump was made:\n" + tail(res.console)
     return res
@@ -175,10 +175,10 @@ echo "kdump: capture kernel loaded"
 sh -c 'insmod {CRASH} crash=jump' || true
 sleep 600
 """
-    res = Vm(name="decode-kdump", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
+    res = boot(finish=False, name="decode-kdump", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
              timeout=600, append="crashkernel=128M oops=panic", script=script,
              qemu_args=["-drive", f"file={disk},format=raw,if=none,id=d0",
-                        "-device", "virtio-blk-pci,drive=d0"]).run()
+                        "-device", "virtio-blk-pci,drive=d0"])
     con = res.console
     assert "kdump: capture kernel loaded" in con, "kexec_file_load failed:\n" + tail(con)
     assert "lbr_dump: v1 " in con, "no snapshot printed:\n" + tail(con)

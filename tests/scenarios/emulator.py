@@ -102,7 +102,7 @@ def run_sequence(name, model, cpu, insmod, flavour, fmt, depth, bases=None):
 
 
 LEGACY = {  # model: (format, depth, FROM, TO, INFO) as the kernel's lbr.c sets them up
-    "core2": (1, 4, 0x40, 0x60, 0),
+    "core2": (1, 4, 0x40, 0x60, 0),  # and no LBR_SELECT (intel_pmu_lbr_init_core: no lbr_sel_map)
     "nehalem": (3, 16, 0x680, 0x6C0, 0),
     "haswell": (4, 16, 0x680, 0x6C0, 0),
     "skylake": (5, 32, 0x680, 0x6C0, 0xDC0),
@@ -114,8 +114,9 @@ def legacy_case(model, fmt=None):
     dfmt, depth, frm, to, info = LEGACY[model]
     fmt = dfmt if fmt is None else fmt
     name = model if fmt == dfmt else f"fmt{fmt}-{model}"
+    select = "" if model not in ("core2", "atom") else " select=0"
     run_sequence(name, model, "Skylake-Client",
-                 f"flavour=legacy depth={depth} from={frm:#x} to={to:#x} info={info:#x}",
+                 f"flavour=legacy depth={depth} from={frm:#x} to={to:#x} info={info:#x}{select}",
                  "legacy", fmt, depth, (frm, to, info))
 
 

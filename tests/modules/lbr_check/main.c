@@ -40,6 +40,9 @@ module_param(to, uint, 0);
 module_param(info, uint, 0);
 static uint ms = 200;
 module_param(ms, uint, 0);
+/* MSR_LBR_SELECT exists (the kernel's lbr.c: not on Core 2 and Bonnell, which have no lbr_sel_map). */
+static bool select = true;
+module_param(select, bool, 0);
 
 void lbr_check_sequence(u32 msr, u64 on, u64 off);
 /* Offsets of seq.S's labels from lbr_check_sequence, in this order (see seq.S). */
@@ -67,7 +70,10 @@ static int __init lbr_check_init(void)
 	if (!strcmp(flavour, "legacy")) {
 		ctl = MSR_IA32_DEBUGCTLMSR;
 		/* LBR_SELECT bit 1 suppresses branches ending in ring > 0. */
-		wrmsrq(MSR_LBR_SELECT, kernel_only ? 0x2 : 0);
+		if (select)
+			wrmsrq(MSR_LBR_SELECT, kernel_only ? 0x2 : 0);
+		else if (kernel_only)
+			return -EINVAL;	/* no filter on this model */
 		rdmsrq(ctl, old);
 		on = old | 1;
 	} else if (!strcmp(flavour, "arch")) {

@@ -122,6 +122,12 @@ extern "C" {
     );
     pub fn qemu_plugin_register_atexit_cb(id: PluginId, cb: UdataCb, userdata: *mut c_void);
 
+    pub fn qemu_plugin_register_vcpu_tb_exec_cb(
+        tb: *mut Tb,
+        cb: VcpuUdataCb,
+        flags: c_int,
+        userdata: *mut c_void,
+    );
     pub fn qemu_plugin_register_vcpu_tb_exec_cond_cb(
         tb: *mut Tb,
         cb: VcpuUdataCb,

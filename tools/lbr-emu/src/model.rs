@@ -43,6 +43,10 @@ pub enum Flavour {
         to: u32,
         info: Option<u32>,
         format: u8,
+        /// The model has MSR_LBR_SELECT (0x1c8). Core 2 and Bonnell/Saltwell Atom do not: the
+        /// kernel's intel_pmu_lbr_init_core() and _atom() set no lbr_sel_map, and an access
+        /// raises #GP (here: `would-fault`).
+        select: bool,
     },
     /// Architectural LBR, up to `depth` entries (the largest depth CPUID 0x1C offers).
     Arch { depth: usize },
@@ -68,15 +72,24 @@ pub struct Model {
     pub flavour: Flavour,
 }
 
-const fn legacy(
-    name: &'static str,
-    model: u8,
-    depth: usize,
-    from: u32,
-    to: u32,
-    info: bool,
-    format: u8,
-) -> Model {
+/// The MSRs of a legacy-LBR generation (the kernel's `intel_pmu_lbr_init_*()`).
+#[derive(Clone, Copy)]
+enum Msrs {
+    /// FROM/TO at 0x40/0x60, no LBR_INFO, no LBR_SELECT (Core 2, Bonnell: no `lbr_sel_map`).
+    CoreNoSelect,
+    /// FROM/TO at 0x40/0x60 with LBR_SELECT (Silvermont).
+    Core,
+    /// FROM/TO at 0x680/0x6c0 with LBR_SELECT (Nehalem to Broadwell).
+    Nehalem,
+    /// As `Nehalem`, and LBR_INFO at 0xdc0 (Skylake and later, Goldmont).
+    Skylake,
+}
+
+const fn legacy(name: &'static str, model: u8, depth: usize, msrs: Msrs, format: u8) -> Model {
+    let (from, to) = match msrs {
+        Msrs::CoreNoSelect | Msrs::Core => (0x40, 0x60),
+        Msrs::Nehalem | Msrs::Skylake => (0x680, 0x6c0),
+    };
     Model {
         name,
         vendor: Vendor::Intel,
@@ -85,8 +98,12 @@ const fn legacy(
             depth,
             from,
             to,
-            info: if info { Some(0xdc0) } else { None },
+            info: match msrs {
+                Msrs::Skylake => Some(0xdc0),
+                _ => None,
+            },
             format,
+            select: !matches!(msrs, Msrs::CoreNoSelect),
         },
     }
 }
@@ -96,17 +113,17 @@ const fn legacy(
 /// 0x680/0x6c0 with LBR_INFO at 0xdc0); model numbers are asm/intel-family.h. The formats are
 /// what these parts report; `format=N` overrides it to exercise every format (0-7) on any model.
 pub const MODELS: &[Model] = &[
-    legacy("core2", 0x17, 4, 0x40, 0x60, false, 1),
-    legacy("atom", 0x1c, 8, 0x40, 0x60, false, 2),
-    legacy("silvermont", 0x37, 8, 0x40, 0x60, false, 3),
-    legacy("nehalem", 0x1e, 16, 0x680, 0x6c0, false, 3),
-    legacy("sandybridge", 0x2a, 16, 0x680, 0x6c0, false, 3),
-    legacy("haswell", 0x3c, 16, 0x680, 0x6c0, false, 4),
-    legacy("broadwell", 0x3d, 16, 0x680, 0x6c0, false, 4),
-    legacy("skylake", 0x5e, 32, 0x680, 0x6c0, true, 5),
-    legacy("icelake", 0x7e, 32, 0x680, 0x6c0, true, 5),
-    legacy("goldmont", 0x5c, 32, 0x680, 0x6c0, true, 6),
-    legacy("goldmont-plus", 0x7a, 32, 0x680, 0x6c0, true, 6),
+    legacy("core2", 0x17, 4, Msrs::CoreNoSelect, 1),
+    legacy("atom", 0x1c, 8, Msrs::CoreNoSelect, 2),
+    legacy("silvermont", 0x37, 8, Msrs::Core, 3),
+    legacy("nehalem", 0x1e, 16, Msrs::Nehalem, 3),
+    legacy("sandybridge", 0x2a, 16, Msrs::Nehalem, 3),
+    legacy("haswell", 0x3c, 16, Msrs::Nehalem, 4),
+    legacy("broadwell", 0x3d, 16, Msrs::Nehalem, 4),
+    legacy("skylake", 0x5e, 32, Msrs::Skylake, 5),
+    legacy("icelake", 0x7e, 32, Msrs::Skylake, 5),
+    legacy("goldmont", 0x5c, 32, Msrs::Skylake, 6),
+    legacy("goldmont-plus", 0x7a, 32, Msrs::Skylake, 6),
     Model {
         name: "sapphirerapids",
         vendor: Vendor::Intel,
@@ -209,10 +226,13 @@ impl Model {
             (1, _) => {
                 if let Some(model) = self.model {
                     // Family 6: EAX = ext model[19:16] family[11:8] model[7:4] stepping[3:0].
+                    // Stepping 1, but Bonnell (0x1c) at stepping 10: below it, an erratum makes
+                    // the kernel (and lbr-dump) leave LBR off.
+                    let stepping = if model == 0x1c { 10 } else { 1 };
                     a = (((model as u32) >> 4) << 16)
                         | (6 << 8)
                         | (((model as u32) & 0xf) << 4)
-                        | 1;
+                        | stepping;
                 }
                 if self.perf_capabilities().is_some() {
                     c |= 1 << 15; // PDCM

@@ -68,13 +68,19 @@ pub const MARKER_LEAF: u32 = 0x4c42_4d4b;
 /// An entry measurement that has seen this many instructions without returning ends.
 const ENTRY_LIMIT: u64 = 200_000;
 
+/// A jump (direct or indirect) to a target at least this far from the handler's first
+/// instruction leaves the handler's code: an entry stub going on to another piece of code (a
+/// hooking module's stub jumping to the kernel's handler). Jumps within a stub are short.
+const FAR: u64 = 1 << 20;
+
 /// `cost=on`: an interrupt or exception delivery being measured.
 struct Entry {
     from: u64,
     to: u64,
     /// `cost_insns` at the delivery.
     start: u64,
-    /// Before the first indirect jump: instructions (with the jump) and its target.
+    /// Before the first jump away from the handler (see [`FAR`]): instructions (with the jump)
+    /// and its target.
     first_jmp: Option<(u64, u64)>,
     rdmsr: u64,
     wrmsr: u64,
@@ -298,6 +304,23 @@ fn take_branch(vcpu: c_uint, s: &mut Sb, from: u64, to: u64, kind: Kind, event: 
     }
 }
 
+/// Where an x86 CPU starts after a reset (CS base 0xffff0000, IP 0xfff0).
+const RESET_VECTOR: u64 = 0xffff_fff0;
+
+/// The boot CPU executes the reset vector: a system reset (power-on, reboot, or the wakeup from
+/// ACPI S3, which QEMU's PC machines implement as a reset). Every vCPU's recorder returns to its
+/// power-on state, as the hardware's MSRs do (the application processors wait for their SIPI).
+extern "C" fn on_reset(vcpu: c_uint, _: *mut c_void) {
+    let e = emu();
+    for cpu in &e.cpus {
+        let mut cpu = cpu.lock().unwrap_or_else(|e| e.into_inner());
+        cpu.rec = Recorder::new(e.model);
+        cpu.idt = None;
+        cpu.entry = None;
+    }
+    e.log(json!({"event": "reset", "cpu": vcpu}), true);
+}
+
 /// Entry to a block that is not the previous block's fall-through.
 extern "C" fn on_block(vcpu: c_uint, userdata: *mut c_void) {
     let to = userdata as u64;
@@ -308,7 +331,8 @@ extern "C" fn on_block(vcpu: c_uint, userdata: *mut c_void) {
         let mut cpu = e.cpu(vcpu);
         if let Some(en) = cpu.entry.as_mut() {
             let n = s.cost_insns - en.start;
-            if en.first_jmp.is_none() && s.last_kind == Kind::JmpInd.code() {
+            let jump = s.last_kind == Kind::JmpInd.code() || s.last_kind == Kind::JmpRel.code();
+            if en.first_jmp.is_none() && jump && to.abs_diff(en.to) >= FAR {
                 en.first_jmp = Some((n, to));
             } else if s.last_kind == Kind::Far.code() {
                 // The handler's far return (a nested delivery would have ended this first).
@@ -583,6 +607,9 @@ extern "C" fn on_translate(tb: *mut Tb, _: *mut c_void) {
     unsafe {
         let n = qemu_plugin_tb_n_insns(tb);
         let vaddr = qemu_plugin_tb_vaddr(tb);
+        if vaddr == RESET_VECTOR {
+            qemu_plugin_register_vcpu_tb_exec_cb(tb, on_reset, CB_NO_REGS, null_mut());
+        }
         qemu_plugin_register_vcpu_tb_exec_cond_cb(
             tb,
             on_block,
@@ -710,6 +737,7 @@ fn flavour_json(m: &Model) -> Value {
             to,
             info,
             format,
+            ..
         } => json!({"flavour": "legacy", "depth": depth,
             "from": hex(from as u64), "to": hex(to as u64), "info": info.map(|i| hex(i as u64)), "format": format}),
         Flavour::Arch { depth } => json!({"flavour": "arch", "depth": depth}),

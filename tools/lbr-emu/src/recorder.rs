@@ -392,6 +392,7 @@ impl Recorder {
             },
             (MSR_LER_FROM, _) => self.ler.0,
             (MSR_LER_TO, _) => self.ler.1,
+            (MSR_LBR_SELECT, Flavour::Legacy { select: false, .. }) => return Access::WouldFault,
             (MSR_LBR_SELECT, Flavour::Legacy { .. }) => self.lbr_select,
             (MSR_LBR_TOS, Flavour::Legacy { .. }) => self.tos as u64,
             (MSR_ARCH_LBR_CTL, Flavour::Arch { .. }) => self.arch_ctl,
@@ -425,6 +426,7 @@ impl Recorder {
             }
             (MSR_LER_FROM, _) => self.ler.0 = v,
             (MSR_LER_TO, _) => self.ler.1 = v,
+            (MSR_LBR_SELECT, Flavour::Legacy { select: false, .. }) => return Access::WouldFault,
             (MSR_LBR_SELECT, Flavour::Legacy { .. }) => self.lbr_select = v & 0x3ff,
             (MSR_LBR_TOS, Flavour::Legacy { depth, .. }) => self.tos = (v as usize) % depth,
             (MSR_ARCH_LBR_CTL, Flavour::Arch { .. }) => self.arch_ctl = v,
@@ -641,6 +643,25 @@ mod tests {
         r.wrmsr(MSR_LBR_SELECT, 1 << 2); // JCC suppressed
         assert!(!r.branch(&br(K_FROM, K_TO, Kind::Jcc, 0)));
         assert!(r.branch(&br(K_FROM, K_TO, Kind::Ret, 0)));
+    }
+
+    #[test]
+    fn core2_and_bonnell_have_no_lbr_select() {
+        // intel_pmu_lbr_init_core() / _atom(): no lbr_sel_map; the MSR does not exist there.
+        for name in ["core2", "atom"] {
+            let mut r = Recorder::new(crate::model::find(name).unwrap());
+            assert!(
+                matches!(r.rdmsr(MSR_LBR_SELECT), Access::WouldFault),
+                "{name}"
+            );
+            assert!(
+                matches!(r.wrmsr(MSR_LBR_SELECT, 2), Access::WouldFault),
+                "{name}"
+            );
+            assert!(matches!(r.rdmsr(MSR_DEBUGCTL), Access::Done(..)), "{name}");
+        }
+        let mut r = Recorder::new(crate::model::find("silvermont").unwrap());
+        assert!(matches!(r.wrmsr(MSR_LBR_SELECT, 2), Access::Done(..)));
     }
 
     #[test]

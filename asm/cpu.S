@@ -3,8 +3,8 @@
  * CPU identification without %gs.
  *
  * The entry stubs must find this CPU's capture buffer before they may trust GS (a #GP on the
- * IRET to user space arrives in kernel mode with the user's GS base; see
- * ../shared/reference/entry-hazards.md). They do it the way GET_PERCPU_BASE in
+ * IRET to user space arrives in kernel mode with the user's GS base: the error_entry cases of
+ * arch/x86/entry/entry_64.S). They do it the way GET_PERCPU_BASE in
  * arch/x86/entry/calling.h and the vDSO's getcpu do: the limit of the per-CPU CPUNODE segment
  * descriptor in this CPU's GDT holds (node << VDSO_CPUNODE_BITS) | cpu, and `lsl` reads it
  * without touching memory through a segment.

@@ -1,21 +1,29 @@
-/* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Exception entry stubs: freeze the branch recorder at the first instructions of a kernel-mode
  * exception, copy its records into this CPU's snapshot ring, restore the recorder and jump on to
  * the kernel's original handler with every register and the stack as the CPU left them.
  *
  * The IDT gates of the hooked vectors point here only while lbr-dump is armed (src/idt.rs). The
- * rules these stubs follow are those of ../shared/reference/entry-hazards.md:
+ * rules (README "How capture works"):
  *  - no compiled code is called and %gs is never used: the CPU is found with `lsl` of the
  *    CPUNODE segment (asm/cpu.S), the snapshot area through lbr_dump_capture, which the Rust side
  *    fills before any gate points here and does not change while one does;
  *  - on the path a crash takes (kernel mode), no taken branch of ours comes before the WRMSR
  *    that freezes the recorder: every conditional jump before it is laid out so that it falls
  *    through for a crash, so the newest record is the exception itself;
- *  - user-mode exceptions (CS.RPL != 0) go straight on touching only the original-handler slot;
- *    so does a #PF on a user address with the saved RFLAGS.AC set (a fault inside a user-access
- *    region: copy_from_user and friends). Without SMAP, AC is never set and such faults are
- *    captured (README: cost);
+ *  - no indirect branch on any path: each stub goes on to the kernel's handler with a direct
+ *    `jmp` to its static call (lbr_dump_orig_<vector>, src/glue.c), which arming points at the
+ *    handler read from the IDT (static_call_update()). With objtool's static-call sites (IBT
+ *    builds record such a tail jump as a site) the `jmp` in the stub itself is patched to a direct
+ *    `jmp rel32` to the handler; otherwise the trampoline is, and the stub's jump reaches it.
+ *    Stubs and trampolines are on the kprobe blacklist.
+ *    The user-mode path (every user exception, all registers user-controlled, before the kernel's
+ *    IBRS/untrain sequences) is `testb; jnz; jmp rel32; jmp rel32`: nothing to train;
+ *  - user-mode exceptions (CS.RPL != 0) go straight on without loading any data of ours; so does
+ *    a #PF on a user address (CR2 bit 63 clear: any paging mode, 4- or 5-level) with the saved
+ *    RFLAGS.AC set that is not an instruction fetch (a fault inside a user-access region:
+ *    copy_from_user and friends). A kernel instruction fetch from a user address is a crash, AC
+ *    or not. Without SMAP, AC is never set and user-access faults are captured (README: cost);
  *  - #DF runs on its IST stack and its saved CS:RIP is architecturally undefined: it is always
  *    captured, the CS test is not made;
  *  - a capture that faults, or a nested exception during a capture, finds this CPU's busy flag
@@ -30,53 +38,45 @@
  */
 #include <linux/linkage.h>
 #include <asm/asm.h>
-#include <asm/nospec-branch.h>
 #include <asm/processor-flags.h>
 #include <asm/segment.h>
 #include <asm/smap.h>
 #include <asm/unwind_hints.h>
 
+/* Generated from src/layout.rs (Kbuild): LBR_CFG_* (struct capture_config), LBR_CPU_*, LBR_SNAP_*. */
 #include "layout.h"
 
-/*
- * struct capture_config (src/capture.rs CaptureConfig): written by Rust while no gate points
- * here, read-only for the stubs.
- */
-#define CFG_CPU0	0x00	/* address of CPU 0's block in the snapshot area */
-#define CFG_BLOCK_SIZE	0x08	/* bytes per CPU block */
-#define CFG_NR_CPUS	0x10	/* CPU blocks; a CPU number >= this is not captured */
-#define CFG_RING_MASK	0x18	/* snapshots per CPU - 1 (a power of two) */
-#define CFG_SNAP_SIZE	0x20	/* bytes per snapshot */
-#define CFG_MSRS	0x28	/* address of the u32 MSR list */
-#define CFG_NR_VALUES	0x30	/* entries in the MSR list (>= 1) */
-#define CFG_CTL_MSR	0x38	/* the recorder's control MSR */
-#define CFG_MASK	0x40	/* its enable bit(s): cleared to freeze */
-#define CFG_ARMED	0x48	/* the value lbr-dump wrote when arming (re-arm target) */
-#define CFG_SEQ		0x50	/* last sequence number handed out (lock xadd) */
-#define CFG_SIZE	0x58
+/* #PF error code bit 4 (arch/x86/include/asm/trap_pf.h X86_PF_INSTR): an instruction fetch. */
+#define PF_INSTR	0x10
+/* DR7's enable bits L0/G0..L3/G3: a hardware breakpoint is armed. */
+#define DR7_ENABLED	0xff
 
+/*
+ * struct capture_config (src/layout.rs `cfg`, the module's ffi::CaptureConfig): written by Rust
+ * while no gate points here, read-only for the stubs but for LBR_CFG_SEQ (lock xadd).
+ */
 	.data
 	.balign 64
 SYM_DATA_START(lbr_dump_capture)
-	.fill	CFG_SIZE / 8, 8, 0
+	.fill	LBR_CFG_SIZE / 8, 8, 0
 SYM_DATA_END(lbr_dump_capture)
-
-/* The original handler of each vector, saved from the IDT before a gate is pointed here. */
-	.balign 64
-SYM_DATA_START(lbr_dump_orig)
-	.fill	32, 8, 0
-SYM_DATA_END(lbr_dump_orig)
 
 /*
  * Stack offsets once the kernel-mode path has pushed everything (see the pushes below):
- *   0 r10, 8 r9, 16 r8, 24 rdi, 32 rsi, 40 control MSR value at entry, 48 rdx, 56 rcx, 64 rax,
- *   72 the CPU's frame.
+ *   0 r10, 8 r9, 16 r8, 24 rdi, 32 rsi, 40 control MSR value at entry, [#PF: 48 CR2 at entry],
+ *   then rdx, rcx, rax, and the CPU's frame at S_FRAME + .Lcr2_<vector> (72, #PF: 80).
  */
 #define S_ENTRY		40
 #define S_FRAME		72
 
 	.text
 .macro LBR_STUB vec:req err:req
+/* #PF keeps CR2 at entry on the stack: 8 more bytes between the pushes and the frame. */
+.if \vec == 14
+	.set	.Lcr2_\vec, 8
+.else
+	.set	.Lcr2_\vec, 0
+.endif
 SYM_CODE_START(lbr_dump_stub_\vec)
 	UNWIND_HINT_IRET_ENTRY offset=\err*8
 	ENDBR
@@ -91,25 +91,35 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	cld					/* DF may be set (memmove) */
 .if \vec == 14
 	/*
-	 * A fault on a user address with the saved RFLAGS.AC set is a user-access fault that the
-	 * kernel fixes up: not a crash, not captured. Both tests are combined without a branch, so
-	 * that the one jump below is taken only in that case.
+	 * A data access to a user address with the saved RFLAGS.AC set is a user-access fault that
+	 * the kernel resolves or fixes up: not a crash, not captured. The three tests are combined
+	 * without a branch, so that the one jump below is taken only in that case. The stack now:
+	 * 0 rdx, 8 rcx, 16 rax, 24 error code, 32 RIP, 40 CS, 48 RFLAGS.
 	 */
 	movq	%cr2, %rax
-	shrq	$47, %rax			/* ZF: CR2 in the lower (user) half */
-	setz	%cl
+	btq	$63, %rax			/* CF: CR2 in the upper (kernel) half, any paging mode */
+	setnc	%cl				/* cl = user address */
 	testl	$X86_EFLAGS_AC, 24+\err*8+16(%rsp)	/* saved RFLAGS.AC */
 	setnz	%dl
 	andb	%dl, %cl
+	testl	$PF_INSTR, 24(%rsp)		/* error code: instruction fetch? */
+	setz	%dl
+	andb	%dl, %cl			/* ZF clear: user data access with AC set */
 	jnz	.Lpass_\vec
+	/*
+	 * CR2 at entry (still in rax), written back before going on: exc_page_fault reads CR2
+	 * after this stub, and a #DB inside the capture (a data breakpoint on lbr-dump's data) may
+	 * change it (exc_debug does not preserve CR2 as the NMI path does).
+	 */
+	pushq	%rax
 .endif
 	/* Freeze: entry = rdmsr(ctl); wrmsr(ctl, entry & ~mask). No taken branch before this. */
-	movl	lbr_dump_capture+CFG_CTL_MSR(%rip), %ecx
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
 	rdmsr
 	shlq	$32, %rdx
 	orq	%rdx, %rax			/* rax = control value at entry */
 	pushq	%rax				/* S_ENTRY */
-	movq	lbr_dump_capture+CFG_MASK(%rip), %rdx
+	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
 	notq	%rdx
 	andq	%rdx, %rax			/* rax = frozen value */
 	movq	%rax, %rdx
@@ -126,42 +136,48 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	movq	$__CPUNODE_SEG, %r9
 	lsl	%r9, %r9
 	andq	$VDSO_CPUNODE_MASK, %r9
-	cmpq	lbr_dump_capture+CFG_NR_CPUS(%rip), %r9
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %r9
 	jae	.Lunfreeze_\vec
-	imulq	lbr_dump_capture+CFG_BLOCK_SIZE(%rip), %r9
-	addq	lbr_dump_capture+CFG_CPU0(%rip), %r9	/* r9 = CPU block */
+	imulq	lbr_dump_capture+LBR_CFG_BLOCK_SIZE(%rip), %r9
+	addq	lbr_dump_capture+LBR_CFG_CPU0(%rip), %r9	/* r9 = CPU block */
 	cmpl	$0, LBR_CPU_BUSY(%r9)
 	jne	.Lunfreeze_\vec			/* nested in a capture: no capture */
 	movl	$1, LBR_CPU_BUSY(%r9)
 
 	/* rsi = snapshot slot count % ring; invalidated (seq 0) until it is complete. */
 	movq	LBR_CPU_COUNT(%r9), %rsi
-	andq	lbr_dump_capture+CFG_RING_MASK(%rip), %rsi
-	imulq	lbr_dump_capture+CFG_SNAP_SIZE(%rip), %rsi
+	andq	lbr_dump_capture+LBR_CFG_RING_MASK(%rip), %rsi
+	imulq	lbr_dump_capture+LBR_CFG_SNAP_SIZE(%rip), %rsi
 	leaq	LBR_CPU_HEADER_SIZE(%r9,%rsi), %rsi
 	movq	$0, LBR_SNAP_SEQ(%rsi)
 	movl	$\vec, LBR_SNAP_VECTOR(%rsi)
 .if \err
-	movq	S_FRAME(%rsp), %rax
+	movq	S_FRAME+.Lcr2_\vec(%rsp), %rax
 .else
 	xorl	%eax, %eax
 .endif
 	movq	%rax, LBR_SNAP_ERROR(%rsi)
-	leaq	S_FRAME+\err*8(%rsp), %rax
+	leaq	S_FRAME+.Lcr2_\vec+\err*8(%rsp), %rax
 	movq	%rax, LBR_SNAP_FRAME(%rsi)
-	movq	S_FRAME+\err*8(%rsp), %rax
+	movq	S_FRAME+.Lcr2_\vec+\err*8(%rsp), %rax
 	movq	%rax, LBR_SNAP_RIP(%rsi)
-	movq	S_FRAME+\err*8+24(%rsp), %rax
+	movq	S_FRAME+.Lcr2_\vec+\err*8+24(%rsp), %rax
 	movq	%rax, LBR_SNAP_RSP(%rsi)
 	movq	%cr2, %rax
 	movq	%rax, LBR_SNAP_CR2(%rsi)
 	movq	S_ENTRY(%rsp), %rax
 	movq	%rax, LBR_SNAP_CTL_ENTRY(%rsi)
 
-	/* The records: values[i] = rdmsr(msrs[i]) for the flat list Rust built when arming. */
-	movq	lbr_dump_capture+CFG_MSRS(%rip), %rdi
-	movq	lbr_dump_capture+CFG_NR_VALUES(%rip), %r8
+	/*
+	 * The records: values[i] = rdmsr(msrs[i]) for the flat list Rust built when arming, each MSR
+	 * read safely on every CPU first (src/capture.rs); the list is never empty (checked again
+	 * here: an empty list must not make `decq` wrap).
+	 */
+	movq	lbr_dump_capture+LBR_CFG_MSRS(%rip), %rdi
+	movq	lbr_dump_capture+LBR_CFG_NR_VALUES(%rip), %r8
 	leaq	LBR_SNAP_VALUES(%rsi), %r10
+	testq	%r8, %r8
+	jz	.Lread_done_\vec
 .Lread_\vec:
 	movl	(%rdi), %ecx
 	rdmsr
@@ -171,14 +187,15 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	addq	$8, %r10
 	decq	%r8
 	jnz	.Lread_\vec
+.Lread_done_\vec:
 
 	/* Did anyone change the control MSR under us? rax = after, r8 = frozen value we wrote. */
-	movl	lbr_dump_capture+CFG_CTL_MSR(%rip), %ecx
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
 	rdmsr
 	shlq	$32, %rdx
 	orq	%rdx, %rax
 	movq	%rax, LBR_SNAP_CTL_AFTER(%rsi)
-	movq	lbr_dump_capture+CFG_MASK(%rip), %rdx
+	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
 	notq	%rdx
 	movq	S_ENTRY(%rsp), %r8
 	andq	%rdx, %r8			/* r8 = frozen value */
@@ -192,13 +209,13 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	 * policy). rdx still holds ~mask.
 	 */
 	movq	S_ENTRY(%rsp), %rax
-	movq	lbr_dump_capture+CFG_ARMED(%rip), %r10
+	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %r10
 	andq	%r10, %rdx			/* rdx = armed & ~mask */
 	cmpq	%rdx, %rax
 	cmoveq	%r10, %rax
 	movl	$LBR_SNAP_COMPLETE, %edi
 	movq	S_ENTRY(%rsp), %rdx
-	testq	lbr_dump_capture+CFG_MASK(%rip), %rdx
+	testq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
 	movl	$(LBR_SNAP_COMPLETE | LBR_SNAP_WAS_OFF), %edx
 	cmovzl	%edx, %edi			/* recording was off at entry */
 	movq	%rax, %rdx
@@ -208,7 +225,7 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	movl	%edi, LBR_SNAP_STATE(%rsi)
 	/* Publish: the sequence number is written last; then the CPU's count, then not busy. */
 	movl	$1, %eax
-	lock xaddq %rax, lbr_dump_capture+CFG_SEQ(%rip)
+	lock xaddq %rax, lbr_dump_capture+LBR_CFG_SEQ(%rip)
 	incq	%rax
 	movq	%rax, LBR_SNAP_SEQ(%rsi)
 	incq	LBR_CPU_COUNT(%r9)
@@ -217,7 +234,7 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 
 .Lunfreeze_\vec:
 	/* No capture (CPU out of range, or nested): put the control value back as it was. */
-	movl	lbr_dump_capture+CFG_CTL_MSR(%rip), %ecx
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
 	movq	S_ENTRY(%rsp), %rax
 	movq	%rax, %rdx
 	shrq	$32, %rdx
@@ -229,16 +246,25 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	popq	%rdi
 	popq	%rsi
 	addq	$8, %rsp			/* S_ENTRY */
+.if \vec == 14
+	popq	%rax
+	movq	%rax, %cr2			/* CR2 as at entry */
+.endif
 .Lpass_\vec:
 	popq	%rdx
 	popq	%rcx
 	popq	%rax
 .Lgo_on_\vec:
-	/* Every register and the frame are as the CPU left them: on to the kernel's handler. */
-	ANNOTATE_RETPOLINE_SAFE
-	jmp	*lbr_dump_orig+\vec*8(%rip)
+	/*
+	 * Every register and the frame are as the CPU left them: on to the kernel's handler through
+	 * this vector's static call (a direct jmp rel32 once armed, here or in the trampoline; no
+	 * data load).
+	 */
+	jmp	__SCT__lbr_dump_orig_\vec
 SYM_CODE_END(lbr_dump_stub_\vec)
 _ASM_NOKPROBE(lbr_dump_stub_\vec)
+/* Its static-call trampoline (src/glue.c) is on the same path: no kprobe or breakpoint there. */
+_ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
 .endm
 
 /*
@@ -249,36 +275,47 @@ _ASM_NOKPROBE(lbr_dump_stub_\vec)
  * back; any other value (another owner's, or recording still on) is left alone. Any mode, kernel
  * or user: the test needs no segment or stack of the interrupted context.
  *
+ * First, before any load of lbr-dump's data: if a hardware breakpoint is armed (DR7's enable
+ * bits), go straight on. A data breakpoint on lbr-dump's own data (perf mem:, kgdb) would fire
+ * on that load and re-enter this stub on the same IST stack (7.3 does not shift #DB's IST),
+ * forever; the kernel's handler clears DR7 first (local_db_save()). Recording then stays off
+ * until the next capture re-arms it (README "Recording").
+ *
  * Stack at entry (IST stack in kernel and user mode): SS, RSP, RFLAGS, CS, RIP; no error code.
- * Every register is live: rax, rcx and rdx (RDMSR/WRMSR) are pushed and popped.
+ * Every register is live: rax, rcx and rdx (DR7, RDMSR/WRMSR) are pushed and popped.
  */
 SYM_CODE_START(lbr_dump_rearm_1)
 	UNWIND_HINT_IRET_ENTRY
 	ENDBR
 	pushq	%rax
+	movq	%dr7, %rax
+	testb	$DR7_ENABLED, %al
+	jnz	.Lrearm_skip			/* a breakpoint is armed: load nothing of ours */
 	pushq	%rcx
 	pushq	%rdx
-	movl	lbr_dump_capture+CFG_CTL_MSR(%rip), %ecx
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
 	rdmsr
 	shlq	$32, %rdx
 	orq	%rdx, %rax			/* rax = control value now */
-	movq	lbr_dump_capture+CFG_MASK(%rip), %rdx
+	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
 	notq	%rdx
-	andq	lbr_dump_capture+CFG_ARMED(%rip), %rdx	/* rdx = armed & ~mask */
+	andq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx	/* rdx = armed & ~mask */
 	cmpq	%rdx, %rax
 	jne	.Lrearm_done			/* not ours with the switch cleared: leave it */
-	movq	lbr_dump_capture+CFG_ARMED(%rip), %rax
+	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rax
 	movq	%rax, %rdx
 	shrq	$32, %rdx
 	wrmsr					/* recording on again */
 .Lrearm_done:
 	popq	%rdx
 	popq	%rcx
+.Lrearm_skip:
 	popq	%rax
-	ANNOTATE_RETPOLINE_SAFE
-	jmp	*lbr_dump_orig+1*8(%rip)
+	/* On to the kernel's #DB handler (direct jump to the static-call trampoline). */
+	jmp	__SCT__lbr_dump_orig_1
 SYM_CODE_END(lbr_dump_rearm_1)
 _ASM_NOKPROBE(lbr_dump_rearm_1)
+_ASM_NOKPROBE(__SCT__lbr_dump_orig_1)
 
 /* The hooked vectors and whether the CPU pushes an error code. */
 LBR_STUB 0 0		/* #DE */

@@ -5,36 +5,38 @@
 //!
 //! Re-arm policy (README "Recording"): recording is switched on by a CPU-hotplug callback on
 //! every CPU that is online or comes online later (a dynamic AP state, after perf's online
-//! callback, which clears LBR). #DB clears the enable bit by itself; a capture whose entry value
-//! is lbr-dump's armed value with only the enable bit cleared re-arms (asm/stubs.S). Another
-//! owner's value (perf) is never overwritten by a capture: it is restored as found.
+//! callback, which clears LBR), and on the boot CPU at resume from suspend (syscore resume: the
+//! boot CPU never goes through hotplug, and its MSRs come back from a reset). #DB clears the
+//! enable bit by itself; a capture whose entry value is lbr-dump's armed value with only the
+//! enable bit cleared re-arms (asm/stubs.S). Another owner's value (perf) is never overwritten:
+//! a capture restores it as found, and disarming or a CPU going offline puts the pre-arm value
+//! back only where lbr-dump's own value is still in place.
+//!
+//! Every MSR a capture reads, and every one arming writes, is first accessed with the
+//! exception-safe accessors on each CPU as it is armed: a model without one (Core 2 and Bonnell
+//! have no LBR_SELECT) or a hypervisor that faults it refuses arming with a one-line reason,
+//! instead of a #GP in the hotplug thread or inside a stub.
+//!
+//! Serialization: arming and disarming run under the module's state lock (control.rs). The
+//! hotplug callbacks do not take it (arming holds it while the hotplug core runs them): the
+//! hotplug core serializes them against `__cpuhp_setup_state()` / `__cpuhp_remove_state()`, and
+//! each touches only its own CPU's atomics. The resume callback runs on one CPU with IRQs off.
 
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use kernel::{bindings, ffi::c_uint, prelude::*};
 
-use crate::facility::{msr, Recorder};
+use kernel::cpu::CpuId;
+
+use crate::facility::Recorder;
 use crate::ffi;
 use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
+use crate::probe::{read_msr, write_msr};
 use crate::record::{self, Layout, MAX_VALUES};
 
-/// The exception vectors lbr-dump can hook, with their names: #DE #UD #DF #NP #SS #GP #PF #AC
-/// #CP are captured; #DB is only re-armed (its delivery clears the recorder's switch;
-/// asm/stubs.S). The `vectors` parameter selects among them (default: all).
-pub(crate) const HOOKABLE: [(usize, &str); 10] = [
-    (0, "#DE"),
-    (1, "#DB, re-arm only"),
-    (6, "#UD"),
-    (8, "#DF"),
-    (11, "#NP"),
-    (12, "#SS"),
-    (13, "#GP"),
-    (14, "#PF"),
-    (17, "#AC"),
-    (21, "#CP"),
-];
+use crate::report::{vector_name, REARM_ONLY, VECTORS as HOOKABLE};
 
 /// A set of hookable vectors, as a bit mask (bit N: vector N).
 // INVARIANT: only bits of `HOOKABLE` vectors are set, and at least one captured vector's.
@@ -56,7 +58,7 @@ impl Vectors {
     /// The set `mask` names; `None` if it names a vector that cannot be hooked or no vector
     /// that is captured (#DB alone captures nothing).
     pub(crate) fn new(mask: u32) -> Option<Self> {
-        (mask & !Self::ALL == 0 && mask & !(1 << 1) != 0).then_some(Vectors(mask))
+        (mask & !Self::ALL == 0 && mask & !(1 << REARM_ONLY) != 0).then_some(Vectors(mask))
     }
 
     /// Every hookable vector, as a set.
@@ -64,12 +66,18 @@ impl Vectors {
         Vectors(Self::ALL)
     }
 
+    /// The set without vector `v` (may break the invariant: pass it through [`Vectors::new`]).
+    fn without(self, v: usize) -> Self {
+        Vectors(self.0 & !(1 << v))
+    }
+
     /// The vectors of the set, in order; `out` holds them, the count is returned.
     fn list(self, out: &mut [usize; HOOKABLE.len()]) -> usize {
         let mut n = 0;
         for &(v, _) in &HOOKABLE {
             if self.0 & (1 << v) != 0 {
-                out[n] = v;
+                // PANIC: none, at most HOOKABLE.len() vectors are set.
+                out[n] = v as usize;
                 n += 1;
             }
         }
@@ -77,13 +85,17 @@ impl Vectors {
     }
 }
 
+// The `vectors` parameter's documented default (lbr_dump.rs, README) is this value.
+const _: () = assert!(Vectors::ALL == 0x227943);
+
 impl core::fmt::Display for Vectors {
     /// As the `vectors` attribute and the arming message show them: `0(#DE) 6(#UD) ...`.
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let mut sep = "";
         for &(v, name) in &HOOKABLE {
             if self.0 & (1 << v) != 0 {
-                write!(f, "{sep}{v}({name})")?;
+                let what = if v == REARM_ONLY { ", re-arm only" } else { "" };
+                write!(f, "{sep}{v}({name}{what})")?;
                 sep = " ";
             }
         }
@@ -112,8 +124,9 @@ impl Control {
     pub(crate) fn new(recorder: &Recorder, kernel_only: bool) -> Self {
         let sw = recorder.switch();
         let (filter, whole) = match recorder {
-            // LBR_SELECT bit 1 suppresses branches that end in ring > 0.
-            Recorder::IntelLegacy(_) => (Some((msr::LBR_SELECT, if kernel_only { 2 } else { 0 })), None),
+            // LBR_SELECT bit 1 suppresses branches that end in ring > 0; Core 2 and Bonnell have
+            // no LBR_SELECT (then branches of every ring are recorded).
+            Recorder::IntelLegacy(l) => (l.select.map(|m| (m, if kernel_only { 2 } else { 0 })), None),
             Recorder::AmdLbrV2 { .. } => (Some((0xc000_010e, if kernel_only { 2 } else { 0 })), None),
             // LBREn | OS | USR (unless kernel-only) | every branch type (bits 16..22).
             Recorder::IntelArch(_) => (None, Some(0x3 | if kernel_only { 0 } else { 4 } | 0x7f << 16)),
@@ -131,65 +144,119 @@ impl Control {
     fn armed(&self, before: u64) -> u64 {
         self.whole.unwrap_or(before | self.mask)
     }
+
+    /// Whether branches of user mode are recorded too although kernel-only was asked for (no
+    /// filter MSR on this model).
+    pub(crate) fn unfiltered(&self, kernel_only: bool) -> bool {
+        kernel_only && self.filter.is_none() && self.whole.is_none()
+    }
 }
 
-/// `rdmsr` on this CPU. Only for MSRs the probe showed to be readable.
-fn rdmsr(msr: u32) -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: reads an MSR that the probe read without fault on this CPU model; no memory use.
-    unsafe { core::arch::asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nostack, nomem)) };
-    (hi as u64) << 32 | lo as u64
-}
-
-/// `wrmsr` on this CPU. Only for the recorder MSRs the probe showed to be writable.
-fn wrmsr(msr: u32, v: u64) {
-    // SAFETY: writes a branch-recorder MSR that the probe wrote without fault; it changes only
-    // what is recorded, no memory the compiler knows of.
+/// `wrmsr` on this CPU, for the resume callback (IRQs off: the `_on_cpu` accessors would IPI).
+/// Only for the recorder MSRs that were written safely on every CPU when arming.
+fn wrmsr_here(msr: u32, v: u64) {
+    // SAFETY: writes a branch-recorder MSR that arming wrote without fault on this CPU model; it
+    // changes only what is recorded, no memory the compiler knows of.
     unsafe {
         core::arch::asm!("wrmsr", in("ecx") msr, in("eax") v as u32, in("edx") (v >> 32) as u32,
                          options(nostack, nomem))
     };
 }
 
-/// What recording was on each CPU before lbr-dump armed it: (control, filter) per CPU number.
+/// What the hotplug and resume callbacks need (they get only a CPU number, or nothing).
 struct Saved {
     control: Control,
+    /// The control value lbr-dump writes (the same on every CPU: the boot CPU's value before
+    /// arming with the enable bits set; Arch LBR: a whole value).
+    armed: u64,
+    /// Every MSR a capture reads, checked on each CPU before recording goes on there.
+    msrs: KVec<u32>,
+    /// (control, filter) before lbr-dump armed each CPU, by CPU number.
     before: KVec<[AtomicU64; 2]>,
 }
 
-/// The recording state the hotplug callbacks use (they get only a CPU number).
+/// The recording state the callbacks use; set while the hotplug state and the resume callback
+/// are registered.
 static RECORDING: AtomicPtr<Saved> = AtomicPtr::new(ptr::null_mut());
 
-/// CPU coming online (and every online CPU at arming): save the values, switch recording on.
+/// The recording state, if armed.
+fn recording() -> Option<&'static Saved> {
+    // SAFETY: `RECORDING` points at the `Saved` owned by the live `Armed`; it is cleared after
+    // the hotplug state and the resume callback are removed, which wait for running callbacks,
+    // and before the `Saved` is freed.
+    unsafe { RECORDING.load(Ordering::Acquire).as_ref() }
+}
+
+/// CPU coming online (and every online CPU at arming; runs on that CPU): check every MSR the
+/// captures will touch, save the values, switch recording on. An MSR that faults stops the CPU's
+/// arming with an error (arming then fails and says which).
 unsafe extern "C" fn cpu_online(cpu: c_uint) -> i32 {
-    // SAFETY: set before the hotplug state is registered, cleared after it is removed.
-    let Some(s) = (unsafe { RECORDING.load(Ordering::Acquire).as_ref() }) else { return 0 };
-    let Some(slot) = s.before.get(cpu as usize) else { return 0 };
+    let Some(s) = recording() else { return 0 };
+    match arm_cpu(s, CpuId::from_u32(cpu)) {
+        Ok(()) => 0,
+        Err(e) => {
+            pr_err!("CPU {cpu}: {}: not arming\n", format_args!("{e}"));
+            EIO.to_errno()
+        }
+    }
+}
+
+fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), crate::probe::MsrError> {
+    let Some(cpu) = cpu else { return Ok(()) };
+    let Some(slot) = s.before.get(cpu.as_u32() as usize) else { return Ok(()) };
+    for &m in s.msrs.iter() {
+        read_msr(cpu, m)?;
+    }
     let c = &s.control;
-    let ctl = rdmsr(c.ctl_msr);
+    let ctl = read_msr(cpu, c.ctl_msr)?;
     slot[0].store(ctl, Ordering::Relaxed);
     if let Some((m, v)) = c.filter {
-        slot[1].store(rdmsr(m), Ordering::Relaxed);
-        wrmsr(m, v);
+        slot[1].store(read_msr(cpu, m)?, Ordering::Relaxed);
+        write_msr(cpu, m, v)?;
     }
-    wrmsr(c.ctl_msr, c.armed(ctl));
+    write_msr(cpu, c.ctl_msr, s.armed)
+}
+
+/// CPU going offline (and every CPU at disarming; runs on that CPU): put back what was there
+/// before arming, where lbr-dump's own value is still in place. A value another owner wrote
+/// since (a perf session) is left alone.
+unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
+    let Some(s) = recording() else { return 0 };
+    let Some(id) = CpuId::from_u32(cpu) else { return 0 };
+    let Some(slot) = s.before.get(cpu as usize) else { return 0 };
+    let c = &s.control;
+    let sw = crate::facility::Switch {
+        msr: c.ctl_msr,
+        mask: c.mask,
+        name: "",
+    };
+    if let Ok(now) = read_msr(id, c.ctl_msr) {
+        if let Some(v) = sw.restore(now, s.armed, slot[0].load(Ordering::Relaxed)) {
+            let _ = write_msr(id, c.ctl_msr, v);
+        }
+    }
+    if let Some((m, ours)) = c.filter {
+        if read_msr(id, m) == Ok(ours) {
+            let _ = write_msr(id, m, slot[1].load(Ordering::Relaxed));
+        }
+    }
     0
 }
 
-/// CPU going offline (and every CPU at disarming): put back what was there.
-unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
-    // SAFETY: as in `cpu_online`.
-    let Some(s) = (unsafe { RECORDING.load(Ordering::Acquire).as_ref() }) else { return 0 };
-    let Some(slot) = s.before.get(cpu as usize) else { return 0 };
-    let c = &s.control;
-    wrmsr(c.ctl_msr, slot[0].load(Ordering::Relaxed));
-    if let Some((m, _)) = c.filter {
-        wrmsr(m, slot[1].load(Ordering::Relaxed));
+/// Resume from suspend (syscore: the boot CPU, IRQs off, other CPUs still offline): the CPU's
+/// MSRs came back from a reset; switch recording back on as arming did. The value saved before
+/// arming is kept (it is what disarming restores).
+unsafe extern "C" fn resume() {
+    let Some(s) = recording() else { return };
+    if let Some((m, v)) = s.control.filter {
+        wrmsr_here(m, v);
     }
-    0
+    wrmsr_here(s.control.ctl_msr, s.armed);
 }
 
 /// The snapshot area: physically contiguous zeroed pages (layout.rs describes the format).
+// INVARIANT: `base` is the start of `1 << order` pages from `lbr_dump_alloc_pages(order)`, at
+// least `geometry.area_size()` bytes, owned by this value.
 pub(crate) struct Area {
     base: *mut u8,
     order: u32,
@@ -198,16 +265,17 @@ pub(crate) struct Area {
 }
 
 // SAFETY: the area is plain memory owned by this value; concurrent writers are the stubs, which
-// the snapshot protocol (busy flag, sequence written last) orders.
+// the snapshot protocol (busy flag, sequence written last) orders, and every read of it goes
+// through volatile loads (`u64_at`, `byte`), never a Rust reference to its bytes.
 unsafe impl Send for Area {}
 // SAFETY: as above.
 unsafe impl Sync for Area {}
 
 impl Area {
-    fn new(geometry: Geometry, layout: Layout) -> Result<Self> {
+    pub(crate) fn new(geometry: Geometry, layout: Layout) -> Result<Self> {
         let size = geometry.area_size();
         let order = (size.div_ceil(bindings::PAGE_SIZE)).next_power_of_two().trailing_zeros();
-        // SAFETY: no preconditions; 0 means failure.
+        // SAFETY: no preconditions; 0 means failure (no warning: the caller says what failed).
         let base = unsafe { ffi::lbr_dump_alloc_pages(order) } as *mut u8;
         if base.is_null() {
             return Err(ENOMEM);
@@ -220,7 +288,7 @@ impl Area {
         })
     }
 
-    /// Address of byte `off` of the area.
+    /// Address of byte `off` of the area (`off` below the area size).
     pub(crate) fn at(&self, off: usize) -> *mut u8 {
         debug_assert!(off < self.geometry.area_size());
         // SAFETY: `off` is within the allocation (offsets come from `geometry`).
@@ -232,11 +300,17 @@ impl Area {
         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), self.at(off), bytes.len()) };
     }
 
-    /// The little-endian u64 at `off`.
-    fn u64_at(&self, off: usize) -> u64 {
-        let mut v = [0u8; 8];
-        v.copy_from_slice(self.bytes(off, 8));
-        u64::from_le_bytes(v)
+    /// The byte at `off`, read with a volatile load (stubs on other CPUs may be writing).
+    pub(crate) fn byte(&self, off: usize) -> u8 {
+        // SAFETY: within the allocation; a volatile load of plain memory.
+        unsafe { ptr::read_volatile(self.at(off)) }
+    }
+
+    /// The little-endian u64 at `off` (8-byte aligned), read with one volatile load.
+    pub(crate) fn u64_at(&self, off: usize) -> u64 {
+        // SAFETY: within the allocation; every u64 field of the layout is 8-byte aligned from
+        // the page-aligned base.
+        u64::from_le(unsafe { ptr::read_volatile(self.at(off).cast::<u64>()) })
     }
 
     /// The control value lbr-dump writes when arming, as the header records it.
@@ -247,9 +321,8 @@ impl Area {
     /// The filter value a capture found, with the one lbr-dump writes when arming, for a
     /// snapshot at `snap` (None: the recorder has no filter MSR).
     pub(crate) fn filter(&self, snap: usize) -> Option<(u64, u64)> {
-        let mut m = [0u8; 4];
-        m.copy_from_slice(self.bytes(hdr::FILTER_MSR, 4));
-        (u32::from_le_bytes(m) != 0).then(|| {
+        let m = u32::from_le_bytes([0, 1, 2, 3].map(|i| self.byte(hdr::FILTER_MSR + i)));
+        (m != 0).then(|| {
             (
                 self.u64_at(snap + layout::snap::VALUES + 8 * (self.geometry.nr_values - 1)),
                 self.u64_at(hdr::FILTER_ARMED),
@@ -257,18 +330,18 @@ impl Area {
         })
     }
 
-    /// `len` bytes of the area at `off` (for checksums and header fields).
-    pub(crate) fn bytes(&self, off: usize, len: usize) -> &[u8] {
-        // SAFETY: within the allocation; the caller accepts that stubs may write concurrently
-        // (the checksum of a snapshot is taken when its CPU is stopped in the oops path).
-        unsafe { core::slice::from_raw_parts(self.at(off), len) }
+    /// The layout checksum of `len` bytes at `off`, skipping the field at `off + skip`, read
+    /// with volatile loads.
+    pub(crate) fn checksum(&self, off: usize, len: usize, skip: usize) -> u64 {
+        layout::checksum_bytes((off..off + len).map(|i| self.byte(i)), skip)
     }
 }
 
 impl Drop for Area {
     fn drop(&mut self) {
-        // SAFETY: `base` came from `lbr_dump_alloc_pages(order)` and no stub can reach it any
-        // more (the gates were restored and every CPU synchronized before the area is dropped).
+        // SAFETY: `base` came from `lbr_dump_alloc_pages(order)` (type invariant) and no stub
+        // can reach it any more (the gates were restored and every CPU synchronized before the
+        // area is dropped).
         unsafe { bindings::free_pages(self.base as usize, self.order) };
     }
 }
@@ -277,11 +350,15 @@ impl Drop for Area {
 pub(crate) struct Armed {
     hooks: Option<Hooks>,
     hp_state: i32,
+    resume: bool,
     saved: Option<KBox<Saved>>,
     pub(crate) area: Area,
+    /// The vectors whose gates point at stubs.
+    pub(crate) hooked: Vectors,
 }
 
 /// Arms lbr-dump for `recorder`. `text_base` is the module's text address (for the dump header).
+/// The caller holds the state lock (control.rs).
 pub(crate) fn arm(
     recorder: &Recorder,
     kernel_only: bool,
@@ -296,17 +373,14 @@ pub(crate) fn arm(
         return Err(ENODEV);
     }
     let Some(layout) = record::layout(recorder, false) else {
-        pr_err!("refusing to arm: the LBR format is unknown or unsupported\n");
+        pr_err!("refusing to arm: the LBR format is unknown or unsupported, or the depth is 0\n");
         return Err(ENODEV);
     };
     let control = Control::new(recorder, kernel_only);
-    // The MSRs each capture reads: the records, then the filter MSR (LBR_SELECT), whose value
-    // tells whether another owner changed the filtering (layout.rs).
-    let mut msrs = [0u32; MAX_VALUES + 1];
-    let mut n = record::capture_list(recorder, &layout, &mut msrs);
-    if let Some((m, _)) = control.filter {
-        msrs[n] = m;
-        n += 1;
+    let (msrs, n) = capture_msrs(recorder, &layout, &control);
+    if n == 0 {
+        pr_err!("refusing to arm: the recorder has no records to capture\n");
+        return Err(ENODEV);
     }
     let nr_cpus = kernel::cpu::nr_cpu_ids() as usize;
     let geometry = Geometry {
@@ -314,26 +388,88 @@ pub(crate) fn arm(
         ring: RING,
         nr_values: n,
     };
-    let area = Area::new(geometry, layout)?;
+    let area = Area::new(geometry, layout).inspect_err(|_| {
+        pr_err!(
+            "refusing to arm: cannot allocate the snapshot area: {} KiB of contiguous memory for \
+             {} CPUs, {} snapshots each of {} bytes\n",
+            geometry.area_size() / 1024,
+            geometry.nr_cpus,
+            geometry.ring,
+            geometry.snap_size()
+        )
+    })?;
+    let armed_value = control.armed(rdmsr_on_this_cpu(control.ctl_msr)?);
+    write_header(&area, &control, armed_value, &msrs[..n], text_base);
 
-    // Header.
+    let mut list = KVec::with_capacity(n, GFP_KERNEL)?;
+    for &m in &msrs[..n] {
+        list.push(m, GFP_KERNEL)?;
+    }
+    let mut before = KVec::with_capacity(nr_cpus, GFP_KERNEL)?;
+    for _ in 0..nr_cpus {
+        before.push([AtomicU64::new(0), AtomicU64::new(0)], GFP_KERNEL)?;
+    }
+    let saved = KBox::new(
+        Saved {
+            control,
+            armed: armed_value,
+            msrs: list,
+            before,
+        },
+        GFP_KERNEL,
+    )?;
+    let mut armed = KBox::new(
+        Armed {
+            hooks: None,
+            hp_state: 0,
+            resume: false,
+            saved: Some(saved),
+            area,
+            hooked: vectors,
+        },
+        GFP_KERNEL,
+    )?;
+    // From here on, dropping `armed` undoes whatever was done.
+    start_recording(&mut armed)?;
+    configure_stubs(&armed, &control, armed_value);
+    hook_gates(&mut armed, vectors)?;
+    Ok(armed)
+}
+
+/// The MSRs each capture reads: the records, then the filter MSR (LBR_SELECT), whose value tells
+/// whether another owner changed the filtering (layout.rs).
+fn capture_msrs(recorder: &Recorder, layout: &Layout, control: &Control) -> ([u32; MAX_VALUES + 1], usize) {
+    let mut msrs = [0u32; MAX_VALUES + 1];
+    let mut n = record::capture_list(recorder, layout, &mut msrs);
+    if let Some((m, _)) = control.filter {
+        // PANIC: none: capture_list fills at most MAX_VALUES entries, the array has one more.
+        msrs[n] = m;
+        n += 1;
+    }
+    (msrs, n)
+}
+
+/// Fills the area's self-describing header and MSR list (layout.rs), then its checksum.
+fn write_header(area: &Area, control: &Control, armed_value: u64, msrs: &[u32], text_base: u64) {
+    let g = area.geometry;
+    let layout = area.layout;
     let (format, flags) = layout.codes();
     area.put(hdr::MAGIC, &layout::MAGIC);
     area.put(hdr::VERSION, &layout::VERSION.to_le_bytes());
     area.put(hdr::HEADER_SIZE, &(layout::HEADER_SIZE as u32).to_le_bytes());
-    area.put(hdr::AREA_SIZE, &(geometry.area_size() as u64).to_le_bytes());
+    area.put(hdr::AREA_SIZE, &(g.area_size() as u64).to_le_bytes());
     for (off, v) in [
-        (hdr::NR_CPUS, nr_cpus as u32),
-        (hdr::RING, RING as u32),
-        (hdr::SNAP_SIZE, geometry.snap_size() as u32),
-        (hdr::NR_VALUES, n as u32),
+        (hdr::NR_CPUS, g.nr_cpus as u32),
+        (hdr::RING, g.ring as u32),
+        (hdr::SNAP_SIZE, g.snap_size() as u32),
+        (hdr::NR_VALUES, g.nr_values as u32),
         (hdr::FLAVOUR, layout.flavour_code()),
         (hdr::FORMAT, format),
         (hdr::DEPTH, layout.depth() as u32),
         (hdr::LAYOUT_FLAGS, flags),
-        (hdr::MSR_LIST, geometry.msr_list() as u32),
-        (hdr::CPU_OFFSET, geometry.cpu_offset() as u32),
-        (hdr::CPU_BLOCK_SIZE, geometry.cpu_block_size() as u32),
+        (hdr::MSR_LIST, g.msr_list() as u32),
+        (hdr::CPU_OFFSET, g.cpu_offset() as u32),
+        (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
         (hdr::CTL_MSR, control.ctl_msr),
         (hdr::FILTER_MSR, control.filter.map_or(0, |(m, _)| m)),
     ] {
@@ -344,30 +480,16 @@ pub(crate) fn arm(
     area.put(hdr::ANCHOR_NAME, ANCHOR.to_bytes());
     area.put(hdr::TEXT_BASE, &text_base.to_le_bytes());
     area.put(hdr::MODULE_NAME, b"lbr_dump");
-    for (i, m) in msrs[..n].iter().enumerate() {
-        area.put(geometry.msr_list() + 4 * i, &m.to_le_bytes());
+    for (i, m) in msrs.iter().enumerate() {
+        area.put(g.msr_list() + 4 * i, &m.to_le_bytes());
     }
-
-    // Recording on, on every CPU now and later.
-    let mut before = KVec::with_capacity(nr_cpus, GFP_KERNEL)?;
-    for _ in 0..nr_cpus {
-        before.push([AtomicU64::new(0), AtomicU64::new(0)], GFP_KERNEL)?;
-    }
-    let saved = KBox::new(Saved { control, before }, GFP_KERNEL)?;
-    let armed_value = control.armed(rdmsr_on_this_cpu(control.ctl_msr));
     area.put(hdr::CTL_ARMED, &armed_value.to_le_bytes());
-    let checksum = layout::checksum(area.bytes(0, layout::HEADER_SIZE), hdr::CHECKSUM);
+    let checksum = area.checksum(0, layout::HEADER_SIZE, hdr::CHECKSUM);
     area.put(hdr::CHECKSUM, &checksum.to_le_bytes());
+}
 
-    let mut armed = KBox::new(
-        Armed {
-            hooks: None,
-            hp_state: 0,
-            saved: Some(saved),
-            area,
-        },
-        GFP_KERNEL,
-    )?;
+/// Recording on, on every CPU now and later (hotplug), and on the boot CPU at resume.
+fn start_recording(armed: &mut Armed) -> Result {
     let saved_ptr = armed.saved.as_deref().map_or(ptr::null(), |s| s as *const Saved);
     RECORDING.store(saved_ptr.cast_mut(), Ordering::Release);
     // SAFETY: the name is a static string; the callbacks are valid for the module's lifetime
@@ -383,54 +505,86 @@ pub(crate) fn arm(
         )
     };
     if st < 0 {
+        pr_err!("refusing to arm: a CPU could not be armed ({st})\n");
         return Err(Error::from_errno(st));
     }
     armed.hp_state = st;
+    // SAFETY: `resume` is valid for the module's lifetime; unregistered in `Armed::drop`.
+    unsafe { ffi::lbr_dump_syscore_register(resume) };
+    armed.resume = true;
+    Ok(())
+}
 
-    // The stubs' configuration, then the gates.
+/// The stubs' configuration (asm/stubs.S reads it through `lbr_dump_capture`).
+fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64) {
     let g = &armed.area.geometry;
     let cfg = ffi::CaptureConfig {
         cpu0: armed.area.at(g.cpu_offset()) as u64,
         block_size: g.cpu_block_size() as u64,
-        nr_cpus: nr_cpus as u64,
+        nr_cpus: g.nr_cpus as u64,
         ring_mask: (RING - 1) as u64,
         snap_size: g.snap_size() as u64,
         msrs: armed.area.at(g.msr_list()) as u64,
-        nr_values: n as u64,
+        nr_values: g.nr_values as u64,
         ctl_msr: control.ctl_msr as u64,
         mask: control.mask,
         armed: armed_value,
         seq: 0,
     };
-    // SAFETY: no gate points at a stub (only `Hooks::hook` below does that), so nothing reads
-    // the configuration while it is written.
+    // SAFETY: no gate points at a stub (only `hook_gates` below does that, and disarming
+    // restored every gate and synchronized every CPU before), so nothing reads the configuration
+    // while it is written.
     unsafe { ptr::addr_of_mut!(ffi::lbr_dump_capture).write_volatile(cfg) };
-    let mut list = [0; HOOKABLE.len()];
-    let n = vectors.list(&mut list);
-    match Hooks::hook(&list[..n]) {
-        Ok(h) => armed.hooks = Some(h),
-        Err(why) => {
-            pr_err!("refusing to arm: {}\n", why);
-            return Err(ENODEV);
-        }
-    }
-    Ok(armed)
 }
 
-fn rdmsr_on_this_cpu(m: u32) -> u64 {
-    let mut v = 0;
-    // SAFETY: exception-safe read into a local.
-    unsafe { ffi::rdmsrq_safe_on_cpu(kernel::cpu::CpuId::current().as_u32(), m, &mut v) };
-    v
+/// Points the gates of `vectors` at their stubs, skipping (and saying so) vectors the kernel has
+/// no gate for; refuses if that leaves no captured vector.
+fn hook_gates(armed: &mut Armed, vectors: Vectors) -> Result {
+    let mut list = [0; HOOKABLE.len()];
+    let n = vectors.list(&mut list);
+    let refuse = |(v, why): (usize, crate::idt::GateRefusal)| {
+        pr_err!("refusing to arm: vector {v} ({}): {}\n", vector_name(v as u32), why.reason());
+        ENODEV
+    };
+    let (mut hooks, plan) = Hooks::plan(&list[..n]).map_err(refuse)?;
+    let mut hooked = vectors;
+    for &v in plan.skipped.iter() {
+        pr_info!(
+            "skipping {v}({}): {}\n",
+            vector_name(v as u32),
+            crate::idt::GateRefusal::Absent.reason()
+        );
+        hooked = hooked.without(v);
+    }
+    let Some(hooked) = Vectors::new(hooked.0) else {
+        pr_err!("refusing to arm: none of the chosen vectors has a gate to hook\n");
+        return Err(ENODEV);
+    };
+    let r = hooks.hook(&plan);
+    armed.hooks = Some(hooks);
+    r.map_err(refuse)?;
+    armed.hooked = hooked;
+    Ok(())
+}
+
+fn rdmsr_on_this_cpu(m: u32) -> Result<u64> {
+    read_msr(CpuId::current(), m).map_err(|e| {
+        pr_err!("refusing to arm: {}\n", format_args!("{e}"));
+        ENODEV
+    })
 }
 
 impl Drop for Armed {
     fn drop(&mut self) {
         // Gates first (and wait for every CPU to leave the stubs), then recording, then memory.
         self.hooks = None;
+        if self.resume {
+            // SAFETY: registered in `start_recording`.
+            unsafe { ffi::lbr_dump_syscore_unregister() };
+        }
         if self.hp_state > 0 {
-            // SAFETY: removes the dynamic state registered in `arm`, running `cpu_offline` on
-            // every online CPU.
+            // SAFETY: removes the dynamic state registered in `start_recording`, running
+            // `cpu_offline` on every online CPU.
             unsafe { bindings::__cpuhp_remove_state(self.hp_state as _, true) };
         }
         RECORDING.store(ptr::null_mut(), Ordering::Release);

@@ -1,37 +1,43 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The enable controls: module parameters at load, /sys/kernel/lbr_dump/enabled at run time
-//! (the attribute itself is in glue.c, which calls the two functions exported here).
+//! (the attributes are in glue.c, which calls the functions exported here).
 //!
-//! One `Control` exists while the module is loaded. Writes to `enabled` are serialized by
-//! kernfs (one attribute), and the attribute is created after the `Control` is published and
-//! removed before it is torn down, so `set_enabled` never runs concurrently with itself or
-//! with load/unload.
+//! Every change of lbr-dump's state (arming at load, the `enabled` attribute, disarming at
+//! unload) happens on [`State`] under one lock, the `Mutex<State>` of the pinned module object
+//! (lbr_dump.rs). kernfs serializes writes per open file, not per attribute, so two writers of
+//! `enabled` do run concurrently: the lock, not kernfs, keeps them from arming twice. Nothing
+//! here hands out a `&mut State` but the lock's guard.
 
+use core::fmt::Write;
+use core::pin::Pin;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-use kernel::{ffi::c_int, prelude::*};
+use kernel::{
+    ffi::{c_char, c_int},
+    prelude::*,
+    sync::Mutex,
+};
 
 use crate::capture::{self, Armed, Vectors};
 use crate::printer::{self, Notifier};
 use crate::probe::Found;
 
-/// lbr-dump's state between load and unload.
-pub(crate) struct Control {
+/// lbr-dump's state between load and unload, behind the module's lock.
+pub(crate) struct State {
     pub(crate) found: Found,
     kernel_only: bool,
+    /// The vectors chosen (the `vectors` parameter).
     pub(crate) vectors: Vectors,
     text_base: u64,
     /// While armed: the oops printer (dropped first), then the armed state.
     armed: Option<(Notifier, KBox<Armed>)>,
 }
 
-static CONTROL: AtomicPtr<Control> = AtomicPtr::new(ptr::null_mut());
-
-impl Control {
+impl State {
     pub(crate) fn new(found: Found, kernel_only: bool, vectors: Vectors, text_base: u64) -> Self {
-        Control {
+        State {
             found,
             kernel_only,
             vectors,
@@ -50,7 +56,7 @@ impl Control {
                     self.vectors,
                     self.text_base,
                 )?;
-                printer::ARMED.store(&*armed as *const Armed as *mut Armed, Ordering::Release);
+                printer::ARMED.store(ptr::from_ref(&*armed).cast_mut(), Ordering::Release);
                 let notifier = match Notifier::register() {
                     Ok(n) => n,
                     Err(e) => {
@@ -58,10 +64,16 @@ impl Control {
                         return Err(e);
                     }
                 };
+                let unfiltered =
+                    capture::Control::new(&self.found.recorder, self.kernel_only).unfiltered(self.kernel_only);
                 pr_info!(
                     "armed: vectors {}, recording {}\n",
-                    format_args!("{}", self.vectors),
-                    if self.kernel_only { "kernel branches" } else { "all rings" }
+                    format_args!("{}", armed.hooked),
+                    match (self.kernel_only, unfiltered) {
+                        (_, true) => "all rings (this model has no filter MSR)",
+                        (true, false) => "kernel branches",
+                        (false, _) => "all rings",
+                    }
                 );
                 self.armed = Some((notifier, armed));
             }
@@ -78,33 +90,39 @@ impl Control {
         Ok(())
     }
 
-    /// Publishes `self` for the sysfs callbacks.
-    ///
-    /// # Safety
-    ///
-    /// `self` must stay at this address until [`Control::unpublish`] is called.
-    pub(crate) unsafe fn publish(&mut self) {
-        CONTROL.store(self, Ordering::Release);
-    }
-
-    /// Withdraws `self` from the sysfs callbacks (after the attributes are removed).
-    pub(crate) fn unpublish(&mut self) {
-        CONTROL.store(ptr::null_mut(), Ordering::Release);
+    /// The vectors whose gates point at stubs while armed, else the chosen set.
+    fn shown_vectors(&self) -> Vectors {
+        self.armed.as_ref().map_or(self.vectors, |(_, a)| a.hooked)
     }
 }
 
-impl Drop for Control {
-    fn drop(&mut self) {
-        let _ = self.set(false);
-    }
+/// The state the sysfs callbacks use.
+static CONTROL: AtomicPtr<Mutex<State>> = AtomicPtr::new(ptr::null_mut());
+
+/// Makes `module`'s state the one the sysfs callbacks use. Safe: `module` is pinned, so its
+/// drop, which calls [`withdraw`] (lbr_dump.rs), runs before its memory can be reused.
+pub(crate) fn publish(module: Pin<&crate::LbrDump>) {
+    CONTROL.store(ptr::from_ref(&module.get_ref().state).cast_mut(), Ordering::Release);
+}
+
+/// Undoes [`publish`] for `module` (if it is the published one).
+pub(crate) fn withdraw(module: Pin<&crate::LbrDump>) {
+    let me = ptr::from_ref(&module.get_ref().state).cast_mut();
+    let _ = CONTROL.compare_exchange(me, ptr::null_mut(), Ordering::AcqRel, Ordering::Relaxed);
+}
+
+/// The published state.
+fn control() -> Option<&'static Mutex<State>> {
+    // SAFETY: published only while the module object lives (pinned), and the attributes that
+    // call this are removed (waiting for running callbacks) before the module object is dropped.
+    unsafe { CONTROL.load(Ordering::Acquire).as_ref() }
 }
 
 /// Called by glue.c's `enabled` store with a validated value.
 #[no_mangle]
 pub(crate) extern "C" fn lbr_dump_set_enabled(on: bool) -> c_int {
-    // SAFETY: published while the attribute exists; stores are serialized by kernfs.
-    match unsafe { CONTROL.load(Ordering::Acquire).as_mut() } {
-        Some(c) => match c.set(on) {
+    match control() {
+        Some(c) => match c.lock().set(on) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         },
@@ -115,9 +133,25 @@ pub(crate) extern "C" fn lbr_dump_set_enabled(on: bool) -> c_int {
 /// Called by glue.c's `enabled` show.
 #[no_mangle]
 pub(crate) extern "C" fn lbr_dump_is_enabled() -> bool {
-    // SAFETY: as above; reading `armed` races only with a store, which kernfs serializes
-    // against other stores, not shows: the answer is the state before or after that store.
-    unsafe { CONTROL.load(Ordering::Acquire).as_ref() }.is_some_and(|c| c.armed.is_some())
+    control().is_some_and(|c| c.lock().armed.is_some())
+}
+
+/// Called by glue.c's `vectors` show: writes the vectors and a newline into `buf` (a sysfs
+/// buffer of PAGE_SIZE bytes), returns the length.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn lbr_dump_show_vectors(buf: *mut c_char) -> c_int {
+    let mut line = crate::printer::LineBuf::new();
+    if let Some(c) = control() {
+        let _ = write!(line, "{}", c.lock().shown_vectors());
+    }
+    let text = line.as_bytes();
+    // SAFETY: `buf` is a sysfs show buffer of PAGE_SIZE bytes; `LineBuf` holds at most 255 bytes,
+    // plus the newline.
+    unsafe {
+        ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), text.len());
+        *buf.add(text.len()) = b'\n' as c_char;
+    }
+    (text.len() + 1) as c_int
 }
 
 /// Called by glue.c's `captures` show: the stubs' sequence counter, i.e. the number of snapshots

@@ -184,6 +184,9 @@ pub struct LegacyLbr {
     pub to: u32,
     /// LBR_INFO_0 MSR, where the model has it.
     pub info: Option<u32>,
+    /// MSR_LBR_SELECT, where the model has it: the kernel's `intel_pmu_lbr_init_core()` and
+    /// `_atom()` set no `lbr_sel_map` (Core 2, Bonnell/Saltwell Atom have none; an access #GPs).
+    pub select: Option<u32>,
     /// The record format; `None` when CPUID.1:ECX.PDCM is clear and PERF_CAPABILITIES does not
     /// exist (the kernel then assumes format 0).
     pub format: Option<LbrFormat>,
@@ -240,6 +243,17 @@ pub struct Switch {
     pub mask: u64,
     /// The name of MSR and bit for messages.
     pub name: &'static str,
+}
+
+impl Switch {
+    /// What to write back to the control MSR when lbr-dump lets a CPU go (disarming, CPU going
+    /// offline), given the value `now` there, the value lbr-dump armed with and the one found
+    /// before arming: the value before, if lbr-dump's own value is still in place (switched on,
+    /// or with only the switch cleared: frozen by a capture or by #DB delivery); otherwise
+    /// nothing (another owner, such as a perf session started since, wrote its own: leave it).
+    pub fn restore(&self, now: u64, armed: u64, before: u64) -> Option<u64> {
+        (now == armed || now == armed & !self.mask).then_some(before)
+    }
 }
 
 impl Recorder {
@@ -353,20 +367,36 @@ pub fn signature(c: &impl Cpuid) -> Signature {
     }
 }
 
-/// Kernel `intel_pmu_lbr_init_*()` rows: (generation, depth, from, to, info).
-type Row = (&'static str, u8, u32, u32, Option<u32>);
-const CORE: Row = ("Core2", 4, msr::LBR_CORE_FROM, msr::LBR_CORE_TO, None);
-const NHM: Row = ("Nehalem", 16, msr::LBR_NHM_FROM, msr::LBR_NHM_TO, None);
-const ATOM: Row = ("Atom", 8, msr::LBR_CORE_FROM, msr::LBR_CORE_TO, None);
-const SLM: Row = ("Silvermont", 8, msr::LBR_CORE_FROM, msr::LBR_CORE_TO, None);
-const SNB: Row = ("Sandy Bridge", 16, msr::LBR_NHM_FROM, msr::LBR_NHM_TO, None);
-const HSW: Row = ("Haswell", 16, msr::LBR_NHM_FROM, msr::LBR_NHM_TO, None);
+/// Kernel `intel_pmu_lbr_init_*()` rows: (generation, depth, from, to, info, select).
+type Row = (&'static str, u8, u32, u32, Option<u32>, Option<u32>);
+const SEL: Option<u32> = Some(msr::LBR_SELECT);
+const CORE: Row = ("Core2", 4, msr::LBR_CORE_FROM, msr::LBR_CORE_TO, None, None);
+const NHM: Row = ("Nehalem", 16, msr::LBR_NHM_FROM, msr::LBR_NHM_TO, None, SEL);
+const ATOM: Row = ("Atom", 8, msr::LBR_CORE_FROM, msr::LBR_CORE_TO, None, None);
+const SLM: Row = (
+    "Silvermont",
+    8,
+    msr::LBR_CORE_FROM,
+    msr::LBR_CORE_TO,
+    None,
+    SEL,
+);
+const SNB: Row = (
+    "Sandy Bridge",
+    16,
+    msr::LBR_NHM_FROM,
+    msr::LBR_NHM_TO,
+    None,
+    SEL,
+);
+const HSW: Row = ("Haswell", 16, msr::LBR_NHM_FROM, msr::LBR_NHM_TO, None, SEL);
 const KNL: Row = (
     "Knights Landing",
     8,
     msr::LBR_NHM_FROM,
     msr::LBR_NHM_TO,
     None,
+    SEL,
 );
 const SKL: Row = (
     "Skylake",
@@ -374,6 +404,7 @@ const SKL: Row = (
     msr::LBR_NHM_FROM,
     msr::LBR_NHM_TO,
     Some(msr::LBR_INFO_0),
+    SEL,
 );
 
 /// Family 6 models with model-specific LBR, as `intel_pmu_init()` lists them (intel-family.h).
@@ -482,6 +513,9 @@ fn intel_recorder(
 ) -> Option<Recorder> {
     if max_leaf >= 0x1c && c.cpuid(7, 0).edx & (1 << 19) != 0 {
         let l = c.cpuid(0x1c, 0);
+        if l.eax & 0xff == 0 {
+            return None; // no supported depth: nothing to record with (never capture 0 MSRs)
+        }
         return Some(Recorder::IntelArch(ArchLbr {
             depths: (l.eax & 0xff) as u8,
             cpl_filter: l.ebx & 1 != 0,
@@ -495,7 +529,7 @@ fn intel_recorder(
     if s.family != 6 {
         return None;
     }
-    let (_, (generation, depth, from, to, info)) =
+    let (_, (generation, depth, from, to, info, select)) =
         *INTEL_LBR_MODELS.iter().find(|(m, _)| *m == s.model)?;
     if s.model == 0x1c && s.stepping < 10 {
         return None; // Bonnell erratum: the kernel disables LBR on these.
@@ -510,6 +544,7 @@ fn intel_recorder(
         from,
         to,
         info,
+        select,
         format,
     }))
 }

@@ -22,8 +22,9 @@ pub(crate) const DIE_OOPS: c_ulong = 1;
 /// `NOTIFY_DONE` (include/linux/notifier.h).
 pub(crate) const NOTIFY_DONE: c_int = 0;
 
-/// `struct capture_config` of asm/stubs.S (the `CFG_*` offsets there): what the entry stubs
-/// read. Written only while no IDT gate points at a stub.
+/// `struct capture_config` of asm/stubs.S: what the entry stubs read. Written only while no IDT
+/// gate points at a stub. Its offsets are [`crate::layout::cfg`], from which the stubs' header
+/// is generated; the assertions below make the compiler hold this struct to them.
 #[repr(C)]
 #[derive(Default)]
 pub(crate) struct CaptureConfig {
@@ -39,6 +40,23 @@ pub(crate) struct CaptureConfig {
     pub(crate) armed: u64,
     pub(crate) seq: u64,
 }
+
+const _: () = {
+    use crate::layout::cfg;
+    use core::mem::{offset_of, size_of};
+    assert!(offset_of!(CaptureConfig, cpu0) == cfg::CPU0);
+    assert!(offset_of!(CaptureConfig, block_size) == cfg::BLOCK_SIZE);
+    assert!(offset_of!(CaptureConfig, nr_cpus) == cfg::NR_CPUS);
+    assert!(offset_of!(CaptureConfig, ring_mask) == cfg::RING_MASK);
+    assert!(offset_of!(CaptureConfig, snap_size) == cfg::SNAP_SIZE);
+    assert!(offset_of!(CaptureConfig, msrs) == cfg::MSRS);
+    assert!(offset_of!(CaptureConfig, nr_values) == cfg::NR_VALUES);
+    assert!(offset_of!(CaptureConfig, ctl_msr) == cfg::CTL_MSR);
+    assert!(offset_of!(CaptureConfig, mask) == cfg::MASK);
+    assert!(offset_of!(CaptureConfig, armed) == cfg::ARMED);
+    assert!(offset_of!(CaptureConfig, seq) == cfg::SEQ);
+    assert!(size_of::<CaptureConfig>() == cfg::SIZE);
+};
 
 unsafe extern "C" {
     /// arch/x86/lib/msr-smp.c: `int rdmsrq_safe_on_cpu(unsigned int cpu, u32 msr_no, u64 *q)`.
@@ -67,11 +85,23 @@ unsafe extern "C" {
     /// src/glue.c: `on_each_cpu(func, info, 1)`.
     pub(crate) fn lbr_dump_on_each_cpu(func: unsafe extern "C" fn(*mut c_void), info: *mut c_void);
 
-    /// src/glue.c: `__get_free_pages(GFP_KERNEL | __GFP_ZERO, order)`.
+    /// src/glue.c: `__get_free_pages(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN, order)`, 0 on
+    /// failure or for an order above MAX_PAGE_ORDER.
     pub(crate) fn lbr_dump_alloc_pages(order: c_uint) -> c_ulong;
 
-    /// src/glue.c: creates /sys/kernel/lbr_dump with the given read-only texts (copied).
-    pub(crate) fn lbr_dump_sysfs_create(facility: *const c_char, vectors: *const c_char) -> c_int;
+    /// src/glue.c: points the static call `lbr_dump_orig_<vector>`, where that vector's stub
+    /// goes on, at `handler` (static_call_update(): text patching, may sleep); -EINVAL for a
+    /// vector without a stub.
+    pub(crate) fn lbr_dump_set_handler(vector: c_uint, handler: c_ulong) -> c_int;
+
+    /// src/glue.c: register_syscore() with `resume` as the resume callback (boot CPU, IRQs off).
+    pub(crate) fn lbr_dump_syscore_register(resume: unsafe extern "C" fn());
+
+    /// src/glue.c: undoes [`lbr_dump_syscore_register`].
+    pub(crate) fn lbr_dump_syscore_unregister();
+
+    /// src/glue.c: creates /sys/kernel/lbr_dump with the given read-only text (copied).
+    pub(crate) fn lbr_dump_sysfs_create(facility: *const c_char) -> c_int;
 
     /// src/glue.c: removes /sys/kernel/lbr_dump, waiting for running callbacks.
     pub(crate) fn lbr_dump_sysfs_remove();
@@ -84,9 +114,6 @@ unsafe extern "C" {
 
     /// asm/stubs.S: the stubs' configuration.
     pub(crate) static mut lbr_dump_capture: CaptureConfig;
-
-    /// asm/stubs.S: the original handler of each vector, where the stubs jump on.
-    pub(crate) static mut lbr_dump_orig: [u64; 32];
 
     /// asm/stubs.S: the stub of each hookable vector, 0 for the others.
     pub(crate) static lbr_dump_stubs: [u64; 32];

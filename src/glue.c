@@ -5,12 +5,16 @@
  *  - a writable alias of the IDT page: pfn_to_page() and PAGE_KERNEL are macros;
  *  - the environment checks: boot_cpu_has(), cpu_feature_enabled(), xen_pv_domain() and
  *    cc_platform_has() are macros or inlines over feature words;
- *  - on_each_cpu() is a static inline.
+ *  - on_each_cpu() is a static inline;
+ *  - static calls (the stubs' way on to the kernel's handlers) are defined and updated by macros;
+ *  - struct syscore and register_syscore() (resume on the boot CPU) take C structures.
  * Every function here is declared for Rust in src/ffi.rs, and nowhere else.
  */
 #include <linux/cc_platform.h>
 #include <linux/mm.h>
 #include <linux/smp.h>
+#include <linux/static_call.h>
+#include <linux/syscore_ops.h>
 #include <linux/vmalloc.h>
 #include <asm/cpufeature.h>
 #include <asm/desc.h>
@@ -22,6 +26,9 @@ void lbr_dump_idt_unalias(void *alias);
 const char *lbr_dump_environment_refusal(void);
 void lbr_dump_on_each_cpu(void (*func)(void *info), void *info);
 unsigned long lbr_dump_alloc_pages(unsigned int order);
+int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
+void lbr_dump_syscore_register(void (*resume)(void));
+void lbr_dump_syscore_unregister(void);
 
 /*
  * Map the page holding the IDT a second time, writable. The IDT is read-only after boot
@@ -70,10 +77,67 @@ void lbr_dump_on_each_cpu(void (*func)(void *info), void *info)
 	on_each_cpu(func, info, 1);
 }
 
-/* __get_free_pages() is a macro (allocation tagging): zeroed, physically contiguous pages. */
+/*
+ * __get_free_pages() is a macro (allocation tagging): zeroed, physically contiguous pages. No
+ * warning on failure (a large order for many CPUs): the caller says what it could not allocate.
+ */
 unsigned long lbr_dump_alloc_pages(unsigned int order)
 {
-	return __get_free_pages(GFP_KERNEL | __GFP_ZERO, order);
+	if (order > MAX_PAGE_ORDER)
+		return 0;
+	return __get_free_pages(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN, order);
+}
+
+/*
+ * The stubs' way on to the kernel's handlers (asm/stubs.S `jmp __SCT__lbr_dump_orig_<vector>`):
+ * one static call per hookable vector. static_call_update() points it at the handler lbr-dump
+ * read from the IDT, before the gate points at the stub: the trampoline becomes a direct
+ * `jmp rel32` to the handler, and so does the stub's own jump where objtool recorded it as a
+ * static-call site (IBT builds). No stub has an indirect branch or loads the handler's address.
+ * The type is that of the kernel's asm_exc_* entry points (idtentry.h), not called from C.
+ */
+void lbr_dump_entry(void);
+#define LBR_DUMP_VECTORS(X) X(0) X(1) X(6) X(8) X(11) X(12) X(13) X(14) X(17) X(21)
+#define LBR_DUMP_DEFINE(v) DEFINE_STATIC_CALL_NULL(lbr_dump_orig_##v, lbr_dump_entry);
+LBR_DUMP_VECTORS(LBR_DUMP_DEFINE)
+
+/* Points vector's trampoline at handler; -EINVAL for a vector without one. */
+int lbr_dump_set_handler(unsigned int vector, unsigned long handler)
+{
+	switch (vector) {
+#define LBR_DUMP_UPDATE(v)							\
+	case v:									\
+		static_call_update(lbr_dump_orig_##v, (void (*)(void))handler);	\
+		return 0;
+	LBR_DUMP_VECTORS(LBR_DUMP_UPDATE)
+	}
+	return -EINVAL;
+}
+
+/*
+ * Resume from suspend: syscore resume runs on the boot CPU alone, IRQs off, before the other
+ * CPUs come back through CPU hotplug; the boot CPU never goes through hotplug, so this is where
+ * its recorder is switched back on (src/capture.rs `resume`). One registration at a time.
+ */
+static void (*lbr_dump_resume_fn)(void);
+
+static void lbr_dump_syscore_resume(void *data)
+{
+	lbr_dump_resume_fn();
+}
+
+static const struct syscore_ops lbr_dump_syscore_ops = { .resume = lbr_dump_syscore_resume };
+static struct syscore lbr_dump_syscore = { .ops = &lbr_dump_syscore_ops };
+
+void lbr_dump_syscore_register(void (*resume)(void))
+{
+	lbr_dump_resume_fn = resume;
+	register_syscore(&lbr_dump_syscore);
+}
+
+void lbr_dump_syscore_unregister(void)
+{
+	unregister_syscore(&lbr_dump_syscore);
 }
 
 /*
@@ -82,7 +146,7 @@ unsigned long lbr_dump_alloc_pages(unsigned int order)
  *   enabled   rw (root): "0" or "1", an optional trailing newline; anything else is -EINVAL
  *             and changes nothing
  *   facility  ro: the probe's one-line description
- *   vectors   ro: the hooked vectors
+ *   vectors   ro: the hooked vectors (while armed), else the chosen set
  *   captures  ro: snapshots taken since the module was loaded (all CPUs)
  * Writes to one attribute are serialized by kernfs; removal waits for running callbacks.
  */
@@ -92,11 +156,12 @@ unsigned long lbr_dump_alloc_pages(unsigned int order)
 int lbr_dump_set_enabled(bool on);	/* src/control.rs */
 bool lbr_dump_is_enabled(void);		/* src/control.rs */
 u64 lbr_dump_captures(void);		/* src/control.rs */
-int lbr_dump_sysfs_create(const char *facility, const char *vectors);
+int lbr_dump_show_vectors(char *buf);	/* src/control.rs: at most PAGE_SIZE bytes */
+int lbr_dump_sysfs_create(const char *facility);
 void lbr_dump_sysfs_remove(void);
 
 static struct kobject *lbr_dump_kobj;
-static char lbr_dump_facility[256], lbr_dump_vectors[64];
+static char lbr_dump_facility[256];
 
 static ssize_t enabled_show(struct kobject *k, struct kobj_attribute *a, char *buf)
 {
@@ -123,7 +188,7 @@ static ssize_t facility_show(struct kobject *k, struct kobj_attribute *a, char *
 
 static ssize_t vectors_show(struct kobject *k, struct kobj_attribute *a, char *buf)
 {
-	return sysfs_emit(buf, "%s\n", lbr_dump_vectors);
+	return lbr_dump_show_vectors(buf);
 }
 
 static ssize_t captures_show(struct kobject *k, struct kobj_attribute *a, char *buf)
@@ -140,12 +205,11 @@ static struct attribute *lbr_dump_attrs[] = {
 };
 static const struct attribute_group lbr_dump_group = { .attrs = lbr_dump_attrs };
 
-int lbr_dump_sysfs_create(const char *facility, const char *vectors)
+int lbr_dump_sysfs_create(const char *facility)
 {
 	int ret;
 
 	strscpy(lbr_dump_facility, facility);
-	strscpy(lbr_dump_vectors, vectors);
 	lbr_dump_kobj = kobject_create_and_add("lbr_dump", kernel_kobj);
 	if (!lbr_dump_kobj)
 		return -ENOMEM;
@@ -159,6 +223,8 @@ int lbr_dump_sysfs_create(const char *facility, const char *vectors)
 
 void lbr_dump_sysfs_remove(void)
 {
+	if (!lbr_dump_kobj)
+		return;
 	kobject_put(lbr_dump_kobj);
 	lbr_dump_kobj = NULL;
 }

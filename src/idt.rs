@@ -44,60 +44,151 @@ unsafe impl Send for Hooks {}
 // SAFETY: shared references to `Hooks` give no access to the alias.
 unsafe impl Sync for Hooks {}
 
+/// Why a gate cannot be hooked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GateRefusal {
+    /// The kernel installed no handler: the gate is not present, or still holds the early boot
+    /// handler (a kernel without CONFIG_X86_CET has no #CP handler). Skipped, not an error.
+    Absent,
+    /// The gate already points at one of lbr-dump's stubs: hooking it would save a stub as the
+    /// "original" handler, and every exception of that vector would then loop in the stub.
+    Ours,
+    /// The gate is present but not a 64-bit interrupt gate.
+    NotInterruptGate,
+    /// Stub and handler differ in offset bits 63:32 (the gate is switched with one 8-byte store).
+    FarAway,
+    /// The vector has no stub (or memory for the plan ran out).
+    NoStub,
+    /// The gate changed between reading and hooking it.
+    Changed,
+    /// No writable alias of the IDT could be mapped.
+    NoAlias,
+}
+
+impl GateRefusal {
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Self::Absent => "the kernel installed no handler for it (the gate holds the early boot handler)",
+            Self::Ours => "its gate already points at an lbr-dump stub",
+            Self::NotInterruptGate => "its gate is not a present interrupt gate",
+            Self::FarAway => "its stub and the kernel's handler do not share offset bits 63:32",
+            Self::NoStub => "it has no stub",
+            Self::Changed => "its gate changed while lbr-dump was hooking it",
+            Self::NoAlias => "no writable alias of the IDT could be mapped",
+        }
+    }
+}
+
+/// The stub of vector `v`, if it has one.
+fn stub(v: usize) -> Option<u64> {
+    // PANIC: none, `get` is checked.
+    // SAFETY: `lbr_dump_stubs` is an immutable table of 32 entries in asm/stubs.S.
+    let table = unsafe { &*ptr::addr_of!(ffi::lbr_dump_stubs) };
+    table.get(v).copied().filter(|&s| s != 0)
+}
+
+/// Is `handler` one of lbr-dump's stubs?
+fn is_stub(handler: u64) -> bool {
+    (0..32).any(|v| stub(v) == Some(handler))
+}
+
+/// The kernel's early boot handlers (`early_idt_handler_array`, in init text that is freed after
+/// boot) as (first, stride): every exception gate starts with one (idt.c `idt_setup_early_handler`)
+/// and keeps it unless the kernel installs a handler; vectors 30 and 31 never get one. `None` if
+/// gates 30 and 31 do not look like two consecutive early handlers.
+fn early_handlers(alias: *mut u64) -> Option<(u64, u64)> {
+    // SAFETY: the alias maps the whole IDT page: 256 gates of two u64.
+    let gate = |v: usize| unsafe {
+        gate_offset(ptr::read_volatile(alias.add(2 * v)), ptr::read_volatile(alias.add(2 * v + 1)))
+    };
+    let (g30, g31) = (gate(30), gate(31));
+    let stride = g31.wrapping_sub(g30);
+    (1..=32).contains(&stride).then(|| (g31 - 31 * stride, stride))
+}
+
+/// What hooking asked for: the vectors hooked, and those skipped with the reason.
+pub(crate) struct Plan {
+    /// (vector, gate low quadword, original handler, stub) of each gate to hook.
+    hook: KVec<(usize, u64, u64, u64)>,
+    /// Vectors skipped because the kernel has no gate for them.
+    pub(crate) skipped: KVec<usize>,
+}
+
 impl Hooks {
-    /// Points the gates of `vectors` at their stubs. The caller must have filled the stubs'
-    /// configuration first; each original handler is saved in `lbr_dump_orig` before its gate
-    /// changes.
-    pub(crate) fn hook(vectors: &[usize]) -> Result<Self, &'static str> {
+    /// Reads the gates of `vectors` and decides, changing nothing: a vector whose gate is absent
+    /// is skipped; any other problem refuses the whole set (vector, reason).
+    pub(crate) fn plan(vectors: &[usize]) -> Result<(Self, Plan), (usize, GateRefusal)> {
         // SAFETY: `lbr_dump_idt_alias` has no preconditions; NULL means failure.
         let alias = unsafe { ffi::lbr_dump_idt_alias() }.cast::<u64>();
         if alias.is_null() {
-            return Err("cannot map a writable alias of the IDT");
+            return Err((0, GateRefusal::NoAlias));
         }
-        let mut hooks = Hooks {
+        let hooks = Hooks {
             alias,
             hooked: KVec::new(),
         };
-        // Check every vector before changing any gate.
-        let mut plan = KVec::new();
+        let mut plan = Plan {
+            hook: KVec::new(),
+            skipped: KVec::new(),
+        };
+        let early = early_handlers(alias);
         for &v in vectors {
-            // SAFETY: `lbr_dump_stubs` is an immutable table of 32 entries in asm/stubs.S.
-            let stub = unsafe { ptr::addr_of!(ffi::lbr_dump_stubs).cast::<u64>().add(v % 32).read() };
-            if v >= 32 || stub == 0 {
-                return Err("a requested vector has no stub");
-            }
-            // SAFETY: the alias maps the whole IDT page: 256 gates of two u64.
+            let stub = stub(v).ok_or((v, GateRefusal::NoStub))?;
+            // SAFETY: the alias maps the whole IDT page: 256 gates of two u64, and `v < 32`.
             let (q0, q1) = unsafe {
                 (
                     ptr::read_volatile(alias.add(2 * v)),
                     ptr::read_volatile(alias.add(2 * v + 1)),
                 )
             };
-            if q0 & (1 << 47) == 0 || (q0 >> 40) & 0xf != GATE_INTERRUPT {
-                return Err("an IDT gate to hook is not a present interrupt gate");
-            }
             let orig = gate_offset(q0, q1);
-            if orig >> 32 != stub >> 32 {
-                return Err("a stub and its original handler do not share offset bits 63:32");
+            let is_early = early.is_some_and(|(first, stride)| (first..first + 32 * stride).contains(&orig));
+            if q0 & (1 << 47) == 0 || is_early {
+                plan.skipped.push(v, GFP_KERNEL).map_err(|_| (v, GateRefusal::NoStub))?;
+                continue;
             }
-            plan.push((v, q0, orig, stub), GFP_KERNEL)
-                .map_err(|_| "out of memory")?;
-            hooks
-                .hooked
-                .reserve(1, GFP_KERNEL)
-                .map_err(|_| "out of memory")?;
+            if (q0 >> 40) & 0xf != GATE_INTERRUPT {
+                return Err((v, GateRefusal::NotInterruptGate));
+            }
+            if is_stub(orig) {
+                return Err((v, GateRefusal::Ours));
+            }
+            if orig >> 32 != stub >> 32 {
+                return Err((v, GateRefusal::FarAway));
+            }
+            plan.hook
+                .push((v, q0, orig, stub), GFP_KERNEL)
+                .map_err(|_| (v, GateRefusal::NoStub))?;
         }
-        for &(v, q0, orig, stub) in plan.iter() {
-            // SAFETY: `lbr_dump_orig` has 32 entries and `v < 32`; no gate points at the stub
-            // that reads this slot yet, so the write cannot race a reader.
-            unsafe { ptr::addr_of_mut!(ffi::lbr_dump_orig).cast::<u64>().add(v).write_volatile(orig) };
+        Ok((hooks, plan))
+    }
+
+    /// Points the planned gates at their stubs. The caller must have filled the stubs'
+    /// configuration first; each vector's static call is pointed at its original handler before
+    /// its gate changes. A gate that changed since the plan was read is refused (then nothing
+    /// more is hooked; what was hooked is restored when `self` drops).
+    pub(crate) fn hook(&mut self, plan: &Plan) -> Result<(), (usize, GateRefusal)> {
+        self.hooked
+            .reserve(plan.hook.len(), GFP_KERNEL)
+            .map_err(|_| (0, GateRefusal::NoStub))?;
+        for &(v, q0, orig, stub) in plan.hook.iter() {
+            // SAFETY: a vector with a stub has a static call (glue.c); text patching, may sleep.
+            if unsafe { ffi::lbr_dump_set_handler(v as u32, orig as usize) } != 0 {
+                return Err((v, GateRefusal::NoStub));
+            }
+            // SAFETY: the alias maps the IDT page and `v < 32`.
+            let now = unsafe { ptr::read_volatile(self.alias.add(2 * v)) };
+            if now != q0 {
+                return Err((v, GateRefusal::Changed));
+            }
             // SAFETY: one aligned 8-byte store into the IDT page through its writable alias: the
-            // gate switches atomically from the original handler to the stub.
-            unsafe { ptr::write_volatile(alias.add(2 * v), retarget(q0, stub)) };
+            // gate switches atomically from the original handler to the stub, whose way on (the
+            // static call) already leads to that handler.
+            unsafe { ptr::write_volatile(self.alias.add(2 * v), retarget(q0, stub)) };
             // Cannot fail: the capacity was reserved above.
-            let _ = hooks.hooked.push((v, q0), GFP_ATOMIC);
+            let _ = self.hooked.push((v, q0), GFP_ATOMIC);
         }
-        Ok(hooks)
+        Ok(())
     }
 }
 

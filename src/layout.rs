@@ -59,7 +59,14 @@
 //! 0x48    8     checksum (FNV-1a 64 of the snapshot with this field zero; 0: not sealed)
 //! 0x50    ...   nr_values u64 raw MSR values
 //! ```
-//! The same offsets are defined for the assembly in asm/layout.h; a host test checks they agree.
+//!
+//! The entry stubs read their configuration from `struct capture_config` ([`cfg`]; the module's
+//! `ffi::CaptureConfig`, whose field offsets the compiler checks against these).
+//!
+//! This file is the one definition of every offset shared with the assembly: Kbuild generates
+//! the stubs' `layout.h` from it (asm/layout.awk: each `pub const NAME: usize = NUMBER;` of the
+//! modules below becomes `LBR_<MODULE>_<NAME>`, each top-level one `LBR_<NAME>`), so the numbers
+//! below must stay plain literals.
 
 /// "LBRDUMP\0".
 pub const MAGIC: [u8; 8] = *b"LBRDUMP\0";
@@ -125,13 +132,42 @@ pub mod snap {
     pub const VALUES: usize = 0x50;
 }
 
+/// `struct capture_config`: what the entry stubs read (written while no gate points at them,
+/// except `SEQ`, which they advance with a locked add).
+pub mod cfg {
+    /// Address of CPU 0's block in the snapshot area.
+    pub const CPU0: usize = 0x00;
+    /// Bytes per CPU block.
+    pub const BLOCK_SIZE: usize = 0x08;
+    /// CPU blocks; a CPU number at or above this is not captured.
+    pub const NR_CPUS: usize = 0x10;
+    /// Snapshots per CPU minus one (a power of two minus one).
+    pub const RING_MASK: usize = 0x18;
+    /// Bytes per snapshot.
+    pub const SNAP_SIZE: usize = 0x20;
+    /// Address of the u32 MSR list.
+    pub const MSRS: usize = 0x28;
+    /// Entries in the MSR list (at least 1).
+    pub const NR_VALUES: usize = 0x30;
+    /// The recorder's control MSR.
+    pub const CTL_MSR: usize = 0x38;
+    /// Its enable bit(s): cleared to freeze.
+    pub const MASK: usize = 0x40;
+    /// The value lbr-dump wrote when arming (the re-arm target).
+    pub const ARMED: usize = 0x48;
+    /// The last sequence number handed out.
+    pub const SEQ: usize = 0x50;
+    /// Size of the structure.
+    pub const SIZE: usize = 0x58;
+}
+
 /// Snapshot state: the capture ran to its end.
-pub const SNAP_COMPLETE: u32 = 1 << 0;
+pub const SNAP_COMPLETE: u32 = 0x1;
 /// Snapshot state: the control MSR changed under the capture (another owner, e.g. a perf NMI);
 /// its value was left as that owner set it.
-pub const SNAP_TORN: u32 = 1 << 1;
+pub const SNAP_TORN: u32 = 0x2;
 /// Snapshot state: recording was off at entry (the records are older than this exception).
-pub const SNAP_WAS_OFF: u32 = 1 << 2;
+pub const SNAP_WAS_OFF: u32 = 0x4;
 
 /// The state a snapshot is reported with, from its SNAP_* bits, the control value at entry, the
 /// value lbr-dump writes when arming (the area header's) and, for recorders with a filter MSR,
@@ -158,8 +194,14 @@ pub fn snapshot_state(
 
 /// 64-bit FNV-1a over `data`, treating the 8 bytes at `skip` as zero (the checksum field).
 pub fn checksum(data: &[u8], skip: usize) -> u64 {
+    checksum_bytes(data.iter().copied(), skip)
+}
+
+/// [`checksum`] over bytes as they are read one by one (the module reads the live area with
+/// volatile loads: other CPUs' stubs may write it).
+pub fn checksum_bytes(data: impl Iterator<Item = u8>, skip: usize) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (i, &b) in data.iter().enumerate() {
+    for (i, b) in data.enumerate() {
         let b = if (skip..skip + 8).contains(&i) { 0 } else { b };
         h ^= b as u64;
         h = h.wrapping_mul(0x0100_0000_01b3);

@@ -14,7 +14,7 @@
 
 use core::fmt::Write;
 
-use kernel::{cpu::CpuId, prelude::*};
+use kernel::{cpu::CpuId, new_mutex, prelude::*, sync::Mutex};
 
 mod capture;
 mod control;
@@ -61,8 +61,13 @@ module! {
     },
 }
 
-struct LbrDump {
-    control: Pin<KBox<control::Control>>,
+/// The module object: lbr-dump's state behind its one lock. Pinned, so the state's address can
+/// be given to the sysfs callbacks (control.rs) for as long as the object lives; its drop
+/// removes the attributes, withdraws the address and disarms.
+#[pin_data(PinnedDrop)]
+pub(crate) struct LbrDump {
+    #[pin]
+    pub(crate) state: Mutex<control::State>,
 }
 
 fn text_base(module: &'static ThisModule) -> u64 {
@@ -88,66 +93,79 @@ fn arm_at_init() -> bool {
     }
 }
 
-impl kernel::Module for LbrDump {
-    fn init(module: &'static ThisModule) -> Result<Self> {
-        let mask = module_parameters::vectors.value();
-        let Some(vectors) = capture::Vectors::new(mask) else {
-            pr_err!(
-                "vectors={:#x}: not a set of hookable vectors (bit N: vector N; hookable: {} = {:#x}; #DB alone captures nothing)\n",
-                mask,
-                format_args!("{}", capture::Vectors::all()),
-                capture::Vectors::ALL
-            );
-            return Err(EINVAL);
-        };
-        let found = match probe::probe(CpuId::current()) {
-            Ok(found) => {
-                pr_info!("{}\n", format_args!("{found}"));
+/// What loading decides before the module object exists: the vector set and the recorder.
+fn prepare(module: &'static ThisModule) -> Result<control::State> {
+    let mask = module_parameters::vectors.value();
+    let Some(vectors) = capture::Vectors::new(mask) else {
+        pr_err!(
+            "vectors={:#x}: not a set of hookable vectors (bit N: vector N; hookable: {} = {:#x}; #DB alone captures nothing)\n",
+            mask,
+            format_args!("{}", capture::Vectors::all()),
+            capture::Vectors::ALL
+        );
+        return Err(EINVAL);
+    };
+    let found = match probe::probe(CpuId::current()) {
+        Ok(found) => {
+            pr_info!("{}\n", format_args!("{found}"));
+            found
+        }
+        Err(refusal) => match refusal.forceable() {
+            Some(found) if module_parameters::force.value() => {
+                pr_warn!("{} (forced: records will be empty)\n", format_args!("{refusal}"));
                 found
             }
-            Err(refusal) => match refusal.forceable() {
-                Some(found) if module_parameters::force.value() => {
-                    pr_warn!("{} (forced: records will be empty)\n", format_args!("{refusal}"));
-                    found
-                }
-                _ => {
-                    pr_err!("{}\n", format_args!("{refusal}"));
-                    return Err(ENODEV);
-                }
-            },
-        };
-        let mut line = printer::Line::new();
-        let _ = write!(line, "{found}");
-        let kernel_only = !module_parameters::all_rings.value();
-        let mut control = KBox::pin(
-            control::Control::new(found, kernel_only, vectors, text_base(module)),
-            GFP_KERNEL,
-        )?;
+            _ => {
+                pr_err!("{}\n", format_args!("{refusal}"));
+                return Err(ENODEV);
+            }
+        },
+    };
+    let kernel_only = !module_parameters::all_rings.value();
+    Ok(control::State::new(found, kernel_only, vectors, text_base(module)))
+}
+
+/// Once the object is in place: arm if asked, publish the state, create the attributes. An error
+/// drops the object (PinnedDrop undoes what was done).
+fn start(this: Pin<&mut LbrDump>) -> Result {
+    let this = this.into_ref();
+    let mut facility = printer::LineBuf::new();
+    {
+        let mut state = this.state.lock();
+        let _ = write!(facility, "{}", state.found);
         if arm_at_init() {
-            control.as_mut().get_mut().set(true)?;
+            state.set(true)?;
         }
-        // SAFETY: the control is pinned in a box that lives until `drop`, which unpublishes it.
-        unsafe { control.as_mut().get_mut().publish() };
-        let mut vectors = printer::Line::new();
-        let _ = write!(vectors, "{}", control.vectors);
-        // SAFETY: two NUL-terminated buffers, copied by the callee.
-        let r = unsafe { ffi::lbr_dump_sysfs_create(line.as_ptr().cast(), vectors.as_ptr().cast()) };
-        if r != 0 {
-            control.as_mut().get_mut().unpublish();
-            return Err(Error::from_errno(r));
-        }
-        Ok(LbrDump { control })
+    }
+    control::publish(this);
+    // SAFETY: a NUL-terminated buffer, copied by the callee.
+    let r = unsafe { ffi::lbr_dump_sysfs_create(facility.as_ptr().cast()) };
+    if r != 0 {
+        return Err(Error::from_errno(r));
+    }
+    Ok(())
+}
+
+impl kernel::InPlaceModule for LbrDump {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        let state = prepare(module);
+        try_pin_init!(Self {
+            state <- new_mutex!(state?, "lbr_dump::state"),
+        })
+        .pin_chain(start)
     }
 }
 
-impl Drop for LbrDump {
-    fn drop(&mut self) {
-        // SAFETY: created in `init`; removal waits for running attribute callbacks.
+#[pinned_drop]
+impl PinnedDrop for LbrDump {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: no preconditions (a no-op if the attributes were never created); removal waits
+        // for running attribute callbacks, so none uses the state after this.
         unsafe { ffi::lbr_dump_sysfs_remove() };
-        let c = self.control.as_mut().get_mut();
-        c.unpublish();
-        let _ = c.set(false);
-        pr_info!("unloaded ({})\n", c.found.recorder.flavour());
+        control::withdraw(self.as_ref());
+        let mut state = self.state.lock();
+        let _ = state.set(false);
+        pr_info!("unloaded ({})\n", state.found.recorder.flavour());
     }
 }
 
@@ -175,6 +193,33 @@ mod tests {
             }
         }
         assert!(checked > 0);
+    }
+
+    /// An area too large for the page allocator (the most CPUs and snapshots a header may
+    /// announce, Arch LBR at depth 64) fails with ENOMEM and a message of ours, without the page
+    /// allocator's warning (kunit.py checks the log has none).
+    #[test]
+    fn area_too_large_fails_cleanly() {
+        let layout = crate::record::Layout::IntelArch { depth: 64 };
+        let g = crate::layout::Geometry {
+            nr_cpus: crate::layout::MAX_CPUS,
+            ring: crate::layout::MAX_RING,
+            nr_values: layout.values(),
+        };
+        assert!(matches!(crate::capture::Area::new(g, layout), Err(e) if e == ENOMEM));
+    }
+
+    /// Every vector of the one list (report.rs VECTORS) has a stub in asm/stubs.S and no other
+    /// vector has: the assembly's table agrees with the list.
+    #[test]
+    fn stub_table_matches_the_vector_list() {
+        // SAFETY: `lbr_dump_stubs` is an immutable table of 32 entries in asm/stubs.S.
+        let table = unsafe { &*core::ptr::addr_of!(crate::ffi::lbr_dump_stubs) };
+        for (v, &stub) in table.iter().enumerate() {
+            let listed = crate::report::VECTORS.iter().any(|&(l, _)| l as usize == v);
+            let has_stub = stub != 0;
+            assert_eq!(has_stub, listed);
+        }
     }
 
     /// The CPUID wrapper returns what the CPU says: leaf 0's vendor string is one of the

@@ -1,19 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The oops printer: a die notifier that prints, for the oopsing CPU, the snapshot of the
-//! outermost exception of the current nest, newest record first, in the line format of
-//! report.rs, with the kernel's `%pS` symbols.
+//! The oops printer: a die notifier that prints the snapshot of the exception that oopsed,
+//! newest record first, in the line format of report.rs, with the kernel's `%pS` symbols; then,
+//! if that exception interrupted the handling of earlier ones on the same stack (IBT: a #CP
+//! whose handler BUG()s, raising a nested #UD), their snapshots, each labelled with its nesting
+//! level (`nest=0` for the oopsing one, then 1, 2, ...).
 //!
 //! Which snapshot belongs to the oops: the one whose hardware frame is the oops' `pt_regs` (the
-//! stub records the address of the frame's RIP slot; `&regs->ip` is the same slot). If that
-//! exception interrupted the handler of an earlier one still on the same stack (IBT: a #CP whose
-//! handler BUG()s, raising a nested #UD), the earlier one is printed: an older snapshot of this
-//! CPU is live when the newer exception's interrupted stack pointer lies below its frame, within
-//! one stack, and its frame still holds the RIP it recorded. Nothing else is printed as this
+//! stub records the address of the frame's RIP slot; `&regs->ip` is the same slot) and whose
+//! saved RIP is `regs->ip`, searched in every CPU's ring: #GP, BUG's #UD and #DE re-enable
+//! interrupts before die(), and every 7.3 kernel is preemptible, so the task may be printing on
+//! another CPU than the one that captured, where an older snapshot of the same stack slot may
+//! lie (a WARN just before a BUG). Each snapshot is read consistently: its sequence number is
+//! read again after its fields and must not have changed. An older snapshot encloses a newer
+//! one when the newer exception's interrupted stack pointer lies below the older frame, within
+//! one stack, and that frame still holds the RIP it recorded. Nothing else is printed as this
 //! crash's: without a matching snapshot, one line says so.
 //!
-//! Runs in the oops path with IRQs off: no allocation, no sleeping, no panics (all indexing is
-//! checked and falls back to printing less).
+//! Runs in the oops path with IRQs off: no allocation, no sleeping, no panics (indexing is
+//! checked or noted `// PANIC:`, and falls back to printing less).
 
 use core::fmt::{self, Write};
 use core::mem::offset_of;
@@ -40,17 +45,23 @@ pub(crate) static ARMED: AtomicPtr<Armed> = AtomicPtr::new(ptr::null_mut());
 const STACK_SPAN: u64 = 32 * 1024;
 
 /// A small line buffer with a NUL terminator, formatted without allocation.
-pub(crate) struct Line {
+pub(crate) struct LineBuf {
     buf: [u8; 256],
     len: usize,
 }
 
-impl Line {
+impl LineBuf {
     pub(crate) fn new() -> Self {
-        Line {
+        LineBuf {
             buf: [0; 256],
             len: 0,
         }
+    }
+
+    /// The text so far.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        // PANIC: none, `len` never exceeds `buf.len() - 1` (write_str).
+        &self.buf[..self.len]
     }
 
     pub(crate) fn as_ptr(&mut self) -> *const u8 {
@@ -60,7 +71,7 @@ impl Line {
     }
 }
 
-impl Write for Line {
+impl Write for LineBuf {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let room = self.buf.len() - 1 - self.len;
         let n = s.len().min(room);
@@ -70,43 +81,71 @@ impl Write for Line {
     }
 }
 
-/// One snapshot in the area.
+/// The most enclosing snapshots printed after the oopsing one.
+const MAX_NEST: u32 = 4;
+
+/// A snapshot's header fields, read consistently (its sequence number unchanged across the read).
 #[derive(Clone, Copy)]
 struct Snap {
-    base: *const u8,
+    /// Offset of the snapshot in the area.
+    off: usize,
+    cpu: usize,
+    seq: u64,
+    vector: u32,
+    state: u32,
+    error: u64,
+    rip: u64,
+    cr2: u64,
+    ctl_entry: u64,
+    frame: u64,
+    rsp: u64,
 }
 
-impl Snap {
-    fn u64(&self, off: usize) -> u64 {
-        // SAFETY: `base` points at a snapshot inside the live area; `off` is a header offset.
-        unsafe { ptr::read_volatile(self.base.add(off).cast::<u64>()) }
+/// Reads the snapshot in `slot` of `cpu`; `None` if never written, or being rewritten (by a
+/// capture on another CPU) while it was read.
+fn read(a: &Armed, cpu: usize, slot: usize) -> Option<Snap> {
+    let off = a.area.geometry.snapshot(cpu, slot);
+    let f = |field| a.area.u64_at(off + field);
+    let seq = f(snap::SEQ);
+    if seq == 0 {
+        return None;
     }
-
-    fn u32(&self, off: usize) -> u32 {
-        // SAFETY: as above.
-        unsafe { ptr::read_volatile(self.base.add(off).cast::<u32>()) }
-    }
+    let vs = f(snap::VECTOR);
+    let s = Snap {
+        off,
+        cpu,
+        seq,
+        vector: vs as u32,
+        state: (vs >> 32) as u32,
+        error: f(snap::ERROR),
+        rip: f(snap::RIP),
+        cr2: f(snap::CR2),
+        ctl_entry: f(snap::CTL_ENTRY),
+        frame: f(snap::FRAME),
+        rsp: f(snap::RSP),
+    };
+    (f(snap::SEQ) == seq).then_some(s)
 }
 
-fn snapshots(a: &Armed, cpu: usize) -> impl Iterator<Item = Snap> + '_ {
+/// The newest snapshot of any CPU with a sequence number below `below` that satisfies `f`.
+/// (Plain loops: iterator adapters over closures make symbol names longer than objtool takes.)
+fn newest(a: &Armed, below: u64, f: impl Fn(&Snap) -> bool) -> Option<Snap> {
     let g = a.area.geometry;
-    (0..g.ring).map(move |slot| Snap {
-        base: a.area.at(g.snapshot(cpu, slot)),
-    })
-}
-
-/// The newest snapshot of this CPU older than `seq` (any sequence if `seq` is `None`) that
-/// satisfies `f`.
-fn newest(a: &Armed, cpu: usize, below: u64, f: impl Fn(Snap) -> bool) -> Option<Snap> {
-    snapshots(a, cpu)
-        .filter(|s| s.u64(snap::SEQ) != 0 && s.u64(snap::SEQ) < below && f(*s))
-        .max_by_key(|s| s.u64(snap::SEQ))
+    let mut best: Option<Snap> = None;
+    for cpu in 0..g.nr_cpus {
+        for slot in 0..g.ring {
+            let Some(s) = read(a, cpu, slot) else { continue };
+            if s.seq < below && best.is_none_or(|b| s.seq > b.seq) && f(&s) {
+                best = Some(s);
+            }
+        }
+    }
+    best
 }
 
 /// Is `outer` still being handled when `inner` was taken (see the module documentation)?
-fn encloses(outer: Snap, inner: Snap) -> bool {
-    let frame = outer.u64(snap::FRAME);
-    let sp = inner.u64(snap::RSP);
+fn encloses(outer: &Snap, inner: &Snap) -> bool {
+    let (frame, sp) = (outer.frame, inner.rsp);
     if !(sp < frame && frame - sp < STACK_SPAN) {
         return false;
     }
@@ -120,71 +159,69 @@ fn encloses(outer: Snap, inner: Snap) -> bool {
             8,
         )
     };
-    r == 0 && rip == outer.u64(snap::RIP)
+    r == 0 && rip == outer.rip
 }
 
-fn print_raw(line: &mut Line) {
+fn print_raw(line: &mut LineBuf) {
     // SAFETY: a NUL-terminated format with one `%s` and a NUL-terminated argument.
     unsafe { bindings::_printk(c"\x013lbr_dump: %s\n".as_ptr().cast(), line.as_ptr()) };
 }
 
-/// Prints the snapshot that belongs to the oops with `regs` on this CPU.
+/// Prints the snapshots that belong to the oops with `regs`.
 fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
     // SAFETY: reads a segment limit; callable anywhere.
-    let cpu = unsafe { ffi::lbr_dump_cpu_number() } as usize;
+    let cpu = unsafe { ffi::lbr_dump_cpu_number() };
     let frame = regs as u64 + offset_of!(bindings::pt_regs, ip) as u64;
-    let mut l = Line::new();
-    if cpu >= a.area.geometry.nr_cpus {
-        let _ = write!(l, "v1 cpu={cpu} none: CPU number beyond the snapshot area");
-        return print_raw(&mut l);
-    }
-    let Some(mut s) = newest(a, cpu, u64::MAX, |s| s.u64(snap::FRAME) == frame) else {
+    // SAFETY: the die chain's `regs` is the oopsing exception's register frame.
+    let ip = unsafe { (*regs).ip } as u64;
+    let Some(mut s) = newest(a, u64::MAX, |s| s.frame == frame && s.rip == ip) else {
+        let mut l = LineBuf::new();
         let _ = write!(
             l,
             "v1 cpu={cpu} none: no snapshot of this exception (vector not hooked, nested in a capture, or not an exception)"
         );
         return print_raw(&mut l);
     };
-    while let Some(outer) = newest(a, cpu, s.u64(snap::SEQ), |o| encloses(o, s)) {
+    print_snapshot(a, &s, 0);
+    for nest in 1..=MAX_NEST {
+        let Some(outer) = newest(a, s.seq, |o| encloses(o, &s)) else { break };
+        print_snapshot(a, &outer, nest);
         s = outer;
     }
-    print_snapshot(a, cpu, s);
 }
 
-fn print_snapshot(a: &Armed, cpu: usize, s: Snap) {
+fn print_snapshot(a: &Armed, s: &Snap, nest: u32) {
     let layout = a.area.layout;
     let n = layout.values().min(record::MAX_VALUES);
     let mut values = [0u64; record::MAX_VALUES];
+    // PANIC: none, `n <= MAX_VALUES`.
     for (i, v) in values[..n].iter_mut().enumerate() {
-        *v = s.u64(snap::VALUES + 8 * i);
+        *v = a.area.u64_at(s.off + snap::VALUES + 8 * i);
     }
-    let state = s.u32(snap::STATE);
+    // PANIC: none, as above.
     let records = record::records(layout, &values[..n]);
     let count = records.map_or(0, |r| r.count());
     let (format, _) = layout.codes();
     let h = Header {
-        cpu: cpu as u32,
-        seq: s.u64(snap::SEQ),
-        vector: s.u32(snap::VECTOR),
-        error: s.u64(snap::ERROR),
-        rip: s.u64(snap::RIP),
-        cr2: s.u64(snap::CR2),
+        cpu: s.cpu as u32,
+        seq: s.seq,
+        vector: s.vector,
+        error: s.error,
+        rip: s.rip,
+        cr2: s.cr2,
         flavour: layout.flavour_name(),
         format,
         records: count as u32,
-        state: layout::snapshot_state(
-            state,
-            s.u64(snap::CTL_ENTRY),
-            a.area.ctl_armed(),
-            a.area.filter(s.base as usize - a.area.at(0) as usize),
-        ),
+        state: layout::snapshot_state(s.state, s.ctl_entry, a.area.ctl_armed(), a.area.filter(s.off)),
+        nest: Some(nest),
     };
-    let mut l = Line::new();
+    let mut l = LineBuf::new();
     let _ = write!(l, "{h}");
     print_raw(&mut l);
+    // PANIC: none, as above.
     if let Some(records) = record::records(layout, &values[..n]) {
         for (i, b) in records.enumerate() {
-            let mut l = Line::new();
+            let mut l = LineBuf::new();
             let _ = write!(
                 l,
                 "{}",
@@ -205,15 +242,15 @@ fn print_snapshot(a: &Armed, cpu: usize, s: Snap) {
             };
         }
     }
-    let mut l = Line::new();
-    let _ = write!(l, "end cpu={cpu} seq={}", h.seq);
+    let mut l = LineBuf::new();
+    let _ = write!(l, "end cpu={} seq={}", s.cpu, s.seq);
     print_raw(&mut l);
-    // Seal it for crash-dump readers: the checksum covers the snapshot as printed.
+    // Seal it for crash-dump readers: the checksum covers the snapshot as printed (if its CPU
+    // rewrote it meanwhile, the seal fails, and the dump reader says so).
     let size = a.area.geometry.snap_size();
-    let off = s.base as usize - a.area.at(0) as usize;
-    let sum = layout::checksum(a.area.bytes(off, size), snap::CHECKSUM);
-    // SAFETY: the snapshot's checksum field, inside the area; this CPU is in the oops path.
-    unsafe { ptr::write_volatile(s.base.add(snap::CHECKSUM).cast::<u64>().cast_mut(), sum) };
+    let sum = a.area.checksum(s.off, size, snap::CHECKSUM);
+    // SAFETY: the snapshot's checksum field, inside the area, 8-byte aligned.
+    unsafe { ptr::write_volatile(a.area.at(s.off + snap::CHECKSUM).cast::<u64>(), sum) };
 }
 
 /// The die notifier.

@@ -43,7 +43,7 @@ impl Cpuid for CpuidInsn {
 }
 
 /// An MSR access that faulted (or could not be made): which MSR, and the kernel's error.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct MsrError {
     msr: u32,
     write: Option<u64>,

@@ -139,9 +139,13 @@ pub fn layout(recorder: &Recorder, tsx: bool) -> Option<Layout> {
                 tsx,
             }
         }
+        // A depth of 0 (CPUID says no depth is supported) records nothing: no layout, so that
+        // arming never builds an empty MSR list.
+        Recorder::IntelArch(_) if recorder.depth() == 0 => return None,
         Recorder::IntelArch(_) => Layout::IntelArch {
             depth: recorder.depth(),
         },
+        Recorder::AmdLbrV2 { depth: 0 } => return None,
         Recorder::AmdLbrV2 { depth } => Layout::AmdLbrV2 { depth: *depth },
         Recorder::AmdSingle => Layout::AmdSingle,
     })

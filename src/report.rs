@@ -6,14 +6,17 @@
 //!
 //! Format, version 1 (stable: fields are only ever added at the end of a line):
 //! ```text
-//! lbr_dump: v1 cpu=C seq=S vector=V (#NAME) error=0xE rip=0xR cr2=0xA flavour=F format=N records=K state=STATE
+//! lbr_dump: v1 cpu=C seq=S vector=V (#NAME) error=0xE rip=0xR cr2=0xA flavour=F format=N records=K state=STATE nest=D
 //! lbr_dump: #I 0xFROM -> 0xTO [mispred] [in_tx] [abort] [spec] [cycles=N] [type=T] | FROM_SYM -> TO_SYM
 //! lbr_dump: end cpu=C seq=S
 //! lbr_dump: v1 cpu=C none: REASON
 //! ```
 //! Records come newest first (#0 is the exception itself when recording was on). `STATE` is
 //! `complete`, `torn` (another owner changed the recorder's control MSR during the capture) or
-//! `was-off` (recording was off at entry: the records predate this exception). The symbols are
+//! `was-off` (recording was off at entry: the records predate this exception). `nest=0` is the
+//! exception that oopsed; when it interrupted the handling of earlier exceptions on the same
+//! stack (IBT: a #CP whose handler BUG()s), their snapshots follow with `nest=1`, `nest=2`, ...
+//! (a line without `nest=` is from an older lbr-dump: read it as 0). The symbols are
 //! the kernel's `%pS` (`func+0xoff/0xsize [module]`), absent when not printed by the kernel.
 
 use core::fmt;
@@ -23,20 +26,36 @@ use crate::record::{Branch, BranchType};
 /// The prefix of every line (the module's `pr_fmt`).
 pub const PREFIX: &str = "lbr_dump: ";
 
-/// The exception names of the hooked vectors.
+/// The vectors lbr-dump can hook, with their names: the one list (the module's `vectors`
+/// parameter, its messages and attributes, the printed lines and the decoder derive from it;
+/// asm/stubs.S and src/glue.c have one stub and one static call for each, which the module's
+/// KUnit suite checks against it). All but #DB are captured; #DB is only re-armed.
+pub const VECTORS: [(u32, &str); 10] = [
+    (0, "#DE"),
+    (1, "#DB"),
+    (6, "#UD"),
+    (8, "#DF"),
+    (11, "#NP"),
+    (12, "#SS"),
+    (13, "#GP"),
+    (14, "#PF"),
+    (17, "#AC"),
+    (21, "#CP"),
+];
+
+/// #DB: hooked to re-arm the recorder, never captured.
+pub const REARM_ONLY: u32 = 1;
+
+/// The exception name of a hookable vector, `#??` for any other.
 pub fn vector_name(v: u32) -> &'static str {
-    match v {
-        0 => "#DE",
-        6 => "#UD",
-        8 => "#DF",
-        11 => "#NP",
-        12 => "#SS",
-        13 => "#GP",
-        14 => "#PF",
-        17 => "#AC",
-        21 => "#CP",
-        _ => "#??",
+    let mut i = 0;
+    while i < VECTORS.len() {
+        if VECTORS[i].0 == v {
+            return VECTORS[i].1;
+        }
+        i += 1;
     }
+    "#??"
 }
 
 /// Snapshot state in a header line.
@@ -87,6 +106,9 @@ pub struct Header<'a> {
     pub records: u32,
     /// State.
     pub state: State,
+    /// 0 for the exception that oopsed, N for the one it interrupted N levels out; `None` when
+    /// not printed.
+    pub nest: Option<u32>,
 }
 
 impl fmt::Display for Header<'_> {
@@ -105,7 +127,11 @@ impl fmt::Display for Header<'_> {
             self.format,
             self.records,
             self.state.name()
-        )
+        )?;
+        if let Some(n) = self.nest {
+            write!(f, " nest={n}")?;
+        }
+        Ok(())
     }
 }
 
@@ -222,6 +248,10 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             "foreign" => State::Foreign,
             _ => return None,
         };
+        let nest = match t.next() {
+            Some(tok) => Some(num(field(Some(tok), "nest")?)? as u32),
+            None => None,
+        };
         return Some(Line::Header(Header {
             cpu,
             seq,
@@ -233,6 +263,7 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             format,
             records,
             state,
+            nest,
         }));
     }
     if let Some(r) = rest.strip_prefix("end ") {

@@ -4,7 +4,7 @@
 KUnit runs a module's suites when the module goes live, so the module must load: on plain QEMU
 TCG that takes force=1 (the suite does not need a working recorder)."""
 
-from harness import MODULE, boot, ktap_cases
+from harness import MODULE, assert_clean, boot, ktap_cases
 
 
 def test_kunit_suite(r):
@@ -14,3 +14,6 @@ def test_kunit_suite(r):
     assert cases, "no KTAP output for suite lbr_dump"
     for name, ok, diag in cases:
         r.record(f"kunit: lbr_dump.{name}", ok, diag)
+    # No case may make the kernel warn (area_too_large_fails_cleanly: the page allocator's
+    # warning for an order it cannot serve).
+    assert_clean(vm.console)

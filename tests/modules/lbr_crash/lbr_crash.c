@@ -22,22 +22,87 @@
  *                                     hooks, read from the IDT the CPU uses (IDTR), so that a
  *                                     test can compare the IDT with the kernel's without
  *                                     relying on lbr_dump; unload it afterwards
+ *   insmod lbr_crash.ko crash=migrate (2+ CPUs) the crashing task moves to another CPU between
+ *                                     the exception and the oops: on CPU 0 a survived #PF
+ *                                     (fixed up) is captured first, from the same function and
+ *                                     stack depth as the crash, so its snapshot has the crash's
+ *                                     frame address; then on CPU 1 a #GP, whose DIE_GPF notifier
+ *                                     (IRQs on) has the task moved back to CPU 0, where the
+ *                                     oops is printed
+ *   insmod lbr_crash.ko crash=retake  no crash: play a perf session that takes the recorder over
+ *                                     while lbr_dump is armed: on every CPU, set
+ *                                     DEBUGCTL.FREEZE_LBRS_ON_PMI on top of what is there and
+ *                                     print the value; unload it afterwards
+ *   insmod lbr_crash.ko crash=nested  a #GP whose handling hits BUG() (a DIE_GPF notifier): the
+ *                                     oops is a #UD nested in the #GP's handler, on its stack
+ *   insmod lbr_crash.ko crash=watch capture_cfg=ADDR group=N
+ *                                     no crash: hardware data breakpoints (read/write, on every
+ *                                     CPU) on group N (0-3) of the words lbr_dump's entry stubs
+ *                                     read: the capture configuration at ADDR, the first MSR of
+ *                                     the capture list, this CPU's block count and busy flag;
+ *                                     then kernel-mode #PF and #GP that are fixed up. The
+ *                                     breakpoints stay while the module is loaded (the test runs
+ *                                     user-mode faults and single-steps too); rmmod removes them
+ *                                     and prints how often they fired
+ *   insmod lbr_crash.ko crash=exec_user_ac
+ *                                     jump to a user page with RFLAGS.AC set: a kernel-mode
+ *                                     instruction fetch from a user address (#PF, I/D bit), a
+ *                                     crash even inside a user-access region
+ *   insmod lbr_crash.ko crash=text text=ADDR[,ADDR...]
+ *                                     no crash: print the live bytes of the functions at the
+ *                                     given addresses (their size from the kernel's symbols)
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/cpumask.h>
+#include <linux/delay.h>
 #include <linux/hw_breakpoint.h>
+#include <linux/kallsyms.h>
+#include <linux/kdebug.h>
+#include <linux/mman.h>
 #include <linux/module.h>
+#include <linux/objtool.h>
+#include <linux/sched.h>
+#include <linux/uaccess.h>
+#include <linux/workqueue.h>
 #include <linux/perf_event.h>
 #include <linux/string.h>
+#include <asm/asm.h>
 #include <asm/desc.h>
+#include <asm/ibt.h>
 #include <asm/msr.h>
+#include <asm/nospec-branch.h>
 
 static char *crash = "";
 module_param(crash, charp, 0);
 static unsigned long capture_cfg;
 module_param(capture_cfg, ulong, 0);
+static int group;
+module_param(group, int, 0);
+static unsigned long text[32];
+static int nr_text;
+module_param_array(text, ulong, &nr_text, 0);
+
+/*
+ * void lbr_crash_exec_user_ac(unsigned long addr), for crash=exec_user_ac: sets RFLAGS.AC (as
+ * inside a user-access region) and jumps to the user address in %rdi, so that the instruction
+ * fetch faults in kernel mode (#PF with the I/D bit; SMEP) while AC is set. The fault is a crash,
+ * not a user access the kernel fixes up: lbr_dump must capture it. Never returns. objtool is told
+ * to leave it alone: an indirect jump to user memory with AC set is what it exists to refuse.
+ */
+void lbr_crash_exec_user_ac(unsigned long addr);
+asm(".pushsection .text, \"ax\"\n"
+    ".type lbr_crash_exec_user_ac, @function\n"
+    "lbr_crash_exec_user_ac:\n"
+    ASM_ENDBR
+    "	stac\n"
+    ANNOTATE_RETPOLINE_SAFE "\n"
+    "	jmp *%rdi\n"
+    ".size lbr_crash_exec_user_ac, . - lbr_crash_exec_user_ac\n"
+    ".popsection\n");
+STACK_FRAME_NON_STANDARD(lbr_crash_exec_user_ac);
 
 /* Volatile so the compiler cannot see through them. */
 static volatile unsigned long divisor;
@@ -82,18 +147,30 @@ static noinline int lbr_crash_select(void)
 	return lbr_crash_gp();
 }
 
+static atomic_t hits = ATOMIC_INIT(0);
+
 static void lbr_crash_hit(struct perf_event *bp, struct perf_sample_data *data,
 			  struct pt_regs *regs)
 {
+	u64 debugctl;
+
+	if (atomic_inc_return(&hits) > 1 || strcmp(crash, "torn"))
+		return;
 	pr_info("data breakpoint hit at %pS\n", (void *)instruction_pointer(regs));
+	/*
+	 * crash=torn: play another owner of the recorder that switches recording on while a
+	 * capture has it frozen (as a perf NMI could): the capture must notice and say torn.
+	 */
+	rdmsrq(MSR_IA32_DEBUGCTLMSR, debugctl);
+	wrmsrq(MSR_IA32_DEBUGCTLMSR, debugctl | DEBUGCTLMSR_LBR);
 }
 
 static noinline int lbr_crash_torn(void)
 {
 	/*
-	 * struct capture_config (asm/stubs.S): CPU 0's block at 0x00, block size at 0x08, ring
-	 * mask at 0x18, snapshot size at 0x20. A CPU block: count at 0x00, snapshots from 0x40
-	 * (asm/layout.h). The next capture on this CPU writes slot count & mask first at its
+	 * struct capture_config (src/layout.rs `cfg`): CPU 0's block at 0x00, block size at 0x08,
+	 * ring mask at 0x18, snapshot size at 0x20. A CPU block: count at 0x00, snapshots from 0x40
+	 * (src/layout.rs; written out here so that this test module shares no code with lbr_dump). The next capture on this CPU writes slot count & mask first at its
 	 * sequence number (offset 0), before it reads the records.
 	 */
 	const u64 *cfg = (const u64 *)capture_cfg;
@@ -119,6 +196,234 @@ static noinline int lbr_crash_torn(void)
 	return lbr_crash_gp();
 }
 
+/*
+ * crash=migrate. One function for the survived fault and the crash, so that both exception
+ * frames are at the same stack address: `crash` false reads an unmapped kernel address with an
+ * exception-table fixup (#PF, survived), true dereferences a non-canonical pointer (#GP).
+ */
+static noinline int lbr_crash_same_frame(bool crash)
+{
+	int v = 0;
+
+	if (!crash) {
+		__get_kernel_nofault(&v, (int *)nowhere, int, fixed);
+		return v;
+fixed:
+		return -EFAULT;
+	}
+	return *(volatile int *)bad_pointer;
+}
+
+static struct task_struct *migrating;
+
+static void lbr_crash_move_back(struct work_struct *w)
+{
+	set_cpus_allowed_ptr(migrating, cpumask_of(0));
+}
+static DECLARE_WORK(move_back, lbr_crash_move_back);
+
+/*
+ * DIE_GPF for the crash (IRQs on, before die()): have another CPU move this task to CPU 0 and
+ * wait until the scheduler wants this CPU back (the migration stopper is runnable here); the
+ * notifier chain's rcu_read_unlock() then lets it run, and the task continues into die() on CPU 0.
+ */
+static int lbr_crash_on_gpf(struct notifier_block *nb, unsigned long val, void *data)
+{
+	int i;
+
+	if (val != DIE_GPF || current != migrating || raw_smp_processor_id() != 1)
+		return NOTIFY_DONE;
+	queue_work_on(cpumask_any_but(cpu_online_mask, 1), system_wq, &move_back);
+	for (i = 0; i < 2000000 && !need_resched(); i++)
+		udelay(1);
+	pr_info("migrating: need_resched=%d after %d us\n", need_resched(), i);
+	return NOTIFY_DONE;
+}
+static struct notifier_block gpf_nb = { .notifier_call = lbr_crash_on_gpf, .priority = 100 };
+
+static int lbr_crash_migrate(void)
+{
+	int r;
+
+	if (num_online_cpus() < 2)
+		return -ENODEV;
+	/* The older snapshot, planted on CPU 0 at the crash's frame address. */
+	r = set_cpus_allowed_ptr(current, cpumask_of(0));
+	if (r)
+		return r;
+	r = lbr_crash_same_frame(false);
+	pr_info("planted: fixed-up fault on CPU %d returned %d\n", raw_smp_processor_id(), r);
+	r = set_cpus_allowed_ptr(current, cpumask_of(1));
+	if (r)
+		return r;
+	migrating = current;
+	r = register_die_notifier(&gpf_nb);
+	if (r)
+		return r;
+	pr_info("crashing on CPU %d\n", raw_smp_processor_id());
+	return lbr_crash_same_frame(true);
+}
+
+static void lbr_crash_retake_here(void *unused)
+{
+	u64 debugctl;
+
+	rdmsrq(MSR_IA32_DEBUGCTLMSR, debugctl);
+	wrmsrq(MSR_IA32_DEBUGCTLMSR, debugctl | DEBUGCTLMSR_FREEZE_LBRS_ON_PMI);
+}
+
+static int lbr_crash_retake(void)
+{
+	on_each_cpu(lbr_crash_retake_here, NULL, 1);
+	pr_info("retake: DEBUGCTL |= FREEZE_LBRS_ON_PMI on %u CPUs\n", num_online_cpus());
+	return 0;
+}
+
+/* crash=nested: BUG() inside the handling of our own #GP. */
+static int lbr_crash_bug_in_gpf(struct notifier_block *nb, unsigned long val, void *data)
+{
+	if (val == DIE_GPF && current == migrating)
+		BUG();
+	return NOTIFY_DONE;
+}
+static struct notifier_block nested_nb = { .notifier_call = lbr_crash_bug_in_gpf };
+
+static int lbr_crash_nested(void)
+{
+	int r;
+
+	migrating = current;
+	r = register_die_notifier(&nested_nb);
+	if (r)
+		return r;
+	return lbr_crash_gp();
+}
+
+/*
+ * A kernel-mode #GP that the kernel fixes up without a word: a read through a non-canonical
+ * pointer with a plain exception-table entry (QEMU TCG reads unknown MSRs as 0, so rdmsr_safe()
+ * does not fault there). Returns 0 if it faulted.
+ */
+static noinline int lbr_crash_gp_fixed(void)
+{
+	int faulted = 1, v;
+
+	asm volatile("1:	movl (%[p]), %[v]\n"
+		     "	movl $0, %[f]\n"
+		     "2:\n"
+		     _ASM_EXTABLE(1b, 2b)
+		     : [v] "=r" (v), [f] "+r" (faulted)
+		     : [p] "r" (bad_pointer));
+	return faulted ? 0 : -EIO;
+}
+
+static struct perf_event * __percpu *watch_bp[4];
+
+static void lbr_crash_unwatch(void)
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		if (watch_bp[i])
+			unregister_wide_hw_breakpoint(watch_bp[i]);
+		watch_bp[i] = NULL;
+	}
+}
+
+static int lbr_crash_watch_faults(void);
+
+static int lbr_crash_watch(void)
+{
+	int r = lbr_crash_watch_faults();
+
+	if (r) {
+		pr_info("watch: failed (%d)\n", r);
+		lbr_crash_unwatch();	/* the handler must not outlive the module */
+	}
+	return r;
+}
+
+static int lbr_crash_watch_faults(void)
+{
+	const u64 *cfg = (const u64 *)capture_cfg;
+	unsigned long words[16];
+	struct perf_event_attr attr;
+	unsigned long block;
+	int n = 0, i, v;
+
+	if (!capture_cfg || group < 0 || group > 3)
+		return -EINVAL;
+	/* struct capture_config: 11 words (src/layout.rs `cfg`); cfg[5] is the MSR list. */
+	for (i = 0; i < 11; i++)
+		words[n++] = capture_cfg + 8 * i;
+	words[n++] = cfg[5];
+	block = cfg[0] + raw_smp_processor_id() * cfg[1];
+	words[n++] = block;		/* count */
+	words[n++] = block + 8;		/* busy */
+	for (i = 0; i < 4 && 4 * group + i < n; i++) {
+		hw_breakpoint_init(&attr);
+		attr.bp_addr = words[4 * group + i] & ~7UL;
+		attr.bp_len = HW_BREAKPOINT_LEN_8;
+		attr.bp_type = HW_BREAKPOINT_RW;
+		watch_bp[i] = register_wide_hw_breakpoint(&attr, lbr_crash_hit, NULL);
+		if (IS_ERR((void __force *)watch_bp[i])) {
+			v = PTR_ERR((void __force *)watch_bp[i]);
+			watch_bp[i] = NULL;
+			return v;
+		}
+		pr_info("watching %#lx\n", words[4 * group + i]);
+	}
+	/* Kernel-mode exceptions that the kernel fixes up: captured, survived. */
+	for (i = 0; i < 3; i++) {
+		if (lbr_crash_same_frame(false) != -EFAULT)	/* #PF */
+			return -EFAULT;
+		if (lbr_crash_gp_fixed())		/* #GP, fixed up */
+			return -ENXIO;
+	}
+	pr_info("watch: kernel #PF and #GP survived, %d breakpoint hits\n", atomic_read(&hits));
+	return 0;
+}
+
+/* crash=exec_user_ac: a user page, then a jump to it with AC set (user_ac.S). */
+static int lbr_crash_exec(void)
+{
+	unsigned long addr = vm_mmap(NULL, 0, PAGE_SIZE, PROT_READ | PROT_EXEC,
+				     MAP_ANONYMOUS | MAP_PRIVATE, 0);
+
+	if (IS_ERR_VALUE(addr))
+		return addr;
+	pr_info("jumping to user address %#lx with AC set\n", addr);
+	lbr_crash_exec_user_ac(addr);
+	return 0;
+}
+
+/* crash=text: the live bytes of functions, one line each, for a disassembler on the host. */
+static int lbr_crash_text(void)
+{
+	char sym[KSYM_SYMBOL_LEN], *slash;
+	unsigned long size, off;
+	int i;
+
+	for (i = 0; i < nr_text; i++) {
+		sprint_symbol(sym, text[i]);
+		slash = strrchr(sym, '/');
+		if (!slash || kstrtoul(slash + 1, 0, &size)) {
+			/* "name+0x0/0x1e0 [mod]": the size is after the slash, up to a space. */
+			char *end = slash ? strchr(slash, ' ') : NULL;
+
+			if (end)
+				*end = 0;
+			if (!slash || kstrtoul(slash + 1, 0, &size))
+				return -EINVAL;
+		}
+		size = min(size, 1024UL);	/* the last symbol of a section "ends" at the next */
+		for (off = 0; off < size; off += 64)
+			pr_info("text %#lx+%lu %lu %*phN\n", text[i], off, size,
+				(int)min(size - off, 64UL), (void *)(text[i] + off));
+	}
+	return 0;
+}
+
 static int lbr_crash_idt(void)
 {
 	static const int vectors[] = { 0, 1, 6, 8, 11, 12, 13, 14, 17, 21 };
@@ -136,6 +441,9 @@ static int lbr_crash_idt(void)
 
 static void __exit lbr_crash_exit(void)
 {
+	lbr_crash_unwatch();
+	if (!strcmp(crash, "watch"))
+		pr_info("watch: removed, %d breakpoint hits in all\n", atomic_read(&hits));
 }
 
 static int __init lbr_crash_init(void)
@@ -155,6 +463,18 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_select();
 	if (!strcmp(crash, "torn"))
 		return lbr_crash_torn();
+	if (!strcmp(crash, "migrate"))
+		return lbr_crash_migrate();
+	if (!strcmp(crash, "watch"))
+		return lbr_crash_watch();
+	if (!strcmp(crash, "nested"))
+		return lbr_crash_nested();
+	if (!strcmp(crash, "retake"))
+		return lbr_crash_retake();
+	if (!strcmp(crash, "exec_user_ac"))
+		return lbr_crash_exec();
+	if (!strcmp(crash, "text"))
+		return lbr_crash_text();
 	return -EINVAL;
 }
 

@@ -299,3 +299,70 @@ fn bts_availability() {
     assert_eq!(bts(true, Some(0x850089)), Bts::Available);
     assert_eq!(bts(true, Some(1 << 11)), Bts::Unavailable);
 }
+
+#[test]
+fn filter_msr_only_where_the_kernel_has_an_lbr_sel_map() {
+    // intel_pmu_lbr_init_core() and _atom() set no lbr_sel_map: Core 2 (0x17) and Bonnell (0x1c
+    // stepping 10) have no LBR_SELECT; Silvermont (0x37), Nehalem (0x1a) and Skylake (0x5e) do.
+    for (eax, select) in [
+        (0x0001_0676, None),
+        (0x0001_06ca, None),
+        (0x0003_0678, Some(0x1c8)),
+        (0x0001_06a5, Some(0x1c8)),
+        (0x0005_06e3, Some(0x1c8)),
+    ] {
+        let t = cpu(INTEL, 0xd, &[((1, 0), regs(eax, 0, PDCM, 0))]);
+        let Some(Recorder::IntelLegacy(l)) = identify(&t, Some(3)).recorder else {
+            panic!("{eax:#x}")
+        };
+        assert_eq!(l.select, select, "{eax:#x}");
+    }
+}
+
+#[test]
+fn arch_lbr_without_a_supported_depth_is_no_recorder() {
+    // CPUID.1C:EAX[7:0] = 0 (a broken hypervisor): no depth to record with. Taken as a recorder
+    // of depth 0 it would make the capture read an empty MSR list (the stubs' loop counter then
+    // wraps: 2^64 RDMSRs).
+    let t = cpu(
+        INTEL,
+        0x20,
+        &[
+            ((1, 0), regs(0x0008_06f8, 0, PDCM, DS)),
+            ((7, 0), regs(0, 0, 0, 1 << 19)),
+            ((0x1c, 0), regs(0xc000_0000, 0x7, 0x7, 0)),
+        ],
+    );
+    assert_eq!(identify(&t, None).recorder, None);
+    // And a layout is never made for a depth-0 recorder, however it was obtained.
+    let arch = Recorder::IntelArch(ArchLbr {
+        depths: 0,
+        cpl_filter: true,
+        branch_filter: true,
+        call_stack: true,
+        mispredict: true,
+        timed: true,
+        branch_type: true,
+    });
+    assert_eq!(lbr_core::record::layout(&arch, false), None);
+    assert_eq!(
+        lbr_core::record::layout(&Recorder::AmdLbrV2 { depth: 0 }, false),
+        None
+    );
+}
+
+#[test]
+fn disarming_restores_only_its_own_value() {
+    let sw = Switch {
+        msr: 0x1d9,
+        mask: 1,
+        name: "DEBUGCTL.LBR",
+    };
+    let (before, armed) = (0x800, 0x801);
+    // lbr-dump's value, on or frozen: the value before arming goes back.
+    assert_eq!(sw.restore(armed, armed, before), Some(before));
+    assert_eq!(sw.restore(armed & !1, armed, before), Some(before));
+    // A perf session since wrote its own (FREEZE_LBRS_ON_PMI, LBR): left as it is.
+    assert_eq!(sw.restore(0x1801, armed, before), None);
+    assert_eq!(sw.restore(0, armed, before), None);
+}

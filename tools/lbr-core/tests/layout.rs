@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The snapshot area layout: its geometry, and agreement between the Rust constants and the
-//! `#define`s the capture assembly uses (asm/layout.h).
+//! The snapshot area layout: its geometry, and the `#define`s the capture assembly gets from it
+//! (Kbuild generates asm's layout.h from src/layout.rs with asm/layout.awk; this runs the same
+//! generator and checks every value it emits against the Rust constant).
 
 use lbr_core::layout::*;
 use std::collections::HashMap;
@@ -36,8 +37,17 @@ fn checksum_skips_its_own_field() {
 
 #[test]
 fn assembly_offsets_match() {
-    let h = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../asm/layout.h"))
-        .unwrap();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = std::process::Command::new("awk")
+        .args([
+            "-f",
+            &format!("{root}/asm/layout.awk"),
+            &format!("{root}/src/layout.rs"),
+        ])
+        .output()
+        .expect("awk runs");
+    assert!(out.status.success(), "asm/layout.awk failed");
+    let h = String::from_utf8(out.stdout).unwrap();
     let defs: HashMap<&str, usize> = h
         .lines()
         .filter_map(|l| {
@@ -66,6 +76,18 @@ fn assembly_offsets_match() {
         ("LBR_SNAP_COMPLETE", SNAP_COMPLETE as usize),
         ("LBR_SNAP_TORN", SNAP_TORN as usize),
         ("LBR_SNAP_WAS_OFF", SNAP_WAS_OFF as usize),
+        ("LBR_CFG_CPU0", cfg::CPU0),
+        ("LBR_CFG_BLOCK_SIZE", cfg::BLOCK_SIZE),
+        ("LBR_CFG_NR_CPUS", cfg::NR_CPUS),
+        ("LBR_CFG_RING_MASK", cfg::RING_MASK),
+        ("LBR_CFG_SNAP_SIZE", cfg::SNAP_SIZE),
+        ("LBR_CFG_MSRS", cfg::MSRS),
+        ("LBR_CFG_NR_VALUES", cfg::NR_VALUES),
+        ("LBR_CFG_CTL_MSR", cfg::CTL_MSR),
+        ("LBR_CFG_MASK", cfg::MASK),
+        ("LBR_CFG_ARMED", cfg::ARMED),
+        ("LBR_CFG_SEQ", cfg::SEQ),
+        ("LBR_CFG_SIZE", cfg::SIZE),
     ];
     for (name, v) in want {
         assert_eq!(defs.get(name), Some(&v), "{name} in asm/layout.h");

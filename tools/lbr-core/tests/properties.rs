@@ -77,8 +77,8 @@ proptest! {
                           rip in any::<u64>(), cr2 in any::<u64>(), format in 0u32..8, records in 0u32..65,
                           state in prop_oneof![Just(State::Complete), Just(State::Torn), Just(State::WasOff), Just(State::Foreign)],
                           flavour in prop_oneof![Just("intel-lbr"), Just("intel-arch-lbr"), Just("amd-lbr-v2"), Just("amd-lbr")],
-                          pre in prefix()) {
-        let h = Header { cpu, seq, vector, error, rip, cr2, flavour, format, records, state };
+                          nest in proptest::option::of(0u32..8), pre in prefix()) {
+        let h = Header { cpu, seq, vector, error, rip, cr2, flavour, format, records, state, nest };
         let line = format!("{pre}lbr_dump: {h}");
         prop_assert_eq!(parse(&line), Some(Line::Header(h)));
     }

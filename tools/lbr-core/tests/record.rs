@@ -257,6 +257,7 @@ fn skylake_capture_list() {
         from: 0x680,
         to: 0x6c0,
         info: Some(0xdc0),
+        select: Some(0x1c8),
         format: Some(LbrFormat::Info),
     });
     let l = layout(&sk, false).unwrap();

@@ -116,8 +116,14 @@ fn what_the_module_prints_parses_back() {
         format: 0,
         records: 0,
         state: State::Torn,
+        nest: None,
     };
     let line = format!("{PREFIX}{h}");
     assert!(line.contains(" vector=21 (#CP) "), "{line}");
     assert_eq!(parse(&line), Some(Line::Header(h)));
+    // The label of a nested snapshot: printed last on the line, read back.
+    let nested = Header { nest: Some(1), ..h };
+    let line = format!("{PREFIX}{nested}");
+    assert!(line.ends_with(" state=torn nest=1"), "{line}");
+    assert_eq!(parse(&line), Some(Line::Header(nested)));
 }

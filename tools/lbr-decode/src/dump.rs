@@ -289,6 +289,7 @@ fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>
                     h.ctl_armed,
                     s.filter.zip(h.filter.map(|(_, armed)| armed)),
                 ),
+                nest: None,
                 announced: recs.len() as u32,
                 records: recs,
                 complete: s.sealed != Some(false),

@@ -33,6 +33,9 @@ pub struct Snapshot {
     pub flavour: String,
     pub format: u32,
     pub state: State,
+    /// 0: the exception that oopsed; N: the one it interrupted, N levels out (the printer's
+    /// `nest=`); `None` when not printed (an older lbr-dump, or a dump).
+    pub nest: Option<u32>,
     /// Records the header announced.
     pub announced: u32,
     pub records: Vec<Record>,
@@ -109,6 +112,7 @@ pub fn parse_log(text: &str) -> Parsed {
                     flavour: h.flavour.to_string(),
                     format: h.format,
                     state: h.state,
+                    nest: h.nest,
                     announced: h.records,
                     records: Vec::new(),
                     complete: false,
@@ -199,6 +203,27 @@ mod tests {
             s.records[0].to_sym.as_deref(),
             Some("lbr_dump_stub_14+0x0/0x1e0 [lbr_dump]")
         );
+    }
+
+    #[test]
+    fn nesting_labels_are_read() {
+        // The oopsing exception's snapshot (nest=0), then the one it interrupted (nest=1); an
+        // older module's header without the label reads as unlabelled.
+        let outer = "lbr_dump: v1 cpu=1 seq=6 vector=13 (#GP) error=0x0 rip=0xffffffff81537fe0 cr2=0x0 flavour=intel-lbr format=5 records=0 state=complete nest=1";
+        let log = [
+            format!("{HEAD} nest=0"),
+            R0.to_string(),
+            R1.to_string(),
+            END.to_string(),
+            outer.to_string(),
+            "lbr_dump: end cpu=1 seq=6".to_string(),
+            HEAD.to_string(),
+            END.to_string(),
+        ]
+        .join("\n");
+        let p = parse_log(&log);
+        let nests: Vec<_> = p.snapshots.iter().map(|s| (s.seq, s.nest)).collect();
+        assert_eq!(nests, [(7, Some(0)), (6, Some(1)), (7, None)]);
     }
 
     #[test]

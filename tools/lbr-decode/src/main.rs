@@ -109,6 +109,10 @@ struct SnapshotOut {
     flavour: String,
     format: u32,
     state: &'static str,
+    /// 0: the oopsing exception; N: the exception it interrupted N levels out (absent when the
+    /// log does not say, and for dumps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nest: Option<u32>,
     complete: bool,
     records: Vec<RecordOut>,
 }
@@ -518,6 +522,7 @@ fn run(cli: Cli) -> Result<bool> {
                 lbr_core::report::State::WasOff => "was-off",
                 lbr_core::report::State::Foreign => "foreign",
             },
+            nest: s.nest,
             complete: s.complete,
             records,
         });
@@ -659,7 +664,7 @@ fn write_text(w: &mut impl Write, out: &Output, color: bool) -> Result<()> {
     for s in &out.snapshots {
         writeln!(
             w,
-            "{bold}{}:{}: cpu {} seq {}: {} (vector {}) error {} rip {} cr2 {}{reset}  [{} format {}, {} records, {}{}]",
+            "{bold}{}:{}: cpu {} seq {}: {} (vector {}) error {} rip {} cr2 {}{reset}  [{} format {}, {} records, {}{}]{}",
             s.source,
             s.line,
             s.cpu,
@@ -673,7 +678,12 @@ fn write_text(w: &mut impl Write, out: &Output, color: bool) -> Result<()> {
             s.format,
             s.records.len(),
             s.state,
-            if s.complete { "" } else { ", cut" }
+            if s.complete { "" } else { ", cut" },
+            match s.nest {
+                Some(0) => "  (the oopsing exception)".to_string(),
+                Some(n) => format!("  (interrupted by the exception above: nest {n})"),
+                None => String::new(),
+            }
         )?;
         let name = |p: &Place| p.symbol.clone().unwrap_or_else(|| p.addr.clone());
         let wf = s

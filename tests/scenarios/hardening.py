@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Defects of the capture path a kernel reviewer finds (issue 9), one scenario each.
+
+Each test was first run against the code it was written for and failed there (the commit that
+adds it says how); the expected values come from the kernel (its IDT read by lbr_crash, its oops
+text, /proc), from an independent disassembler (LLVM's, on the host) and from the emulator's
+ground truth, never from lbr_dump's own output."""
+
+import re
+import subprocess
+
+from harness import MODULE, assert_clean, boot, kernel_lines, tail
+from vm import REPO
+
+CRASH = "/lib/lbr-dump/lbr_crash.ko"
+SYSFS = "/sys/kernel/lbr_dump"
+LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
+IDT = f"insmod {CRASH} crash=idt && rmmod lbr_crash"
+CFG = "cfg=$(grep -w lbr_dump_capture /proc/kallsyms | cut -d' ' -f1)\n"
+
+
+def gates(console, tag):
+    """{vector: handler} printed by lbr_crash crash=idt between '==tag==' and the next '=='."""
+    part = console.split(f"=={tag}==")[1]
+    return dict(re.findall(r"lbr_crash: gate (\d+) ([0-9a-f]{16})", part.split("==")[0]))
+
+
+def headers(console):
+    return [dict(re.findall(r"(\w+)=(\S+)", l)) | {"line": l} for l in kernel_lines(console, "lbr_dump: v1 ")]
+
+
+def test_every_vcpu_is_brought_up(r):
+    # boot() fails any run whose guest brought up fewer CPUs than it was given; this one also
+    # reads the kernel's own view after boot.
+    vm = boot(name="hard-smp4", cpu="EPYC-Genoa", accel="tcg", smp=4,
+              script="echo online=$(cat /sys/devices/system/cpu/online)\n")
+    assert "online=0-3" in vm.console, re.findall(r"online=\S*", vm.console)
+
+
+def test_concurrent_writers_arm_once(r):
+    # kernfs serializes writes per open file: six shell writers (each `echo` opens the file) race
+    # on `enabled` while faults happen on both CPUs. Each arming must hook the gates once; at the
+    # end the IDT is the kernel's, the machine alive, the log clean.
+    vm = boot(name="hard-writers", cpu="EPYC-Genoa,-smap", accel="tcg", smp=2, timeout=600, script=f"""
+echo ==kernel==; {IDT}; echo ==
+insmod {MODULE} force=1
+for w in 1 2 3 4 5 6; do
+  (i=0; while [ $i -lt 60 ]; do echo $((w % 2)) > {SYSFS}/enabled; ls /sys >/dev/null; i=$((i+1)); done) &
+done
+wait
+echo writers-done enabled=$(cat {SYSFS}/enabled)
+echo 1 > {SYSFS}/enabled
+dd if=/dev/zero of=/dev/null bs=64k count=16 2>/dev/null
+echo 0 > {SYSFS}/enabled
+echo ==after==; {IDT}; echo ==
+rmmod lbr_dump
+echo ==unloaded==; {IDT}; echo ==
+""")
+    assert "writers-done" in vm.console
+    kernel = gates(vm.console, "kernel")
+    assert gates(vm.console, "after") == kernel, "IDT after the racing writers differs from the kernel's"
+    assert gates(vm.console, "unloaded") == kernel
+    assert_clean(vm.console)
+
+
+def disassemble(hexbytes: str) -> list[str]:
+    """AT&T lines of LLVM's disassembly of the bytes (hex string), from the build root's llvm-mc."""
+    text = " ".join(f"0x{hexbytes[i:i + 2]}" for i in range(0, len(hexbytes), 2))
+    p = subprocess.run(["bash", "-c", 'source scripts/common.sh; in_root llvm-mc --disassemble '
+                        '-triple=x86_64-unknown-linux-gnu'], cwd=REPO, input=text, text=True,
+                       capture_output=True)
+    assert p.returncode == 0, p.stderr
+    return [l.strip() for l in p.stdout.splitlines() if l.strip() and not l.strip().startswith(".text")]
+
+
+def test_no_indirect_branch_in_live_stubs(r):
+    # After arming, the live bytes of every stub (read back by lbr_crash, disassembled on the
+    # host by LLVM) contain no indirect jump or call, on any path; every jump out of a stub lands
+    # on the kernel's original handler of that vector (read from the IDT before arming), directly
+    # or through a direct-jump trampoline.
+    vm = boot(name="hard-text", cpu="EPYC-Genoa", accel="tcg", script=f"""
+echo ==kernel==; {IDT}; echo ==
+insmod {MODULE} force=1 enable=1
+pat=' (lbr_dump_stub_[0-9]+|lbr_dump_rearm_1|__SCT__lbr_dump_[a-z_0-9]+)([[:space:]]|$)'
+addrs=$(grep -E "$pat" /proc/kallsyms | cut -d' ' -f1 | sed 's/^/0x/' | tr '\\n' ',' | sed 's/,$//')
+grep -E "$pat" /proc/kallsyms | sed 's/^/sym /'
+insmod {CRASH} crash=text text=$addrs && rmmod lbr_crash
+""")
+    syms = {int(a, 16): n for a, n in re.findall(r"^sym ([0-9a-f]+) \w (\S+)", vm.console, re.M)}
+    assert len([n for n in syms.values() if n.startswith("lbr_dump_stub_")]) == 9, syms
+    code: dict[int, str] = {}
+    for m in re.finditer(r"lbr_crash: text 0x([0-9a-f]+)\+(\d+) (\d+) ([0-9a-f]+)", vm.console):
+        base = int(m[1], 16)
+        code[base] = code.get(base, "") + m[4]
+    assert set(code) == set(syms), f"bytes of {len(code)} of {len(syms)} functions read back"
+    kernel = {int(v): int(a, 16) for v, a in gates(vm.console, "kernel").items()}
+    for addr, name in sorted(syms.items()):
+        # A trampoline is 8 bytes (jmp rel32 + ud1): kallsyms sizes the last one up to the next
+        # symbol, so only its own bytes are read.
+        lines = disassemble(code[addr][:16] if name.startswith("__SCT__") else code[addr])
+        indirect = [l for l in lines if re.match(r"(jmp|call)q?\s+\*", l)]
+        assert not indirect, f"{name}: indirect branches in the live code: {indirect}"
+    # Every trampoline is one direct jump to a kernel handler of a hooked vector.
+    tramps = {a: n for a, n in syms.items() if n.startswith("__SCT__")}
+    assert tramps, "no static-call trampolines: how does a stub reach the kernel's handler?"
+    for addr, name in tramps.items():
+        b = bytes.fromhex(code[addr])
+        assert b[0] == 0xE9, f"{name}: not a jmp rel32: {code[addr][:16]}"
+        target = (addr + 5 + int.from_bytes(b[1:5], "little", signed=True)) & (2**64 - 1)
+        assert target in kernel.values(), f"{name} jumps to {target:#x}, not to a kernel handler {kernel}"
+
+
+def test_data_breakpoints_on_stub_data_survive(r):
+    # Hardware data breakpoints (perf mem:, kgdb) on every word the stubs read, four at a time;
+    # meanwhile kernel-mode #PF and #GP (fixed up), user-mode faults and a user single-step. A #DB
+    # stub that loads lbr_dump's data before the kernel clears DR7 re-enters itself forever.
+    groups = "".join(f"""
+insmod {CRASH} crash=watch capture_cfg=0x$cfg group={g}
+lbr-faults; lbr-singlestep || true; ls -R /sys/kernel >/dev/null
+rmmod lbr_crash
+echo group-{g}-survived
+""" for g in range(4))
+    vm = boot(name="hard-watch", cpu="EPYC-Genoa,-smap", accel="tcg", smp=2, timeout=600,
+              script=f"insmod {MODULE} force=1 enable=1\n" + CFG + groups)
+    for g in range(4):
+        assert f"group-{g}-survived" in vm.console, tail(vm.console)
+    assert len(kernel_lines(vm.console, "lbr_crash: watch: kernel #PF and #GP survived")) == 4
+    hits = [int(h) for h in re.findall(r"watch: removed, (\d+) breakpoint hits", vm.console)]
+    assert len(hits) == 4 and all(h > 0 for h in hits), f"breakpoints did not fire: {hits}"
+    bad = [l for l in vm.console.splitlines() if re.search(r"Oops:|BUG:|Kernel panic|general protection", l)]
+    assert not bad, bad
+
+
+def test_kernel_without_cet_arms_with_default_vectors(r):
+    # Without CONFIG_X86_CET the kernel installs no #CP handler: gate 21 keeps the early boot
+    # handler (in init text, freed after boot). The default set arms without it and says so;
+    # every gate hooked is restored.
+    vm = boot(name="hard-nocet", kernel="nocet", cpu="EPYC-Genoa", accel="tcg", script=f"""
+echo ==kernel==; {IDT}; echo ==
+insmod {MODULE} force=1 enable=1 && echo armed-ok
+echo "vectors=[$(cat {SYSFS}/vectors)]"
+rmmod lbr_dump
+echo ==unloaded==; {IDT}; echo ==
+""")
+    assert "armed-ok" in vm.console, "\n".join(kernel_lines(vm.console, "lbr_dump"))
+    assert re.search(r"lbr_crash: gate 21 [0-9a-f]{16} early_idt_handler_array", vm.console), \
+        "this kernel has a #CP handler: the test proves nothing"
+    armed = kernel_lines(vm.console, "lbr_dump: armed")
+    assert armed and "21(#CP)" not in armed[0], armed
+    assert any("21(#CP)" in l and "no handler" in l for l in kernel_lines(vm.console, "lbr_dump: skipping")), \
+        kernel_lines(vm.console, "lbr_dump")
+    assert "21(#CP)" not in re.search(r"vectors=\[(.*)\]", vm.console)[1]
+    assert gates(vm.console, "unloaded") == gates(vm.console, "kernel")
+    assert_clean(vm.console)
+
+
+def test_user_access_above_47_bits_is_not_captured(r):
+    # 5-level paging: user addresses go up to 2^56. copy_to_user faults on them (AC set, SMAP) are
+    # user accesses, not crashes. The guest must really have LA57 and map above 2^47.
+    vm = boot(name="hard-la57", cpu="EPYC-Genoa,+la57", accel="tcg", script=f"""
+grep -qw la57 /proc/cpuinfo && echo cpu-has-la57
+insmod {MODULE} force=1 enable=1
+lbr-high; echo high-exit=$?
+echo captures=$(cat {SYSFS}/captures)
+""")
+    assert "cpu-has-la57" in vm.console, "the guest CPU has no LA57: this test would prove nothing"
+    assert "high-exit=0" in vm.console, "the guest could not fault on user pages above 2^47:\n" + tail(vm.console)
+    assert "captures=0" in vm.console, re.findall(r"captures=\d+", vm.console)
+
+
+def test_instruction_fetch_from_user_with_ac_is_captured(r):
+    # A kernel jump into user memory with RFLAGS.AC set is a crash (SMEP), not a user access: the
+    # stub must capture it although CR2 is a user address and AC is set.
+    vm = boot(name="hard-exec-ac", cpu="EPYC-Genoa", accel="tcg",
+              script=f"insmod {MODULE} force=1 enable=1\nsh -c 'insmod {CRASH} crash=exec_user_ac' || true\n")
+    assert "lbr_crash: jumping to user address" in vm.console, tail(vm.console)
+    oops = re.search(r"Oops: .*?---\[ end trace", vm.console, re.S)
+    assert oops, "no oops:\n" + tail(vm.console)
+    hs = headers(oops[0])
+    assert hs and hs[0].get("vector") == "14", f"no #PF snapshot in the oops: {kernel_lines(oops[0], 'lbr_dump')}"
+    assert int(hs[0]["error"], 16) & 0x10, f"not an instruction fetch: {hs[0]['line']}"
+
+
+def test_stress_whole_life_cycle_on_four_cpus(r):
+    # Everything at once on 4 vCPUs: racing enable/disable writers, CPU hotplug of CPUs 1-3,
+    # user and kernel faults on every CPU, data breakpoints on the stubs' data, unload and reload.
+    vm = boot(name="hard-stress", cpu="EPYC-Genoa,-smap", accel="tcg", smp=4, timeout=900, script=f"""
+echo ==kernel==; {IDT}; echo ==
+insmod {MODULE} force=1 enable=1
+for n in 1 2 3 4; do (while :; do lbr-faults; ls /sys >/dev/null; done) & done
+round=0
+while [ $round -lt 4 ]; do
+  {CFG.strip()}
+  insmod {CRASH} crash=watch capture_cfg=0x$cfg group=$round
+  for w in 1 2 3; do (i=0; while [ $i -lt 20 ]; do echo $((w % 2)) > {SYSFS}/enabled; i=$((i+1)); done) & done
+  for c in 1 2 3; do echo 0 > /sys/devices/system/cpu/cpu$c/online; done
+  lbr-singlestep || true
+  for c in 1 2 3; do echo 1 > /sys/devices/system/cpu/cpu$c/online; done
+  while [ $(jobs -p | wc -l) -gt 4 ]; do sleep 1; done
+  rmmod lbr_crash
+  echo 0 > {SYSFS}/enabled
+  echo ==disarmed-$round==; {IDT}; echo ==
+  rmmod lbr_dump
+  insmod {MODULE} force=1 enable=1
+  round=$((round+1))
+done
+kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
+rmmod lbr_dump
+echo ==after==; {IDT}; echo ==
+echo online=$(cat /sys/devices/system/cpu/online)
+""")
+    kernel = gates(vm.console, "kernel")
+    for i in range(4):
+        assert gates(vm.console, f"disarmed-{i}") == kernel, f"round {i}: IDT after disarming is not the kernel's"
+    assert gates(vm.console, "after") == kernel
+    assert "online=0-3" in vm.console
+    assert_clean(vm.console)

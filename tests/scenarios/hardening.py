@@ -112,11 +112,13 @@ insmod {CRASH} crash=text text=$addrs && rmmod lbr_crash
 
 def test_data_breakpoints_on_stub_data_survive(r):
     # Hardware data breakpoints (perf mem:, kgdb) on every word the stubs read, four at a time;
-    # meanwhile kernel-mode #PF and #GP (fixed up), user-mode faults and a user single-step. A #DB
-    # stub that loads lbr_dump's data before the kernel clears DR7 re-enters itself forever.
+    # meanwhile kernel-mode #PF and #GP (fixed up), user-mode #PF, #DE, #UD, #GP and #SS, and a
+    # user single-step (#DB). A #DB stub that loads lbr_dump's data before the kernel clears DR7
+    # re-enters itself forever.
+    traps = "; ".join(f"(lbr-trap {t} || true)" for t in "dugs")
     groups = "".join(f"""
 insmod {CRASH} crash=watch capture_cfg=0x$cfg group={g}
-lbr-faults; lbr-singlestep || true; ls -R /sys/kernel >/dev/null
+lbr-faults; lbr-singlestep || true; {traps}; ls -R /sys/kernel >/dev/null
 rmmod lbr_crash
 echo group-{g}-survived
 """ for g in range(4))
@@ -127,7 +129,10 @@ echo group-{g}-survived
     assert len(kernel_lines(vm.console, "lbr_crash: watch: kernel #PF and #GP survived")) == 4
     hits = [int(h) for h in re.findall(r"watch: removed, (\d+) breakpoint hits", vm.console)]
     assert len(hits) == 4 and all(h > 0 for h in hits), f"breakpoints did not fire: {hits}"
-    bad = [l for l in vm.console.splitlines() if re.search(r"Oops:|BUG:|Kernel panic|general protection", l)]
+    # The user-mode exceptions happened (the shell reports each killed child).
+    for sig in ("Floating point exception", "Illegal instruction", "Segmentation fault"):
+        assert sig in vm.console, f"no user-mode exception killed by {sig!r}:\n" + tail(vm.console)
+    bad = [l for l in vm.console.splitlines() if re.search(r"Oops:|BUG:|Kernel panic|WARNING: CPU:", l)]
     assert not bad, bad
 
 

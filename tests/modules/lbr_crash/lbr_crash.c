@@ -38,8 +38,8 @@
  *   insmod lbr_crash.ko crash=watch capture_cfg=ADDR group=N
  *                                     no crash: hardware data breakpoints (read/write, on every
  *                                     CPU) on group N (0-3) of the words lbr_dump's entry stubs
- *                                     read: the capture configuration at ADDR, the first MSR of
- *                                     the capture list, this CPU's block count and busy flag;
+ *                                     read: the capture configuration at ADDR, the first and last
+ *                                     MSR of the capture list, this CPU's block count and busy flag;
  *                                     then kernel-mode #PF and #GP that are fixed up. The
  *                                     breakpoints stay while the module is loaded (the test runs
  *                                     user-mode faults and single-steps too); rmmod removes them
@@ -356,7 +356,8 @@ static int lbr_crash_watch_faults(void)
 	/* struct capture_config: 11 words (src/layout.rs `cfg`); cfg[5] is the MSR list. */
 	for (i = 0; i < 11; i++)
 		words[n++] = capture_cfg + 8 * i;
-	words[n++] = cfg[5];
+	words[n++] = cfg[5];				/* first MSR of the list */
+	words[n++] = cfg[5] + 4 * (cfg[6] - 1);		/* last */
 	block = cfg[0] + raw_smp_processor_id() * cfg[1];
 	words[n++] = block;		/* count */
 	words[n++] = block + 8;		/* busy */

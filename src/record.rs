@@ -274,6 +274,49 @@ pub fn sign_extend(v: u64, bits: u32) -> u64 {
     (((v << s) as i64) >> s) as u64
 }
 
+/// Bits of LBR_INFO (legacy formats 5 and 7) and Arch LBR INFO (SDM vol. 3B "Last Branch
+/// Recording": IA32_LBR_x_INFO).
+mod info_bit {
+    /// Mispredicted.
+    pub(super) const MISPRED: u32 = 63;
+    /// Inside a TSX transaction.
+    pub(super) const IN_TX: u32 = 62;
+    /// A TSX abort.
+    pub(super) const ABORT: u32 = 61;
+    /// Arch LBR: CYC_CNT is valid.
+    pub(super) const CYC_CNT_VALID: u32 = 60;
+    /// Arch LBR: BR_TYPE, bits 59:56.
+    pub(super) const BR_TYPE_SHIFT: u32 = 56;
+    pub(super) const BR_TYPE_MASK: u64 = 0xf;
+}
+
+/// Flag bits in a legacy FROM MSR (formats 3, 4 and 6; SDM "LBR stack" formats) and in an
+/// LbrExtV2 FROM / TO (APM vol. 2 "Last Branch Stack Extension", kernel amd/lbr.c).
+mod from_bit {
+    /// Mispredicted (legacy formats 3, 4, 6; LbrExtV2 FROM).
+    pub(super) const MISPRED: u32 = 63;
+    /// Format 4 with TSX: inside a transaction.
+    pub(super) const IN_TX: u32 = 62;
+    /// Format 4 with TSX: an abort.
+    pub(super) const ABORT: u32 = 61;
+}
+
+/// LbrExtV2 TO flag bits.
+mod amd_to_bit {
+    /// The entry is valid.
+    pub(super) const VALID: u32 = 63;
+    /// The branch was speculative.
+    pub(super) const SPEC: u32 = 62;
+    /// Erratum 1452: set on an entry that is not a branch.
+    pub(super) const NOT_A_BRANCH: u32 = 61;
+}
+
+/// Format 6: cycles in TO bits 63:48.
+const TIME_CYCLES_SHIFT: u32 = 48;
+/// Format 4: the address is FROM bits 60:0, sign-extended (bits 62:61 are TSX flags or, without
+/// TSX, sign extension: the kernel's lbr_from_signext_quirk).
+const FORMAT4_ADDR_BITS: u32 = 61;
+
 const fn bit(v: u64, n: u32) -> bool {
     v >> n & 1 != 0
 }
@@ -312,6 +355,8 @@ impl Iterator for Records<'_> {
                 } => {
                     // Entry i (0 = newest) is (TOS - i) mod depth.
                     let n = (v[0] as usize).wrapping_sub(i) & (d - 1);
+                    // PANIC: none: `records()` checked `v.len() >= layout.values()`, which is
+                    // 1 + 2d (+ d with INFO), and `n < d`.
                     let (from, to) = (v[1 + n], v[1 + d + n]);
                     let info = if info { Some(v[1 + 2 * d + n]) } else { None };
                     let b = legacy(format, tsx, from, to, info);
@@ -322,6 +367,7 @@ impl Iterator for Records<'_> {
                     b
                 }
                 Layout::IntelArch { .. } => {
+                    // PANIC: none: `v.len() >= 3d` and `i < d`.
                     let (from, to, inf) = (v[i], v[d + i], v[2 * d + i]);
                     if from == 0 {
                         self.next = d; // SDM: FROM == 0 ends the valid records
@@ -330,33 +376,37 @@ impl Iterator for Records<'_> {
                     Branch {
                         from,
                         to,
-                        mispred: Some(bit(inf, 63)),
-                        in_tx: Some(bit(inf, 62)),
-                        abort: Some(bit(inf, 61)),
-                        cycles: bit(inf, 60).then_some(inf as u16),
-                        branch_type: Some(BranchType::from_code((inf >> 56 & 0xf) as u8)),
+                        mispred: Some(bit(inf, info_bit::MISPRED)),
+                        in_tx: Some(bit(inf, info_bit::IN_TX)),
+                        abort: Some(bit(inf, info_bit::ABORT)),
+                        cycles: bit(inf, info_bit::CYC_CNT_VALID).then_some(inf as u16),
+                        branch_type: Some(BranchType::from_code(
+                            (inf >> info_bit::BR_TYPE_SHIFT & info_bit::BR_TYPE_MASK) as u8,
+                        )),
                         spec: None,
                     }
                 }
                 Layout::AmdLbrV2 { .. } => {
+                    // PANIC: none: `v.len() >= 2d` and `i < d`.
                     let (from, to) = (v[2 * i], v[2 * i + 1]);
-                    let (valid, spec) = (bit(to, 63), bit(to, 62));
+                    let (valid, spec) = (bit(to, amd_to_bit::VALID), bit(to, amd_to_bit::SPEC));
                     if !valid && !spec {
                         self.next = d; // empty entry
                         return None;
                     }
-                    if bit(to, 61) {
+                    if bit(to, amd_to_bit::NOT_A_BRANCH) {
                         continue; // erratum 1452: not a branch (amd/lbr.c discards these)
                     }
                     Branch {
                         from: sign_extend(from, 58),
                         to: sign_extend(to, 58),
-                        mispred: Some(bit(from, 63)),
+                        mispred: Some(bit(from, from_bit::MISPRED)),
                         spec: Some(spec),
                         ..Branch::default()
                     }
                 }
                 Layout::AmdSingle => {
+                    // PANIC: none: `v.len() >= 2`.
                     if v[0] == 0 && v[1] == 0 {
                         return None;
                     }
@@ -386,10 +436,10 @@ fn legacy(format: u8, tsx: bool, from: u64, to: u64, info: Option<u64>) -> Branc
         }
         3 | 6 => {
             b.from = sign_extend(from, 63);
-            b.mispred = Some(bit(from, 63));
+            b.mispred = Some(bit(from, from_bit::MISPRED));
             if format == 6 {
-                b.to = sign_extend(to, 48);
-                b.cycles = Some((to >> 48) as u16);
+                b.to = sign_extend(to, TIME_CYCLES_SHIFT);
+                b.cycles = Some((to >> TIME_CYCLES_SHIFT) as u16);
             } else {
                 b.to = to;
             }
@@ -397,11 +447,11 @@ fn legacy(format: u8, tsx: bool, from: u64, to: u64, info: Option<u64>) -> Branc
         4 => {
             // The address is in bits 60:0 either way. With TSX, 62:61 are IN_TX and ABORT;
             // without, they read as sign extension (kernel: lbr_from_signext_quirk), not flags.
-            b.mispred = Some(bit(from, 63));
-            b.from = sign_extend(from, 61);
+            b.mispred = Some(bit(from, from_bit::MISPRED));
+            b.from = sign_extend(from, FORMAT4_ADDR_BITS);
             if tsx {
-                b.in_tx = Some(bit(from, 62));
-                b.abort = Some(bit(from, 61));
+                b.in_tx = Some(bit(from, from_bit::IN_TX));
+                b.abort = Some(bit(from, from_bit::ABORT));
             }
             b.to = to;
         }
@@ -410,10 +460,10 @@ fn legacy(format: u8, tsx: bool, from: u64, to: u64, info: Option<u64>) -> Branc
             b.from = from;
             b.to = to;
             if let Some(inf) = info {
-                b.mispred = Some(bit(inf, 63));
+                b.mispred = Some(bit(inf, info_bit::MISPRED));
                 if format == 5 {
-                    b.in_tx = Some(bit(inf, 62));
-                    b.abort = Some(bit(inf, 61));
+                    b.in_tx = Some(bit(inf, info_bit::IN_TX));
+                    b.abort = Some(bit(inf, info_bit::ABORT));
                 }
                 b.cycles = Some(inf as u16);
             }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Exception entry stubs: freeze the branch recorder at the first instructions of a kernel-mode
  * exception, copy its records into this CPU's snapshot ring, restore the recorder and jump on to
@@ -163,7 +164,11 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	movq	%rax, LBR_SNAP_RIP(%rsi)
 	movq	S_FRAME+.Lcr2_\vec+\err*8+24(%rsp), %rax
 	movq	%rax, LBR_SNAP_RSP(%rsi)
+.if \vec == 14
+	movq	48(%rsp), %rax			/* CR2 as saved at entry (see above) */
+.else
 	movq	%cr2, %rax
+.endif
 	movq	%rax, LBR_SNAP_CR2(%rsi)
 	movq	S_ENTRY(%rsp), %rax
 	movq	%rax, LBR_SNAP_CTL_ENTRY(%rsi)

@@ -29,7 +29,7 @@ use kernel::{bindings, ffi::c_uint, prelude::*};
 
 use kernel::cpu::CpuId;
 
-use crate::facility::Recorder;
+use crate::facility::{Recorder, Switch};
 use crate::ffi;
 use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
@@ -111,8 +111,7 @@ const ANCHOR: &CStr = c"_printk";
 #[derive(Clone, Copy)]
 pub(crate) struct Control {
     /// The control MSR and its enable mask.
-    pub(crate) ctl_msr: u32,
-    pub(crate) mask: u64,
+    pub(crate) switch: Switch,
     /// A filter MSR written when arming (LBR_SELECT), with its armed value.
     filter: Option<(u32, u64)>,
     /// Arch LBR: ARCH_LBR_CTL's armed value is written whole (not OR-ed into the old one).
@@ -133,8 +132,7 @@ impl Control {
             Recorder::AmdSingle => (None, None),
         };
         Control {
-            ctl_msr: sw.msr,
-            mask: sw.mask,
+            switch: sw,
             filter,
             whole,
         }
@@ -142,13 +140,13 @@ impl Control {
 
     /// The control value once armed, given the value before.
     fn armed(&self, before: u64) -> u64 {
-        self.whole.unwrap_or(before | self.mask)
+        self.whole.unwrap_or(before | self.switch.mask)
     }
 
-    /// Whether branches of user mode are recorded too although kernel-only was asked for (no
-    /// filter MSR on this model).
-    pub(crate) fn unfiltered(&self, kernel_only: bool) -> bool {
-        kernel_only && self.filter.is_none() && self.whole.is_none()
+    /// Whether arming filters by ring (LBR_SELECT, or ARCH_LBR_CTL's OS/USR bits); the AMD
+    /// single record and models without LBR_SELECT record every ring.
+    pub(crate) fn filters_rings(&self) -> bool {
+        self.filter.is_some() || self.whole.is_some()
     }
 }
 
@@ -208,13 +206,13 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), crate::probe::MsrError> 
         read_msr(cpu, m)?;
     }
     let c = &s.control;
-    let ctl = read_msr(cpu, c.ctl_msr)?;
+    let ctl = read_msr(cpu, c.switch.msr)?;
     slot[0].store(ctl, Ordering::Relaxed);
     if let Some((m, v)) = c.filter {
         slot[1].store(read_msr(cpu, m)?, Ordering::Relaxed);
         write_msr(cpu, m, v)?;
     }
-    write_msr(cpu, c.ctl_msr, s.armed)
+    write_msr(cpu, c.switch.msr, s.armed)
 }
 
 /// CPU going offline (and every CPU at disarming; runs on that CPU): put back what was there
@@ -225,14 +223,9 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
     let Some(id) = CpuId::from_u32(cpu) else { return 0 };
     let Some(slot) = s.before.get(cpu as usize) else { return 0 };
     let c = &s.control;
-    let sw = crate::facility::Switch {
-        msr: c.ctl_msr,
-        mask: c.mask,
-        name: "",
-    };
-    if let Ok(now) = read_msr(id, c.ctl_msr) {
-        if let Some(v) = sw.restore(now, s.armed, slot[0].load(Ordering::Relaxed)) {
-            let _ = write_msr(id, c.ctl_msr, v);
+    if let Ok(now) = read_msr(id, c.switch.msr) {
+        if let Some(v) = c.switch.restore(now, s.armed, slot[0].load(Ordering::Relaxed)) {
+            let _ = write_msr(id, c.switch.msr, v);
         }
     }
     if let Some((m, ours)) = c.filter {
@@ -251,7 +244,7 @@ unsafe extern "C" fn resume() {
     if let Some((m, v)) = s.control.filter {
         wrmsr_here(m, v);
     }
-    wrmsr_here(s.control.ctl_msr, s.armed);
+    wrmsr_here(s.control.switch.msr, s.armed);
 }
 
 /// The snapshot area: physically contiguous zeroed pages (layout.rs describes the format).
@@ -357,6 +350,13 @@ pub(crate) struct Armed {
     pub(crate) hooked: Vectors,
 }
 
+impl Armed {
+    /// How recording was switched on.
+    pub(crate) fn control(&self) -> Option<&Control> {
+        self.saved.as_deref().map(|s| &s.control)
+    }
+}
+
 /// Arms lbr-dump for `recorder`. `text_base` is the module's text address (for the dump header).
 /// The caller holds the state lock (control.rs).
 pub(crate) fn arm(
@@ -398,7 +398,7 @@ pub(crate) fn arm(
             geometry.snap_size()
         )
     })?;
-    let armed_value = control.armed(rdmsr_on_this_cpu(control.ctl_msr)?);
+    let armed_value = control.armed(rdmsr_on_this_cpu(control.switch.msr)?);
     write_header(&area, &control, armed_value, &msrs[..n], text_base);
 
     let mut list = KVec::with_capacity(n, GFP_KERNEL)?;
@@ -470,7 +470,7 @@ fn write_header(area: &Area, control: &Control, armed_value: u64, msrs: &[u32], 
         (hdr::MSR_LIST, g.msr_list() as u32),
         (hdr::CPU_OFFSET, g.cpu_offset() as u32),
         (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
-        (hdr::CTL_MSR, control.ctl_msr),
+        (hdr::CTL_MSR, control.switch.msr),
         (hdr::FILTER_MSR, control.filter.map_or(0, |(m, _)| m)),
     ] {
         area.put(off, &v.to_le_bytes());
@@ -526,8 +526,8 @@ fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64) {
         snap_size: g.snap_size() as u64,
         msrs: armed.area.at(g.msr_list()) as u64,
         nr_values: g.nr_values as u64,
-        ctl_msr: control.ctl_msr as u64,
-        mask: control.mask,
+        ctl_msr: control.switch.msr as u64,
+        mask: control.switch.mask,
         armed: armed_value,
         seq: 0,
     };

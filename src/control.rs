@@ -64,8 +64,7 @@ impl State {
                         return Err(e);
                     }
                 };
-                let unfiltered =
-                    capture::Control::new(&self.found.recorder, self.kernel_only).unfiltered(self.kernel_only);
+                let unfiltered = armed.control().is_some_and(|c| !c.filters_rings());
                 pr_info!(
                     "armed: vectors {}, recording {}\n",
                     format_args!("{}", armed.hooked),

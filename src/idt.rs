@@ -57,8 +57,10 @@ pub(crate) enum GateRefusal {
     NotInterruptGate,
     /// Stub and handler differ in offset bits 63:32 (the gate is switched with one 8-byte store).
     FarAway,
-    /// The vector has no stub (or memory for the plan ran out).
+    /// The vector has no stub.
     NoStub,
+    /// Memory for the plan ran out.
+    NoMemory,
     /// The gate changed between reading and hooking it.
     Changed,
     /// No writable alias of the IDT could be mapped.
@@ -68,11 +70,14 @@ pub(crate) enum GateRefusal {
 impl GateRefusal {
     pub(crate) fn reason(self) -> &'static str {
         match self {
-            Self::Absent => "the kernel installed no handler for it (the gate holds the early boot handler)",
+            Self::Absent => {
+                "the kernel installed no handler for it (the gate is not present or still holds the early boot handler)"
+            }
             Self::Ours => "its gate already points at an lbr-dump stub",
             Self::NotInterruptGate => "its gate is not a present interrupt gate",
             Self::FarAway => "its stub and the kernel's handler do not share offset bits 63:32",
             Self::NoStub => "it has no stub",
+            Self::NoMemory => "out of memory",
             Self::Changed => "its gate changed while lbr-dump was hooking it",
             Self::NoAlias => "no writable alias of the IDT could be mapped",
         }
@@ -144,7 +149,7 @@ impl Hooks {
             let orig = gate_offset(q0, q1);
             let is_early = early.is_some_and(|(first, stride)| (first..first + 32 * stride).contains(&orig));
             if q0 & (1 << 47) == 0 || is_early {
-                plan.skipped.push(v, GFP_KERNEL).map_err(|_| (v, GateRefusal::NoStub))?;
+                plan.skipped.push(v, GFP_KERNEL).map_err(|_| (v, GateRefusal::NoMemory))?;
                 continue;
             }
             if (q0 >> 40) & 0xf != GATE_INTERRUPT {
@@ -158,7 +163,7 @@ impl Hooks {
             }
             plan.hook
                 .push((v, q0, orig, stub), GFP_KERNEL)
-                .map_err(|_| (v, GateRefusal::NoStub))?;
+                .map_err(|_| (v, GateRefusal::NoMemory))?;
         }
         Ok((hooks, plan))
     }
@@ -170,7 +175,7 @@ impl Hooks {
     pub(crate) fn hook(&mut self, plan: &Plan) -> Result<(), (usize, GateRefusal)> {
         self.hooked
             .reserve(plan.hook.len(), GFP_KERNEL)
-            .map_err(|_| (0, GateRefusal::NoStub))?;
+            .map_err(|_| (0, GateRefusal::NoMemory))?;
         for &(v, q0, orig, stub) in plan.hook.iter() {
             // SAFETY: a vector with a stub has a static call (glue.c); text patching, may sleep.
             if unsafe { ffi::lbr_dump_set_handler(v as u32, orig as usize) } != 0 {

@@ -46,8 +46,9 @@ def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
     Before a test's own assertions count, the run must be what the test claims:
       - the guest brought up every vCPU it was given (`smp: Brought up ... N CPUs`, the first
         kernel's line when a capture kernel boots after it), so a "4 vCPU" test ran on 4;
-      - under the branch-record emulator, no `would-fault` event: lbr-dump touched no MSR the
-        emulated CPU lacks (a real part would #GP there), unless `allow_would_fault`;
+      - under the branch-record emulator, the emulator presented the model asked for, and no
+        `would-fault` event occurred: lbr-dump touched no MSR the emulated CPU lacks (a real part
+        would #GP there), unless `allow_would_fault`;
       - with `finish` (default), the guest's script ran to its end; a scenario that crashes the
         guest on purpose passes finish=False and checks the console itself.
     """
@@ -59,6 +60,11 @@ def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
     assert up == vm.smp, (
         f"the guest brought up {up} CPU(s), the VM was given {vm.smp} (log {r.log}): a test that "
         f"claims {vm.smp} vCPUs must run on {vm.smp}")
+    if vm.emulate is not None:
+        want = dict(a.split("=", 1) for a in vm.emulate.split(",") if "=" in a).get("model")
+        start = next((e for e in r.emu_events() if e["event"] == "start"), None)
+        assert start is not None and start["model"] == want, (
+            f"the emulator did not present model {want}: its log starts {start} (log {r.emu_log})")
     if vm.emulate is not None and not allow_would_fault:
         faults = [e for e in r.emu_events() if e["event"] == "would-fault"]
         assert not faults, (

@@ -20,8 +20,8 @@
 //!
 //! With `cost=on`, every instruction also adds 1, inline, to a per-vCPU counter, and each
 //! interrupt or exception delivery starts an entry measurement: the instructions up to the first
-//! indirect jump (an lbr-dump entry stub ends with one, to the kernel's handler) with the
-//! `rdmsr`/`wrmsr` executed before it, and the instructions up to the far return (`iret`) of
+//! jump, direct or indirect, 1 MiB or more away from the handler (an entry stub going on to the
+//! kernel's handler; see `FAR`) with the `rdmsr`/`wrmsr` executed before it, and the instructions up to the far return (`iret`) of
 //! the handler, logged as an `entry` event. Guest markers: `cpuid`
 //! with EAX = MARKER_LEAF logs a `marker` event with ECX, so that a guest can bracket a workload
 //! in the log (tests/user/marker.S).

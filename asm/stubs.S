@@ -39,6 +39,7 @@
  */
 #include <linux/linkage.h>
 #include <asm/asm.h>
+#include <asm/nospec-branch.h>
 #include <asm/processor-flags.h>
 #include <asm/segment.h>
 #include <asm/smap.h>
@@ -69,6 +70,136 @@ SYM_DATA_END(lbr_dump_capture)
  */
 #define S_ENTRY		40
 #define S_FRAME		72
+
+
+/*
+ * LBR_CLAIM_SLOT fail: with r9 = this CPU's number, makes r9 = its block in the snapshot area,
+ * marked busy, and rsi = the snapshot slot this capture fills (count % ring), invalidated (seq 0)
+ * until it is complete. Goes to \fail, changing nothing, if the CPU has no block or a capture is
+ * running on it (a fault or a nested exception inside a capture). Both tests fall through in the
+ * usual case. Uses only r9, rsi and flags.
+ */
+.macro LBR_CLAIM_SLOT fail:req
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %r9
+	jae	\fail
+	imulq	lbr_dump_capture+LBR_CFG_BLOCK_SIZE(%rip), %r9
+	addq	lbr_dump_capture+LBR_CFG_CPU0(%rip), %r9	/* r9 = CPU block */
+	cmpl	$0, LBR_CPU_BUSY(%r9)
+	jne	\fail				/* nested in a capture: no capture */
+	movl	$1, LBR_CPU_BUSY(%r9)
+	movq	LBR_CPU_COUNT(%r9), %rsi
+	andq	lbr_dump_capture+LBR_CFG_RING_MASK(%rip), %rsi
+	imulq	lbr_dump_capture+LBR_CFG_SNAP_SIZE(%rip), %rsi
+	leaq	LBR_CPU_HEADER_SIZE(%r9,%rsi), %rsi
+	movq	$0, LBR_SNAP_SEQ(%rsi)
+.endm
+
+/*
+ * LBR_RECORD entry, sfx: the rest of a capture, once the caller has filled the snapshot's header
+ * fields. rsi = the snapshot, r9 = the CPU block (LBR_CLAIM_SLOT), \entry = a memory operand
+ * holding the control MSR's value at entry (the recorder is frozen). Reads the MSR list into
+ * the snapshot, re-reads the control MSR, restores (or re-arms) it unless another owner changed
+ * it, publishes the snapshot and clears busy. \sfx makes the labels unique. Clobbers rax, rcx,
+ * rdx, rdi, r8, r10 and flags; keeps rsi, r9, r11 and the stack.
+ */
+.macro LBR_RECORD entry:req sfx:req
+	movq	\entry, %rax
+	movq	%rax, LBR_SNAP_CTL_ENTRY(%rsi)
+	/*
+	 * The records: values[i] = rdmsr(msrs[i]) for the flat list Rust built when arming, each MSR
+	 * read safely on every CPU first (src/capture.rs); the list is never empty (checked again
+	 * here: an empty list must not make `decq` wrap).
+	 */
+	movq	lbr_dump_capture+LBR_CFG_MSRS(%rip), %rdi
+	movq	lbr_dump_capture+LBR_CFG_NR_VALUES(%rip), %r8
+	leaq	LBR_SNAP_VALUES(%rsi), %r10
+	testq	%r8, %r8
+	jz	.Lread_done_\sfx
+.Lread_\sfx:
+	movl	(%rdi), %ecx
+	rdmsr
+	movl	%eax, (%r10)
+	movl	%edx, 4(%r10)
+	addq	$4, %rdi
+	addq	$8, %r10
+	decq	%r8
+	jnz	.Lread_\sfx
+.Lread_done_\sfx:
+
+	/* Did anyone change the control MSR under us? rax = after, r8 = frozen value we wrote. */
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	rdmsr
+	shlq	$32, %rdx
+	orq	%rdx, %rax
+	movq	%rax, LBR_SNAP_CTL_AFTER(%rsi)
+	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
+	notq	%rdx
+	movq	\entry, %r8
+	andq	%rdx, %r8			/* r8 = frozen value */
+	movl	$(LBR_SNAP_COMPLETE | LBR_SNAP_TORN), %edi
+	cmpq	%r8, %rax
+	jne	.Lstate_\sfx			/* torn: leave the other owner's value */
+
+	/*
+	 * Restore the entry value; but if it is lbr-dump's armed value with only the enable bit
+	 * cleared (#DB clears it, so does a resume), re-arm: write the armed value (README: re-arm
+	 * policy). rdx still holds ~mask.
+	 */
+	movq	\entry, %rax
+	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %r10
+	andq	%r10, %rdx			/* rdx = armed & ~mask */
+	cmpq	%rdx, %rax
+	cmoveq	%r10, %rax
+	movl	$LBR_SNAP_COMPLETE, %edi
+	movq	\entry, %rdx
+	testq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
+	movl	$(LBR_SNAP_COMPLETE | LBR_SNAP_WAS_OFF), %edx
+	cmovzl	%edx, %edi			/* recording was off at entry */
+	movq	%rax, %rdx
+	shrq	$32, %rdx
+	wrmsr
+.Lstate_\sfx:
+	movl	%edi, LBR_SNAP_STATE(%rsi)
+	/* Publish: the sequence number is written last; then the CPU's count, then not busy. */
+	movl	$1, %eax
+	lock xaddq %rax, lbr_dump_capture+LBR_CFG_SEQ(%rip)
+	incq	%rax
+	movq	%rax, LBR_SNAP_SEQ(%rsi)
+	incq	LBR_CPU_COUNT(%r9)
+	movl	$0, LBR_CPU_BUSY(%r9)
+.endm
+
+/*
+ * LBR_FREEZE save: freezes the recorder: reads the control MSR, keeps its value at entry in \save
+ * (a memory operand, or `push`), writes it back with the enable bits of LBR_CFG_MASK cleared. No
+ * branch, one data load before the RDMSR. Clobbers rax, rcx, rdx, flags.
+ * LBR_PUT_BACK src: writes the entry value kept in \src back unchanged (no capture after all).
+ */
+.macro LBR_FREEZE save:req
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	rdmsr
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* rax = control value at entry */
+.ifc \save,push
+	pushq	%rax
+.else
+	movq	%rax, \save
+.endif
+	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
+	notq	%rdx
+	andq	%rdx, %rax			/* rax = frozen value */
+	movq	%rax, %rdx
+	shrq	$32, %rdx
+	wrmsr					/* recording stops here */
+.endm
+
+.macro LBR_PUT_BACK src:req
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	movq	\src, %rax
+	movq	%rax, %rdx
+	shrq	$32, %rdx
+	wrmsr
+.endm
 
 	.text
 .macro LBR_STUB vec:req err:req
@@ -114,18 +245,8 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	 */
 	pushq	%rax
 .endif
-	/* Freeze: entry = rdmsr(ctl); wrmsr(ctl, entry & ~mask). No taken branch before this. */
-	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
-	rdmsr
-	shlq	$32, %rdx
-	orq	%rdx, %rax			/* rax = control value at entry */
-	pushq	%rax				/* S_ENTRY */
-	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
-	notq	%rdx
-	andq	%rdx, %rax			/* rax = frozen value */
-	movq	%rax, %rdx
-	shrq	$32, %rdx
-	wrmsr					/* recording stops here */
+	/* Freeze. No taken branch before this. */
+	LBR_FREEZE push				/* S_ENTRY */
 
 	pushq	%rsi
 	pushq	%rdi
@@ -137,20 +258,7 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	movq	$__CPUNODE_SEG, %r9
 	lsl	%r9, %r9
 	andq	$VDSO_CPUNODE_MASK, %r9
-	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %r9
-	jae	.Lunfreeze_\vec
-	imulq	lbr_dump_capture+LBR_CFG_BLOCK_SIZE(%rip), %r9
-	addq	lbr_dump_capture+LBR_CFG_CPU0(%rip), %r9	/* r9 = CPU block */
-	cmpl	$0, LBR_CPU_BUSY(%r9)
-	jne	.Lunfreeze_\vec			/* nested in a capture: no capture */
-	movl	$1, LBR_CPU_BUSY(%r9)
-
-	/* rsi = snapshot slot count % ring; invalidated (seq 0) until it is complete. */
-	movq	LBR_CPU_COUNT(%r9), %rsi
-	andq	lbr_dump_capture+LBR_CFG_RING_MASK(%rip), %rsi
-	imulq	lbr_dump_capture+LBR_CFG_SNAP_SIZE(%rip), %rsi
-	leaq	LBR_CPU_HEADER_SIZE(%r9,%rsi), %rsi
-	movq	$0, LBR_SNAP_SEQ(%rsi)
+	LBR_CLAIM_SLOT .Lunfreeze_\vec
 	movl	$\vec, LBR_SNAP_VECTOR(%rsi)
 .if \err
 	movq	S_FRAME+.Lcr2_\vec(%rsp), %rax
@@ -170,80 +278,13 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	movq	%cr2, %rax
 .endif
 	movq	%rax, LBR_SNAP_CR2(%rsi)
-	movq	S_ENTRY(%rsp), %rax
-	movq	%rax, LBR_SNAP_CTL_ENTRY(%rsi)
 
-	/*
-	 * The records: values[i] = rdmsr(msrs[i]) for the flat list Rust built when arming, each MSR
-	 * read safely on every CPU first (src/capture.rs); the list is never empty (checked again
-	 * here: an empty list must not make `decq` wrap).
-	 */
-	movq	lbr_dump_capture+LBR_CFG_MSRS(%rip), %rdi
-	movq	lbr_dump_capture+LBR_CFG_NR_VALUES(%rip), %r8
-	leaq	LBR_SNAP_VALUES(%rsi), %r10
-	testq	%r8, %r8
-	jz	.Lread_done_\vec
-.Lread_\vec:
-	movl	(%rdi), %ecx
-	rdmsr
-	movl	%eax, (%r10)
-	movl	%edx, 4(%r10)
-	addq	$4, %rdi
-	addq	$8, %r10
-	decq	%r8
-	jnz	.Lread_\vec
-.Lread_done_\vec:
-
-	/* Did anyone change the control MSR under us? rax = after, r8 = frozen value we wrote. */
-	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
-	rdmsr
-	shlq	$32, %rdx
-	orq	%rdx, %rax
-	movq	%rax, LBR_SNAP_CTL_AFTER(%rsi)
-	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
-	notq	%rdx
-	movq	S_ENTRY(%rsp), %r8
-	andq	%rdx, %r8			/* r8 = frozen value */
-	movl	$(LBR_SNAP_COMPLETE | LBR_SNAP_TORN), %edi
-	cmpq	%r8, %rax
-	jne	.Lstate_\vec			/* torn: leave the other owner's value */
-
-	/*
-	 * Restore the entry value; but if it is lbr-dump's armed value with only the enable bit
-	 * cleared (#DB clears it, so does a resume), re-arm: write the armed value (README: re-arm
-	 * policy). rdx still holds ~mask.
-	 */
-	movq	S_ENTRY(%rsp), %rax
-	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %r10
-	andq	%r10, %rdx			/* rdx = armed & ~mask */
-	cmpq	%rdx, %rax
-	cmoveq	%r10, %rax
-	movl	$LBR_SNAP_COMPLETE, %edi
-	movq	S_ENTRY(%rsp), %rdx
-	testq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
-	movl	$(LBR_SNAP_COMPLETE | LBR_SNAP_WAS_OFF), %edx
-	cmovzl	%edx, %edi			/* recording was off at entry */
-	movq	%rax, %rdx
-	shrq	$32, %rdx
-	wrmsr
-.Lstate_\vec:
-	movl	%edi, LBR_SNAP_STATE(%rsi)
-	/* Publish: the sequence number is written last; then the CPU's count, then not busy. */
-	movl	$1, %eax
-	lock xaddq %rax, lbr_dump_capture+LBR_CFG_SEQ(%rip)
-	incq	%rax
-	movq	%rax, LBR_SNAP_SEQ(%rsi)
-	incq	LBR_CPU_COUNT(%r9)
-	movl	$0, LBR_CPU_BUSY(%r9)
+	LBR_RECORD S_ENTRY(%rsp), \vec
 	jmp	.Lpop_\vec
 
 .Lunfreeze_\vec:
 	/* No capture (CPU out of range, or nested): put the control value back as it was. */
-	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
-	movq	S_ENTRY(%rsp), %rax
-	movq	%rax, %rdx
-	shrq	$32, %rdx
-	wrmsr
+	LBR_PUT_BACK S_ENTRY(%rsp)
 .Lpop_\vec:
 	popq	%r10
 	popq	%r9
@@ -332,6 +373,200 @@ LBR_STUB 13 1		/* #GP */
 LBR_STUB 14 1		/* #PF */
 LBR_STUB 17 1		/* #AC */
 LBR_STUB 21 1		/* #CP */
+
+/*
+ * Panic entry: lbr_dump_panic_entry is attached to the fentry call site of panic() and vpanic()
+ * as an ftrace direct call (src/glue.c, only while armed), so the traced function's first
+ * instruction after ENDBR is `call lbr_dump_panic_entry`: one taken branch of lbr-dump's own,
+ * the newest record, and the one before it is the call of panic() in its caller
+ * (sysrq_handle_crash, __stack_chk_fail, check_panic_on_warn, ...). No exception: the snapshot's
+ * vector is LBR_VECTOR_PANIC, its RIP the return address into panic()'s caller, its frame the
+ * address of that return address. (If another ftrace user traces panic() too, ftrace calls this
+ * through its list trampoline, and the records begin with ftrace's branches.)
+ *
+ * One capture per arming: the first CPU to get here claims LBR_CFG_PANIC_CPU with a locked
+ * cmpxchg; panic() then vpanic(), a panic inside the panic, or another CPU's panic find it
+ * claimed and only put the recorder back. The claiming CPU also points the NMI and REBOOT_VECTOR
+ * gates at the stop stubs below (one aligned 8-byte store each, through the IDT alias kept while
+ * armed), so that the other CPUs are captured as vpanic() stops them.
+ *
+ * A function called from C, on the panicking task's stack: every register is live (panic()'s
+ * arguments, AL for its varargs), so each one used is pushed and popped, RFLAGS too (IRQs are off
+ * during the capture, so the task cannot move to another CPU halfway; an interrupt between the
+ * call and `cli` would add its branches). Stack after the pushes:
+ *   0 r10, 8 r9, 16 r8, 24 rdi, 32 rsi, 40 control value at entry (S_ENTRY), 48 rdx, 56 rcx,
+ *   64 rax, 72 RFLAGS, 80 return address into panic(), 88 return address into its caller.
+ */
+#define P_CALLER	88
+
+SYM_FUNC_START(lbr_dump_panic_entry)
+	ENDBR
+	pushfq
+	cli
+	pushq	%rax
+	pushq	%rcx
+	pushq	%rdx
+	LBR_FREEZE push				/* S_ENTRY; no taken branch before this */
+	pushq	%rsi
+	pushq	%rdi
+	pushq	%r8
+	pushq	%r9
+	pushq	%r10
+	CALL_DEPTH_ACCOUNT			/* ftrace's call into here was not accounted */
+
+	/* Claim the panic capture for this CPU (number + 1). */
+	movq	$__CPUNODE_SEG, %r9
+	lsl	%r9, %r9
+	andq	$VDSO_CPUNODE_MASK, %r9
+	leaq	1(%r9), %rcx
+	xorl	%eax, %eax
+	lock cmpxchgq %rcx, lbr_dump_capture+LBR_CFG_PANIC_CPU(%rip)
+	jne	.Lpanic_put_back		/* claimed before: captured once already */
+
+	/* Hook the stop gates (0: that gate could not be hooked when arming). */
+	movq	lbr_dump_capture+LBR_CFG_NMI_GATE(%rip), %rax
+	testq	%rax, %rax
+	jz	.Lpanic_nmi_done
+	movq	lbr_dump_capture+LBR_CFG_NMI_HOOK(%rip), %rdx
+	movq	%rdx, (%rax)
+.Lpanic_nmi_done:
+	movq	lbr_dump_capture+LBR_CFG_IPI_GATE(%rip), %rax
+	testq	%rax, %rax
+	jz	.Lpanic_ipi_done
+	movq	lbr_dump_capture+LBR_CFG_IPI_HOOK(%rip), %rdx
+	movq	%rdx, (%rax)
+.Lpanic_ipi_done:
+
+	LBR_CLAIM_SLOT .Lpanic_put_back		/* r9 = CPU block, rsi = snapshot */
+	movl	$LBR_VECTOR_PANIC, LBR_SNAP_VECTOR(%rsi)
+	movq	$0, LBR_SNAP_ERROR(%rsi)
+	leaq	P_CALLER(%rsp), %rax
+	movq	%rax, LBR_SNAP_FRAME(%rsi)
+	movq	P_CALLER(%rsp), %rax
+	movq	%rax, LBR_SNAP_RIP(%rsi)	/* where panic() was called from */
+	leaq	P_CALLER+8(%rsp), %rax
+	movq	%rax, LBR_SNAP_RSP(%rsi)	/* the caller's stack pointer after the return */
+	movq	%cr2, %rax
+	movq	%rax, LBR_SNAP_CR2(%rsi)
+	LBR_RECORD S_ENTRY(%rsp), panic
+	jmp	.Lpanic_pop
+
+.Lpanic_put_back:
+	LBR_PUT_BACK S_ENTRY(%rsp)
+.Lpanic_pop:
+	popq	%r10
+	popq	%r9
+	popq	%r8
+	popq	%rdi
+	popq	%rsi
+	addq	$8, %rsp			/* S_ENTRY */
+	popq	%rdx
+	popq	%rcx
+	popq	%rax
+	popfq
+	RET
+SYM_FUNC_END(lbr_dump_panic_entry)
+_ASM_NOKPROBE(lbr_dump_panic_entry)
+
+/*
+ * Stop stubs: the NMI (vector 2) and REBOOT_VECTOR (0xf8) gates point here only once a panic has
+ * started (the panic trampoline above hooks them; disarmed or before a panic they are the
+ * kernel's, and cost nothing). vpanic() stops the other CPUs with REBOOT_VECTOR, then with an
+ * NMI those that did not answer within a second (interrupts off); kdump's shutdown and the
+ * panic backtrace (panic_print) use NMIs. The first of these to reach a CPU captures its
+ * records: the newest is that interrupt, from where the CPU was, the rest is what it was doing.
+ * Later ones (LBR_STOP_DONE) go straight on, so an NMI on a halted CPU cannot push the capture
+ * out of the ring.
+ *
+ * The NMI arrives on its IST stack, and asm_exc_nmi's nested-NMI handling (entry_64.S) keeps
+ * state below the hardware frame: at -8 the slot where it saves rdx, at -16 the "NMI executing"
+ * flag and below it the "iret" and "outermost" frame copies, which a nested NMI reads or
+ * rewrites. So this stub keeps the frame exactly as delivered and writes no stack memory but
+ * -8(%rsp): the kernel's own first push goes there, and nothing reads it later (first_nmi
+ * reloads rdx from it before NMIs can nest again). Every other register is saved in this CPU's
+ * save area (layout.rs `stop`), not on the stack. It must take no exception (an IRET would
+ * unblock NMIs on this stack): it checks DR7 before its first data load (a data breakpoint on
+ * lbr-dump's data), touches only MSRs probed at arming and memory that is always mapped, and is
+ * on the kprobe blacklist. REBOOT_VECTOR uses the same code with its own save area (an NMI may
+ * arrive inside it).
+ *
+ * Any mode, user or kernel: the capture uses neither %gs nor the interrupted stack. No
+ * clac/cld: nothing here depends on AC or DF (no user access, no string instruction), and the
+ * kernel's handler clears both.
+ * Stack at entry: SS, RSP, RFLAGS, CS, RIP (no error code). Every register is live.
+ */
+.macro LBR_STOP_STUB vec:req half:req name:req
+SYM_CODE_START(lbr_dump_stop_\name)
+	UNWIND_HINT_IRET_ENTRY
+	ENDBR
+	movq	%rax, -8(%rsp)			/* the one stack slot used (see above) */
+	movq	%dr7, %rax
+	testb	$DR7_ENABLED, %al
+	jnz	.Lstop_skip_\name		/* a breakpoint is armed: load nothing of ours */
+	movq	$__CPUNODE_SEG, %rax
+	lsl	%rax, %rax
+	andq	$VDSO_CPUNODE_MASK, %rax	/* rax = this CPU's number, without %gs */
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %rax
+	jae	.Lstop_skip_\name
+	imulq	$LBR_STOP_CPU_SIZE, %rax, %rax
+	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rax	/* this CPU's save areas */
+	cmpq	$0, LBR_STOP_DONE(%rax)
+	jne	.Lstop_skip_\name		/* stopped and captured before: go on */
+	movq	$1, LBR_STOP_DONE(%rax)
+	addq	$\half, %rax
+	movq	%r11, LBR_STOP_R11(%rax)
+	movq	%rax, %r11			/* r11 = this stub's save area, until the end */
+	movq	-8(%rsp), %rax
+	movq	%rax, LBR_STOP_RAX(%r11)
+	movq	%rcx, LBR_STOP_RCX(%r11)
+	movq	%rdx, LBR_STOP_RDX(%r11)
+	LBR_FREEZE LBR_STOP_ENTRY(%r11)		/* no taken branch before this */
+	movq	%rsi, LBR_STOP_RSI(%r11)
+	movq	%rdi, LBR_STOP_RDI(%r11)
+	movq	%r8, LBR_STOP_R8(%r11)
+	movq	%r9, LBR_STOP_R9(%r11)
+	movq	%r10, LBR_STOP_R10(%r11)
+
+	movq	$__CPUNODE_SEG, %r9
+	lsl	%r9, %r9
+	andq	$VDSO_CPUNODE_MASK, %r9
+	LBR_CLAIM_SLOT .Lstop_put_back_\name	/* r9 = CPU block, rsi = snapshot */
+	movl	$\vec, LBR_SNAP_VECTOR(%rsi)
+	movq	$0, LBR_SNAP_ERROR(%rsi)
+	movq	%rsp, LBR_SNAP_FRAME(%rsi)	/* the frame, as delivered */
+	movq	(%rsp), %rax
+	movq	%rax, LBR_SNAP_RIP(%rsi)
+	movq	24(%rsp), %rax
+	movq	%rax, LBR_SNAP_RSP(%rsi)
+	movq	%cr2, %rax
+	movq	%rax, LBR_SNAP_CR2(%rsi)
+	LBR_RECORD LBR_STOP_ENTRY(%r11), stop_\name
+	jmp	.Lstop_restore_\name
+
+.Lstop_put_back_\name:
+	LBR_PUT_BACK LBR_STOP_ENTRY(%r11)
+.Lstop_restore_\name:
+	movq	LBR_STOP_RAX(%r11), %rax
+	movq	LBR_STOP_RCX(%r11), %rcx
+	movq	LBR_STOP_RDX(%r11), %rdx
+	movq	LBR_STOP_RSI(%r11), %rsi
+	movq	LBR_STOP_RDI(%r11), %rdi
+	movq	LBR_STOP_R8(%r11), %r8
+	movq	LBR_STOP_R9(%r11), %r9
+	movq	LBR_STOP_R10(%r11), %r10
+	movq	LBR_STOP_R11(%r11), %r11
+	jmp	__SCT__lbr_dump_orig_\vec
+.Lstop_skip_\name:
+	movq	-8(%rsp), %rax
+	/* Every register and the frame as delivered: on to the kernel's handler (static call). */
+	jmp	__SCT__lbr_dump_orig_\vec
+SYM_CODE_END(lbr_dump_stop_\name)
+_ASM_NOKPROBE(lbr_dump_stop_\name)
+_ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
+.endm
+
+LBR_STOP_STUB 2 LBR_STOP_NMI nmi		/* NMI (IST) */
+LBR_STOP_STUB 248 LBR_STOP_IPI ipi		/* REBOOT_VECTOR (0xf8) */
 
 /* Stub address by vector (0: not hookable), for src/idt.rs; vector 1 only re-arms. */
 	.section .rodata

@@ -117,6 +117,10 @@ class Vm:
     # Each time the console shows this text again, wake the guest from suspend to RAM (QMP
     # system_wakeup, as a wake event would), a second later.
     wake_on: str | None = None
+    # The kernel's lockup detectors (soft and hard lockup watchdog). Off by default (`nowatchdog`):
+    # under TCG with the emulator a busy vCPU can look locked up to them; the lockup scenarios
+    # turn them on.
+    watchdog: bool = False
 
     def run(self) -> Result:
         if self.kernel not in VARIANTS:
@@ -133,7 +137,8 @@ class Vm:
             accel = "kvm" if self.emulate is None and kvm_works() else "tcg"
         if accel == "kvm" and self.emulate is not None:
             raise ValueError("the branch-record emulator is a TCG plugin: it cannot run with KVM")
-        append = f"console=ttyS0 panic=-1 pti={self.pti} {self.append}".strip()
+        watchdog = "" if self.watchdog else "nowatchdog "
+        append = f"console=ttyS0 panic=-1 pti={self.pti} {watchdog}{self.append}".strip()
         cmd = [
             "qemu-system-x86_64", "-M", "q35", "-cpu", self.cpu, "-smp", str(self.smp),
             "-m", self.memory, "-accel", accel, "-display", "none", "-monitor", "none",

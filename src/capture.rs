@@ -1,7 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Arming lbr-dump: the snapshot area, the stubs' configuration, recording on every CPU, the
-//! hooked gates and the oops printer, in that order; disarming undoes them in reverse.
+//! hooked gates, the panic path and the printers, in that order; disarming undoes them in
+//! reverse.
+//!
+//! The panic path (README "Panics"): the panic trampoline (asm/stubs.S) is attached to the entry
+//! of panic() and vpanic() as an ftrace direct call; it captures the panicking CPU and switches
+//! the NMI and REBOOT_VECTOR gates to the stop stubs, whose static calls and gate values are
+//! prepared here (text patching cannot happen in a panic). Those gates are the kernel's until a
+//! panic starts: no cost for the NMIs and IPIs of a running system.
 //!
 //! Re-arm policy (README "Recording"): recording is switched on by a CPU-hotplug callback on
 //! every CPU that is online or comes online later (a dynamic AP state, after perf's online
@@ -341,16 +348,68 @@ impl Drop for Area {
 
 /// Everything that exists while lbr-dump is armed. Dropping it disarms, in reverse order.
 pub(crate) struct Armed {
+    /// The panic trampoline is attached (detached first when disarming).
+    panic: PanicPath,
     hooks: Option<Hooks>,
     hp_state: i32,
     resume: bool,
     saved: Option<KBox<Saved>>,
     pub(crate) area: Area,
+    /// The stop stubs' register save areas (layout.rs `stop`), not part of the dump.
+    stop_save: Option<Pages>,
     /// The vectors whose gates point at stubs.
     pub(crate) hooked: Vectors,
 }
 
+/// What the panic path does while armed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PanicPath {
+    /// Not attached (yet, or the kernel refused: the reason was printed).
+    Off,
+    /// The trampoline is attached to panic() and vpanic(); the stop gates that could be
+    /// prepared are switched by it.
+    Attached,
+}
+
+/// Zeroed, physically contiguous pages that no stub can reach once dropped (freed after the
+/// gates are restored).
+// INVARIANT: `base` is the start of `1 << order` pages from `lbr_dump_alloc_pages(order)`.
+struct Pages {
+    base: *mut u8,
+    order: u32,
+}
+
+// SAFETY: plain memory owned by this value; the only writers are the stop stubs, each on its own
+// CPU's part.
+unsafe impl Send for Pages {}
+// SAFETY: as above; Rust never reads or writes the pages through `&Pages`.
+unsafe impl Sync for Pages {}
+
+impl Pages {
+    fn new(bytes: usize) -> Result<Self> {
+        let order = bytes.div_ceil(bindings::PAGE_SIZE).next_power_of_two().trailing_zeros();
+        // SAFETY: no preconditions; 0 means failure.
+        let base = unsafe { ffi::lbr_dump_alloc_pages(order) } as *mut u8;
+        if base.is_null() {
+            return Err(ENOMEM);
+        }
+        Ok(Pages { base, order })
+    }
+}
+
+impl Drop for Pages {
+    fn drop(&mut self) {
+        // SAFETY: from `lbr_dump_alloc_pages(order)` (type invariant), no longer reachable.
+        unsafe { bindings::free_pages(self.base as usize, self.order) };
+    }
+}
+
 impl Armed {
+    /// Whether the panic trampoline is attached.
+    pub(crate) fn panic_path(&self) -> PanicPath {
+        self.panic
+    }
+
     /// How recording was switched on.
     pub(crate) fn control(&self) -> Option<&Control> {
         self.saved.as_deref().map(|s| &s.control)
@@ -418,13 +477,18 @@ pub(crate) fn arm(
         },
         GFP_KERNEL,
     )?;
+    let stop_save = Pages::new(nr_cpus * layout::stop::CPU_SIZE).inspect_err(|_| {
+        pr_err!("refusing to arm: cannot allocate the stop stubs' save areas\n")
+    })?;
     let mut armed = KBox::new(
         Armed {
+            panic: PanicPath::Off,
             hooks: None,
             hp_state: 0,
             resume: false,
             saved: Some(saved),
             area,
+            stop_save: Some(stop_save),
             hooked: vectors,
         },
         GFP_KERNEL,
@@ -433,7 +497,56 @@ pub(crate) fn arm(
     start_recording(&mut armed)?;
     configure_stubs(&armed, &control, armed_value);
     hook_gates(&mut armed, vectors)?;
+    attach_panic_path(&mut armed);
     Ok(armed)
+}
+
+/// The panic path: prepares the stop gates, then attaches the panic trampoline. A kernel that
+/// refuses either leaves lbr-dump armed for exceptions, with a line that says what is missing.
+fn attach_panic_path(armed: &mut Armed) {
+    let Some(hooks) = armed.hooks.as_mut() else { return };
+    let mut cfg_gates = [(0u64, 0u64); 2];
+    for (i, r) in hooks.prepare_stop().into_iter().enumerate() {
+        match r {
+            // PANIC: none, `i < 2`.
+            Ok(g) => cfg_gates[i] = (g.slot as u64, g.hook),
+            Err(why) => {
+                let v = [crate::idt::NMI_VECTOR, crate::idt::REBOOT_VECTOR][i];
+                pr_warn!(
+                    "panic path: vector {v} ({}) will not be captured: {}\n",
+                    vector_name(v as u32),
+                    why.reason()
+                )
+            }
+        }
+    }
+    let save = armed.stop_save.as_ref().map_or(0, |p| p.base as u64);
+    // SAFETY: the panic trampoline, the only reader of these fields, is not attached yet (it is
+    // attached below and detached before the configuration is written again).
+    unsafe {
+        let c = ptr::addr_of_mut!(ffi::lbr_dump_capture);
+        ptr::addr_of_mut!((*c).panic_cpu).write_volatile(0);
+        ptr::addr_of_mut!((*c).stop_save).write_volatile(save);
+        ptr::addr_of_mut!((*c).nmi_gate).write_volatile(cfg_gates[0].0);
+        ptr::addr_of_mut!((*c).nmi_hook).write_volatile(cfg_gates[0].1);
+        ptr::addr_of_mut!((*c).ipi_gate).write_volatile(cfg_gates[1].0);
+        ptr::addr_of_mut!((*c).ipi_hook).write_volatile(cfg_gates[1].1);
+    }
+    // SAFETY: no preconditions; sleeps (ftrace), under the state lock.
+    let r = unsafe { ffi::lbr_dump_panic_attach() };
+    if r == 0 {
+        armed.panic = PanicPath::Attached;
+    } else {
+        pr_warn!(
+            "panic path: cannot attach to panic() and vpanic() ({:?}): panics without an exception are not captured{}\n",
+            Error::from_errno(r),
+            match r {
+                -19 => " (the kernel has no DYNAMIC_FTRACE_WITH_DIRECT_CALLS)",
+                -16 => " (another ftrace direct call is attached to one of them)",
+                _ => "",
+            }
+        );
+    }
 }
 
 /// The MSRs each capture reads: the records, then the filter MSR (LBR_SELECT), whose value tells
@@ -530,6 +643,8 @@ fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64) {
         mask: control.switch.mask,
         armed: armed_value,
         seq: 0,
+        // The panic path's fields are set by `attach_panic_path`, after the gates.
+        ..Default::default()
     };
     // SAFETY: no gate points at a stub (only `hook_gates` below does that, and disarming
     // restored every gate and synchronized every CPU before), so nothing reads the configuration
@@ -576,7 +691,13 @@ fn rdmsr_on_this_cpu(m: u32) -> Result<u64> {
 
 impl Drop for Armed {
     fn drop(&mut self) {
-        // Gates first (and wait for every CPU to leave the stubs), then recording, then memory.
+        // The panic trampoline first (ftrace waits until no CPU is inside it), then the gates
+        // (and wait for every CPU to leave the stubs), then recording, then memory.
+        if self.panic == PanicPath::Attached {
+            // SAFETY: attached in `attach_panic_path`.
+            unsafe { ffi::lbr_dump_panic_detach() };
+            self.panic = PanicPath::Off;
+        }
         self.hooks = None;
         if self.resume {
             // SAFETY: registered in `start_recording`.
@@ -589,5 +710,6 @@ impl Drop for Armed {
         }
         RECORDING.store(ptr::null_mut(), Ordering::Release);
         self.saved = None;
+        self.stop_save = None;
     }
 }

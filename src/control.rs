@@ -20,7 +20,7 @@ use kernel::{
     sync::Mutex,
 };
 
-use crate::capture::{self, Armed, Vectors};
+use crate::capture::{self, Armed, PanicPath, Vectors};
 use crate::printer::{self, Notifier};
 use crate::probe::Found;
 
@@ -66,12 +66,16 @@ impl State {
                 };
                 let unfiltered = armed.control().is_some_and(|c| !c.filters_rings());
                 pr_info!(
-                    "armed: vectors {}, recording {}\n",
+                    "armed: vectors {}, recording {}, panic path {}\n",
                     format_args!("{}", armed.hooked),
                     match (self.kernel_only, unfiltered) {
                         (_, true) => "all rings (this model has no filter MSR)",
                         (true, false) => "kernel branches",
                         (false, _) => "all rings",
+                    },
+                    match armed.panic_path() {
+                        PanicPath::Attached => "on",
+                        PanicPath::Off => "off",
                     }
                 );
                 self.armed = Some((notifier, armed));

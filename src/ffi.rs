@@ -39,6 +39,12 @@ pub(crate) struct CaptureConfig {
     pub(crate) mask: u64,
     pub(crate) armed: u64,
     pub(crate) seq: u64,
+    pub(crate) panic_cpu: u64,
+    pub(crate) stop_save: u64,
+    pub(crate) nmi_gate: u64,
+    pub(crate) nmi_hook: u64,
+    pub(crate) ipi_gate: u64,
+    pub(crate) ipi_hook: u64,
 }
 
 const _: () = {
@@ -55,6 +61,12 @@ const _: () = {
     assert!(offset_of!(CaptureConfig, mask) == cfg::MASK);
     assert!(offset_of!(CaptureConfig, armed) == cfg::ARMED);
     assert!(offset_of!(CaptureConfig, seq) == cfg::SEQ);
+    assert!(offset_of!(CaptureConfig, panic_cpu) == cfg::PANIC_CPU);
+    assert!(offset_of!(CaptureConfig, stop_save) == cfg::STOP_SAVE);
+    assert!(offset_of!(CaptureConfig, nmi_gate) == cfg::NMI_GATE);
+    assert!(offset_of!(CaptureConfig, nmi_hook) == cfg::NMI_HOOK);
+    assert!(offset_of!(CaptureConfig, ipi_gate) == cfg::IPI_GATE);
+    assert!(offset_of!(CaptureConfig, ipi_hook) == cfg::IPI_HOOK);
     assert!(size_of::<CaptureConfig>() == cfg::SIZE);
 };
 
@@ -100,6 +112,16 @@ unsafe extern "C" {
     /// src/glue.c: undoes [`lbr_dump_syscore_register`].
     pub(crate) fn lbr_dump_syscore_unregister();
 
+    /// src/glue.c: attaches the panic trampoline (asm/stubs.S `lbr_dump_panic_entry`) to the entry
+    /// of panic() and vpanic() as an ftrace direct call; 0 or -errno. May sleep.
+    pub(crate) fn lbr_dump_panic_attach() -> c_int;
+
+    /// src/glue.c: undoes [`lbr_dump_panic_attach`], waiting until no CPU is in the trampoline.
+    pub(crate) fn lbr_dump_panic_detach();
+
+    /// src/glue.c: registers (`on`) or unregisters `nb` on the panic notifier chain.
+    pub(crate) fn lbr_dump_panic_notifier(nb: *mut bindings::notifier_block, on: bool);
+
     /// src/glue.c: creates /sys/kernel/lbr_dump with the given read-only text (copied).
     pub(crate) fn lbr_dump_sysfs_create(facility: *const c_char) -> c_int;
 
@@ -117,4 +139,10 @@ unsafe extern "C" {
 
     /// asm/stubs.S: the stub of each hookable vector, 0 for the others.
     pub(crate) static lbr_dump_stubs: [u64; 32];
+
+    /// asm/stubs.S: the NMI stop stub (an IDT entry point, never called from Rust).
+    pub(crate) fn lbr_dump_stop_nmi();
+
+    /// asm/stubs.S: the REBOOT_VECTOR stop stub (an IDT entry point, never called from Rust).
+    pub(crate) fn lbr_dump_stop_ipi();
 }

@@ -7,10 +7,14 @@
  *    cc_platform_has() are macros or inlines over feature words;
  *  - on_each_cpu() is a static inline;
  *  - static calls (the stubs' way on to the kernel's handlers) are defined and updated by macros;
- *  - struct syscore and register_syscore() (resume on the boot CPU) take C structures.
+ *  - struct syscore and register_syscore() (resume on the boot CPU) take C structures;
+ *  - the panic path: struct ftrace_ops and the ftrace direct call that puts the panic trampoline
+ *    at the entry of panic() and vpanic(), and the panic notifier chain (a C variable).
  * Every function here is declared for Rust in src/ffi.rs, and nowhere else.
  */
 #include <linux/cc_platform.h>
+#include <linux/ftrace.h>
+#include <linux/panic_notifier.h>
 #include <linux/mm.h>
 #include <linux/smp.h>
 #include <linux/static_call.h>
@@ -29,6 +33,9 @@ unsigned long lbr_dump_alloc_pages(unsigned int order);
 int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
 void lbr_dump_syscore_register(void (*resume)(void));
 void lbr_dump_syscore_unregister(void);
+int lbr_dump_panic_attach(void);
+void lbr_dump_panic_detach(void);
+void lbr_dump_panic_notifier(struct notifier_block *nb, bool on);
 
 /*
  * Map the page holding the IDT a second time, writable. The IDT is read-only after boot
@@ -97,7 +104,7 @@ unsigned long lbr_dump_alloc_pages(unsigned int order)
  * The type is that of the kernel's asm_exc_* entry points (idtentry.h), not called from C.
  */
 void lbr_dump_entry(void);
-#define LBR_DUMP_VECTORS(X) X(0) X(1) X(6) X(8) X(11) X(12) X(13) X(14) X(17) X(21)
+#define LBR_DUMP_VECTORS(X) X(0) X(1) X(2) X(6) X(8) X(11) X(12) X(13) X(14) X(17) X(21) X(248)
 #define LBR_DUMP_DEFINE(v) DEFINE_STATIC_CALL_NULL(lbr_dump_orig_##v, lbr_dump_entry);
 LBR_DUMP_VECTORS(LBR_DUMP_DEFINE)
 
@@ -138,6 +145,46 @@ void lbr_dump_syscore_register(void (*resume)(void))
 void lbr_dump_syscore_unregister(void)
 {
 	unregister_syscore(&lbr_dump_syscore);
+}
+
+/*
+ * The panic trampoline (asm/stubs.S lbr_dump_panic_entry) at the entry of panic() and vpanic(),
+ * as an ftrace direct call: the fentry call site of each becomes `call lbr_dump_panic_entry`
+ * (one taken branch before the freeze) while lbr-dump is armed, and a 5-byte NOP again when it
+ * disarms: nothing is attached, and nothing costs, while disarmed. Returns 0 or -errno (-ENODEV:
+ * the kernel has no DYNAMIC_FTRACE_WITH_DIRECT_CALLS; -EBUSY: another direct call is attached to
+ * one of them). Serialized by lbr-dump's state lock.
+ */
+void lbr_dump_panic_entry(void);	/* asm/stubs.S */
+static struct ftrace_ops lbr_dump_panic_ops;
+
+int lbr_dump_panic_attach(void)
+{
+	unsigned long ips[] = { (unsigned long)panic, (unsigned long)vpanic };
+	int ret;
+
+	ret = ftrace_set_filter_ips(&lbr_dump_panic_ops, ips, ARRAY_SIZE(ips), 0, 1);
+	if (ret)
+		return ret;
+	ret = register_ftrace_direct(&lbr_dump_panic_ops, (unsigned long)lbr_dump_panic_entry);
+	if (ret)
+		ftrace_free_filter(&lbr_dump_panic_ops);
+	return ret;
+}
+
+/* Undoes lbr_dump_panic_attach(); ftrace waits until no CPU can still be in the trampoline. */
+void lbr_dump_panic_detach(void)
+{
+	unregister_ftrace_direct(&lbr_dump_panic_ops, (unsigned long)lbr_dump_panic_entry, true);
+}
+
+/* Registers (on) or unregisters the panic notifier block (src/printer.rs). */
+void lbr_dump_panic_notifier(struct notifier_block *nb, bool on)
+{
+	if (on)
+		atomic_notifier_chain_register(&panic_notifier_list, nb);
+	else
+		atomic_notifier_chain_unregister(&panic_notifier_list, nb);
 }
 
 /*

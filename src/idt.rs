@@ -36,6 +36,20 @@ pub(crate) struct Hooks {
     alias: *mut u64,
     /// (vector, original low quadword) of every hooked gate.
     hooked: KVec<(usize, u64)>,
+    /// Gates prepared for the panic trampoline ([`Hooks::prepare_stop`]), which switches them
+    /// only once a panic has started; restored if they were switched.
+    stop: KVec<StopGate>,
+}
+
+/// A gate the panic trampoline points at a stop stub (asm/stubs.S): where to write, and what.
+#[derive(Clone, Copy)]
+pub(crate) struct StopGate {
+    /// The gate's low quadword in the writable alias.
+    pub(crate) slot: *mut u64,
+    /// The low quadword that points the gate at the stop stub.
+    pub(crate) hook: u64,
+    /// The kernel's low quadword.
+    orig: u64,
 }
 
 // SAFETY: `Hooks` only holds the address of a vmap() alias that is valid on every CPU, and is
@@ -92,9 +106,22 @@ fn stub(v: usize) -> Option<u64> {
     table.get(v).copied().filter(|&s| s != 0)
 }
 
+/// The stop stubs (asm/stubs.S), by vector: NMI and REBOOT_VECTOR.
+fn stop_stubs() -> [(usize, u64); 2] {
+    [
+        (NMI_VECTOR, ffi::lbr_dump_stop_nmi as *const () as u64),
+        (REBOOT_VECTOR, ffi::lbr_dump_stop_ipi as *const () as u64),
+    ]
+}
+
+/// arch/x86/include/asm/irq_vectors.h NMI_VECTOR.
+pub(crate) const NMI_VECTOR: usize = 0x02;
+/// arch/x86/include/asm/irq_vectors.h REBOOT_VECTOR: the IPI smp_send_stop() sends first.
+pub(crate) const REBOOT_VECTOR: usize = 0xf8;
+
 /// Is `handler` one of lbr-dump's stubs?
 fn is_stub(handler: u64) -> bool {
-    (0..32).any(|v| stub(v) == Some(handler))
+    (0..32).any(|v| stub(v) == Some(handler)) || stop_stubs().iter().any(|&(_, s)| s == handler)
 }
 
 /// The kernel's early boot handlers (`early_idt_handler_array`, in init text that is freed after
@@ -131,6 +158,7 @@ impl Hooks {
         let hooks = Hooks {
             alias,
             hooked: KVec::new(),
+            stop: KVec::new(),
         };
         let mut plan = Plan {
             hook: KVec::new(),
@@ -197,12 +225,67 @@ impl Hooks {
     }
 }
 
+impl Hooks {
+    /// Prepares the stop gates (NMI and REBOOT_VECTOR) for the panic trampoline, changing no
+    /// gate: each is checked as a hooked gate is, and its static call (the stop stub's way on) is
+    /// pointed at the kernel's handler now, since a panic cannot patch text. Returns each gate
+    /// that can be switched, and for each that cannot, the reason (the panic path then captures
+    /// no CPU through that gate).
+    pub(crate) fn prepare_stop(&mut self) -> [Result<StopGate, GateRefusal>; 2] {
+        stop_stubs().map(|(v, stub)| {
+            // SAFETY: the alias maps the whole IDT page: 256 gates of two u64, and `v < 256`.
+            let (q0, q1) = unsafe {
+                (
+                    ptr::read_volatile(self.alias.add(2 * v)),
+                    ptr::read_volatile(self.alias.add(2 * v + 1)),
+                )
+            };
+            let orig = gate_offset(q0, q1);
+            if q0 & (1 << 47) == 0 {
+                return Err(GateRefusal::Absent);
+            }
+            if (q0 >> 40) & 0xf != GATE_INTERRUPT {
+                return Err(GateRefusal::NotInterruptGate);
+            }
+            if is_stub(orig) {
+                return Err(GateRefusal::Ours);
+            }
+            if orig >> 32 != stub >> 32 {
+                return Err(GateRefusal::FarAway);
+            }
+            self.stop.reserve(1, GFP_KERNEL).map_err(|_| GateRefusal::NoMemory)?;
+            // SAFETY: vectors 2 and 248 have static calls (glue.c); text patching, may sleep.
+            if unsafe { ffi::lbr_dump_set_handler(v as u32, orig as usize) } != 0 {
+                return Err(GateRefusal::NoStub);
+            }
+            let gate = StopGate {
+                // SAFETY: within the alias of the IDT page, as above.
+                slot: unsafe { self.alias.add(2 * v) },
+                hook: retarget(q0, stub),
+                orig: q0,
+            };
+            // Cannot fail: reserved above.
+            let _ = self.stop.push(gate, GFP_ATOMIC);
+            Ok(gate)
+        })
+    }
+}
+
 /// Does nothing: run on every CPU with IRQs off, its completion proves that no CPU is still
 /// inside a stub (the stubs run with IRQs off).
 unsafe extern "C" fn sync(_info: *mut c_void) {}
 
 impl Drop for Hooks {
     fn drop(&mut self) {
+        for g in self.stop.iter() {
+            // SAFETY: the gate's low quadword in the alias (valid until unaliased below); one
+            // aligned 8-byte store puts back the kernel's value if a panic switched it.
+            unsafe {
+                if ptr::read_volatile(g.slot) != g.orig {
+                    ptr::write_volatile(g.slot, g.orig);
+                }
+            }
+        }
         for &(v, q0) in self.hooked.iter() {
             // SAFETY: restores the exact original low quadword of a gate we changed, with one
             // aligned 8-byte store through the alias (valid until unaliased below).

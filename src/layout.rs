@@ -47,7 +47,8 @@
 //!
 //! Snapshot (SNAP_HEADER_SIZE + 8 * nr_values bytes):
 //! 0x00    8     sequence number (0: never written); order within the CPU's ring
-//! 0x08    4     vector
+//! 0x08    4     vector: the exception vector; VECTOR_PANIC (0x100) for a capture at panic
+//!               entry, VECTOR_NMI / VECTOR_REBOOT for a CPU stopped in a panic
 //! 0x0c    4     state (SNAP_*)
 //! 0x10    8     error code (0 for vectors without one)
 //! 0x18    8     RIP of the exception frame
@@ -157,9 +158,54 @@ pub mod cfg {
     pub const ARMED: usize = 0x48;
     /// The last sequence number handed out.
     pub const SEQ: usize = 0x50;
+    /// 0 until a panic is captured, then the capturing CPU's number plus one (the panic
+    /// trampoline claims it with a locked compare-and-exchange: one panic capture per arming).
+    pub const PANIC_CPU: usize = 0x58;
+    /// Address of the stop stubs' register save areas ([`super::stop`], one per CPU).
+    pub const STOP_SAVE: usize = 0x60;
+    /// Writable alias of the NMI gate's low quadword (0: the gate cannot be hooked).
+    pub const NMI_GATE: usize = 0x68;
+    /// That quadword pointing at the NMI stop stub, written by the panic trampoline.
+    pub const NMI_HOOK: usize = 0x70;
+    /// Writable alias of the REBOOT_VECTOR gate's low quadword (0: cannot be hooked).
+    pub const IPI_GATE: usize = 0x78;
+    /// That quadword pointing at the REBOOT_VECTOR stop stub.
+    pub const IPI_HOOK: usize = 0x80;
     /// Size of the structure.
-    pub const SIZE: usize = 0x58;
+    pub const SIZE: usize = 0x88;
 }
+
+/// The stop stubs' register save areas (not part of the dump): `CPU_SIZE` bytes per CPU, at
+/// `cfg::STOP_SAVE + cpu * CPU_SIZE`, zeroed when arming. The NMI and the REBOOT_VECTOR stub each
+/// have their own half, because an NMI may arrive inside the REBOOT_VECTOR stub; neither can
+/// nest in itself (NMIs are blocked until the next IRET and the stub takes no exception;
+/// REBOOT_VECTOR runs with interrupts off). `DONE` is set by the first stop capture on the CPU:
+/// one per arming (a panic is final), so that later NMIs do not push it out of the ring.
+pub mod stop {
+    #![allow(missing_docs)]
+    pub const CPU_SIZE: usize = 0x100;
+    pub const NMI: usize = 0x00;
+    pub const IPI: usize = 0x80;
+    pub const DONE: usize = 0xf8;
+    pub const RAX: usize = 0x00;
+    pub const RCX: usize = 0x08;
+    pub const RDX: usize = 0x10;
+    pub const RSI: usize = 0x18;
+    pub const RDI: usize = 0x20;
+    pub const R8: usize = 0x28;
+    pub const R9: usize = 0x30;
+    pub const R10: usize = 0x38;
+    pub const R11: usize = 0x40;
+    pub const ENTRY: usize = 0x48;
+}
+
+/// The snapshot `vector` of a capture at the entry of panic() or vpanic() (no exception: a value
+/// no IDT vector has).
+pub const VECTOR_PANIC: u32 = 0x100;
+/// The snapshot `vector` of a CPU stopped by an NMI (the NMI vector).
+pub const VECTOR_NMI: u32 = 0x2;
+/// The snapshot `vector` of a CPU stopped by the stop IPI (REBOOT_VECTOR).
+pub const VECTOR_REBOOT: u32 = 0xf8;
 
 /// Snapshot state: the capture ran to its end.
 pub const SNAP_COMPLETE: u32 = 0x1;

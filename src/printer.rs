@@ -17,13 +17,21 @@
 //! one stack, and that frame still holds the RIP it recorded. Nothing else is printed as this
 //! crash's: without a matching snapshot, one line says so.
 //!
-//! Runs in the oops path with IRQs off: no allocation, no sleeping, no panics (indexing is
+//! The panic printer: a panic notifier (vpanic() runs the chain after it has stopped the other
+//! CPUs and before kmsg_dump(), so the lines reach pstore) prints the panicking CPU's snapshot
+//! from the entry of panic(), then each other CPU's snapshot taken as the panic stopped it
+//! (report.rs describes the lines). A panic that follows an oops of the same task
+//! (panic_on_oops, an oops in interrupt context) prints no second snapshot of the panicking
+//! CPU: the oops printed its exception's. With kdump loaded, vpanic() boots the capture kernel
+//! before the notifiers: the snapshots are then read from the vmcore.
+//!
+//! Both run in the oops path with IRQs off: no allocation, no sleeping, no panics (indexing is
 //! checked or noted `// PANIC:`, and falls back to printing less).
 
 use core::fmt::{self, Write};
 use core::mem::offset_of;
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use kernel::{
     bindings,
@@ -35,10 +43,22 @@ use crate::capture::Armed;
 use crate::ffi;
 use crate::layout::{self, snap};
 use crate::record;
-use crate::report::{Header, RecordLine};
+use crate::report::{Header, Kind, RecordLine};
 
-/// The armed state the notifier reads; set after arming, cleared before disarming.
+/// The armed state the notifiers read; set after arming, cleared before disarming.
 pub(crate) static ARMED: AtomicPtr<Armed> = AtomicPtr::new(ptr::null_mut());
+
+/// The task the die notifier last printed an oops for, and the stubs' sequence counter then: a
+/// panic of the same task whose capture at panic() entry is the next one follows that oops (panic_on_oops, an oops in interrupt context), and the oops' exception snapshot is
+/// not printed again. (The counter guards against a new task at a dead one's address.)
+static OOPS_TASK: AtomicPtr<bindings::task_struct> = AtomicPtr::new(ptr::null_mut());
+static OOPS_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// The stubs' sequence counter: snapshots taken since arming, on every CPU.
+fn captures() -> u64 {
+    // SAFETY: one aligned u64 of the stubs' configuration, advanced by them with a locked add.
+    unsafe { ptr::addr_of!(ffi::lbr_dump_capture.seq).read_volatile() }
+}
 
 /// Largest distance between a nested exception's stack pointer and the outer frame that can be
 /// on one stack (the kernel's stacks are at most 16 KiB + guard; IST stacks are smaller).
@@ -182,15 +202,68 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
         );
         return print_raw(&mut l);
     };
-    print_snapshot(a, &s, 0);
+    print_snapshot(a, &s, Some(0));
     for nest in 1..=MAX_NEST {
         let Some(outer) = newest(a, s.seq, |o| encloses(o, &s)) else { break };
-        print_snapshot(a, &outer, nest);
+        print_snapshot(a, &outer, Some(nest));
         s = outer;
     }
 }
 
-fn print_snapshot(a: &Armed, s: &Snap, nest: u32) {
+/// Prints what a panic has: the panicking CPU's snapshot, then the other CPUs'.
+fn print_panic(a: &Armed) {
+    // SAFETY: reads a segment limit; callable anywhere.
+    let this = unsafe { ffi::lbr_dump_cpu_number() } as usize;
+    // SAFETY: one aligned u64 of the stubs' configuration, written once by the panic trampoline
+    // with a locked cmpxchg.
+    let claim = unsafe { ptr::addr_of!(ffi::lbr_dump_capture.panic_cpu).read_volatile() } as usize;
+    let panic_cpu = claim.checked_sub(1).unwrap_or(this);
+    // SAFETY: `current` of this CPU, a task that lives while it runs this code.
+    let me = unsafe { bindings::get_current() };
+    let snap = newest(a, u64::MAX, |s| s.cpu == panic_cpu && Kind::of(s.vector) == Kind::Panic);
+    // The panic follows this task's oops if no capture came between them but the panic's own.
+    let after_oops = OOPS_TASK.load(Ordering::Acquire) == me
+        && snap.is_none_or(|s| s.seq.wrapping_sub(OOPS_SEQ.load(Ordering::Relaxed)) <= 1);
+    match snap {
+        _ if after_oops => {
+            none(this, "this panic follows the oops printed above; its exception snapshot is there")
+        }
+        Some(s) => print_snapshot(a, &s, Some(0)),
+        None if claim == 0 => none(
+            this,
+            "no snapshot of this panic (lbr-dump's trampoline did not run at panic() entry)",
+        ),
+        None => none(
+            panic_cpu,
+            "no snapshot of this panic (the capture found this CPU busy in another capture)",
+        ),
+    }
+    for cpu in 0..a.area.geometry.nr_cpus {
+        // SAFETY: `__cpu_present_mask` is the kernel's; `cpumask_test_cpu` reads one bit.
+        let present = unsafe {
+            bindings::cpumask_test_cpu(cpu as i32, ptr::addr_of_mut!(bindings::__cpu_present_mask))
+        };
+        if cpu == panic_cpu || !present {
+            continue;
+        }
+        match newest(a, u64::MAX, |s| s.cpu == cpu && Kind::of(s.vector) == Kind::Stop) {
+            Some(s) => print_snapshot(a, &s, None),
+            None => none(
+                cpu,
+                "not captured as the panic stopped it (offline, no stop interrupt reached lbr-dump's stub, or its stop gates could not be hooked)",
+            ),
+        }
+    }
+}
+
+/// Prints a `none:` line for `cpu`.
+fn none(cpu: usize, reason: &str) {
+    let mut l = LineBuf::new();
+    let _ = write!(l, "v1 cpu={cpu} none: {reason}");
+    print_raw(&mut l);
+}
+
+fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
     let layout = a.area.layout;
     let n = layout.values().min(record::MAX_VALUES);
     let mut values = [0u64; record::MAX_VALUES];
@@ -213,7 +286,7 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: u32) {
         format,
         records: count as u32,
         state: layout::snapshot_state(s.state, s.ctl_entry, a.area.ctl_armed(), a.area.filter(s.off)),
-        nest: Some(nest),
+        nest,
     };
     let mut l = LineBuf::new();
     let _ = write!(l, "{h}");
@@ -264,13 +337,26 @@ unsafe extern "C" fn on_die(_nb: *mut bindings::notifier_block, val: c_ulong, da
     // notifier is unregistered first).
     if let Some(a) = unsafe { ARMED.load(Ordering::Acquire).as_ref() } {
         print_for(a, args.regs);
+        OOPS_SEQ.store(captures(), Ordering::Relaxed);
+        // SAFETY: `current` of this CPU; only its address is kept, for comparison.
+        OOPS_TASK.store(unsafe { bindings::get_current() }, Ordering::Release);
     }
     ffi::NOTIFY_DONE
 }
 
-/// The registered die notifier; unregistered on drop.
+/// The panic notifier.
+unsafe extern "C" fn on_panic(_nb: *mut bindings::notifier_block, _val: c_ulong, _data: *mut c_void) -> c_int {
+    // SAFETY: as in `on_die`.
+    if let Some(a) = unsafe { ARMED.load(Ordering::Acquire).as_ref() } {
+        print_panic(a);
+    }
+    ffi::NOTIFY_DONE
+}
+
+/// The registered die and panic notifiers; unregistered on drop.
 pub(crate) struct Notifier {
     nb: KBox<bindings::notifier_block>,
+    panic: KBox<bindings::notifier_block>,
 }
 
 // SAFETY: the notifier block is only touched by register/unregister, which serialize on the
@@ -289,18 +375,31 @@ impl Notifier {
             },
             GFP_KERNEL,
         )?;
+        let mut panic = KBox::new(
+            bindings::notifier_block {
+                notifier_call: Some(on_panic),
+                next: ptr::null_mut(),
+                priority: 0,
+            },
+            GFP_KERNEL,
+        )?;
         // SAFETY: `nb` lives in a box that outlives the registration (unregistered in drop).
         let r = unsafe { ffi::register_die_notifier(&mut *nb) };
         if r != 0 {
             return Err(Error::from_errno(r));
         }
-        Ok(Notifier { nb })
+        // SAFETY: as above; the atomic chain's registration cannot fail.
+        unsafe { ffi::lbr_dump_panic_notifier(&mut *panic, true) };
+        Ok(Notifier { nb, panic })
     }
 }
 
 impl Drop for Notifier {
     fn drop(&mut self) {
-        // SAFETY: registered in `register`.
-        unsafe { ffi::unregister_die_notifier(&mut *self.nb) };
+        // SAFETY: registered in `register`; unregistering waits for running callbacks (RCU).
+        unsafe {
+            ffi::lbr_dump_panic_notifier(&mut *self.panic, false);
+            ffi::unregister_die_notifier(&mut *self.nb);
+        }
     }
 }

@@ -18,6 +18,13 @@
 //! stack (IBT: a #CP whose handler BUG()s), their snapshots follow with `nest=1`, `nest=2`, ...
 //! (a line without `nest=` is from an older lbr-dump: read it as 0). The symbols are
 //! the kernel's `%pS` (`func+0xoff/0xsize [module]`), absent when not printed by the kernel.
+//!
+//! A panic prints, from the panic notifier: the panicking CPU's snapshot taken at the entry of
+//! panic() (`vector=256 (panic)`, `rip` = where panic() was called from, `nest=0`; #0 is the
+//! call into lbr-dump's trampoline, #1 the call of panic()), unless the panic follows an oops of
+//! the same task, whose snapshot is already printed (a `none:` line says so); then every other
+//! CPU's, taken as the panic stopped it (`vector=2 (NMI)` or `vector=248 (REBOOT_VECTOR)`, `rip`
+//! = where that CPU was, no `nest=`; #0 is that interrupt), or a `none:` line for that CPU.
 
 use core::fmt;
 
@@ -46,12 +53,59 @@ pub const VECTORS: [(u32, &str); 10] = [
 /// #DB: hooked to re-arm the recorder, never captured.
 pub const REARM_ONLY: u32 = 1;
 
-/// The exception name of a hookable vector, `#??` for any other.
+/// The snapshots that are not an exception's, with their names: a capture at the entry of
+/// panic(), and a CPU stopped in a panic by an NMI or by the stop IPI (layout.rs VECTOR_*).
+pub const KINDS: [(u32, &str); 3] = [
+    (crate::layout::VECTOR_PANIC, "panic"),
+    (crate::layout::VECTOR_NMI, "NMI"),
+    (crate::layout::VECTOR_REBOOT, "REBOOT_VECTOR"),
+];
+
+/// What a snapshot was taken at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A kernel-mode exception (an entry stub).
+    Exception,
+    /// The entry of panic() or vpanic() (the panic trampoline).
+    Panic,
+    /// Another CPU, as a panic stopped it (NMI or REBOOT_VECTOR).
+    Stop,
+}
+
+impl Kind {
+    /// The kind of a snapshot with this `vector`.
+    pub fn of(vector: u32) -> Self {
+        match vector {
+            crate::layout::VECTOR_PANIC => Kind::Panic,
+            crate::layout::VECTOR_NMI | crate::layout::VECTOR_REBOOT => Kind::Stop,
+            _ => Kind::Exception,
+        }
+    }
+
+    /// Its name in the decoder's JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Exception => "exception",
+            Kind::Panic => "panic",
+            Kind::Stop => "stop",
+        }
+    }
+}
+
+/// The name of a snapshot's vector: a hookable exception's (`#PF`), a kind's (`panic`, `NMI`,
+/// `REBOOT_VECTOR`), `#??` for any other.
 pub fn vector_name(v: u32) -> &'static str {
     let mut i = 0;
     while i < VECTORS.len() {
         if VECTORS[i].0 == v {
             return VECTORS[i].1;
+        }
+        i += 1;
+    }
+    let mut i = 0;
+    while i < KINDS.len() {
+        if KINDS[i].0 == v {
+            return KINDS[i].1;
         }
         i += 1;
     }

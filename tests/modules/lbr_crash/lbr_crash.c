@@ -51,6 +51,20 @@
  *   insmod lbr_crash.ko crash=text text=ADDR[,ADDR...]
  *                                     no crash: print the live bytes of the functions at the
  *                                     given addresses (their size from the kernel's symbols)
+ *   insmod lbr_crash.ko crash=panic_thread cpu=N
+ *                                     panic() from a kernel thread bound to CPU N
+ *   insmod lbr_crash.ko crash=stack_protector
+ *                                     overrun a local array: the stack protector's check in
+ *                                     lbr_crash_stack_protector() calls __stack_chk_fail(),
+ *                                     which panics (lkdtm CORRUPT_STACK does not trip it in a
+ *                                     clang build of 7.3: the compiler drops its memset call)
+ *   insmod lbr_crash.ko crash=stop_all
+ *                                     (2+ CPUs) every CPU but 0 spins in a known loop: odd CPUs
+ *                                     with interrupts on (lbr_crash_spin_on), even ones with
+ *                                     interrupts off (lbr_crash_spin_off: only an NMI stops it);
+ *                                     once all spin, a kernel thread on CPU 0 triggers sysrq-c
+ *                                     (handle_sysrq('c'): what `echo c > /proc/sysrq-trigger`
+ *                                     runs)
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -61,6 +75,7 @@
 #include <linux/hw_breakpoint.h>
 #include <linux/kallsyms.h>
 #include <linux/kdebug.h>
+#include <linux/kthread.h>
 #include <linux/mman.h>
 #include <linux/module.h>
 #include <linux/objtool.h>
@@ -69,6 +84,7 @@
 #include <linux/workqueue.h>
 #include <linux/perf_event.h>
 #include <linux/string.h>
+#include <linux/sysrq.h>
 #include <asm/asm.h>
 #include <asm/desc.h>
 #include <asm/ibt.h>
@@ -81,6 +97,8 @@ static unsigned long capture_cfg;
 module_param(capture_cfg, ulong, 0);
 static int group;
 module_param(group, int, 0);
+static int cpu;
+module_param(cpu, int, 0);
 static unsigned long text[32];
 static int nr_text;
 module_param_array(text, ulong, &nr_text, 0);
@@ -425,9 +443,108 @@ static int lbr_crash_text(void)
 	return 0;
 }
 
+/* crash=stack_protector: 64 bytes into a 16-byte array, through a call clang cannot drop. */
+static noinline void lbr_crash_overrun(char *buf, size_t n)
+{
+	memset(buf, 0xff, n);
+	barrier_data(buf);
+}
+
+static noinline int lbr_crash_stack_protector(void)
+{
+	char buf[16];
+	size_t n = 64;
+
+	OPTIMIZER_HIDE_VAR(n);
+	lbr_crash_overrun(buf, n);
+	barrier_data(buf);
+	return buf[0];
+}
+
+/* crash=panic_thread: panic() in a kernel thread bound to CPU `cpu`. */
+static noinline int lbr_crash_panic_here(void *unused)
+{
+	panic("lbr_crash: panic in a kernel thread on CPU %d", raw_smp_processor_id());
+	return 0;
+}
+
+static int lbr_crash_panic_thread(void)
+{
+	struct task_struct *t;
+
+	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu))
+		return -EINVAL;
+	t = kthread_run_on_cpu(lbr_crash_panic_here, NULL, cpu, "lbr_crash/%u");
+	return PTR_ERR_OR_ZERO(t);
+}
+
+/*
+ * crash=stop_all: the loops the other CPUs are in when the panic stops them. Each iteration
+ * calls a noinline step, so the records are that call and its return, over and over.
+ */
+static atomic_t spinning = ATOMIC_INIT(0);
+static unsigned long spin_count[NR_CPUS];
+
+static noinline void lbr_crash_spin_step(unsigned long *n)
+{
+	WRITE_ONCE(*n, *n + 1);
+}
+
+static noinline int lbr_crash_spin_on(void *unused)
+{
+	unsigned long *n = &spin_count[raw_smp_processor_id()];
+
+	atomic_inc(&spinning);
+	for (;;)
+		lbr_crash_spin_step(n);
+	return 0;
+}
+
+static noinline int lbr_crash_spin_off(void *unused)
+{
+	unsigned long *n = &spin_count[raw_smp_processor_id()];
+
+	local_irq_disable();
+	atomic_inc(&spinning);
+	for (;;)
+		lbr_crash_spin_step(n);
+	return 0;
+}
+
+static int lbr_crash_sysrq_c(void *unused)
+{
+	while (atomic_read(&spinning) < num_online_cpus() - 1)
+		cpu_relax();
+	mdelay(20);	/* every loop has filled its recorder */
+	pr_info("stop_all: %d CPUs spinning, sysrq-c on CPU %d\n", atomic_read(&spinning),
+		raw_smp_processor_id());
+	handle_sysrq('c');
+	return 0;
+}
+
+static int lbr_crash_stop_all(void)
+{
+	struct task_struct *t;
+	unsigned int c;
+
+	if (num_online_cpus() < 2 || !cpu_online(0))
+		return -EINVAL;
+	for_each_online_cpu(c) {
+		if (c == 0)
+			continue;
+		t = kthread_run_on_cpu(c % 2 ? lbr_crash_spin_on : lbr_crash_spin_off, NULL, c,
+				       "lbr_spin/%u");
+		if (IS_ERR(t))
+			return PTR_ERR(t);
+		pr_info("stop_all: CPU %u spins with interrupts %s\n", c, c % 2 ? "on" : "off");
+	}
+	t = kthread_run_on_cpu(lbr_crash_sysrq_c, NULL, 0, "lbr_sysrq/%u");
+	return PTR_ERR_OR_ZERO(t);
+}
+
 static int lbr_crash_idt(void)
 {
-	static const int vectors[] = { 0, 1, 6, 8, 11, 12, 13, 14, 17, 21 };
+	static const int vectors[] = { 0, 1, 2, 6, 8, 11, 12, 13, 14, 17, 21, 248 };
 	struct desc_ptr idtr;
 	gate_desc *idt;
 	int i;
@@ -476,6 +593,12 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_exec();
 	if (!strcmp(crash, "text"))
 		return lbr_crash_text();
+	if (!strcmp(crash, "panic_thread"))
+		return lbr_crash_panic_thread();
+	if (!strcmp(crash, "stack_protector"))
+		return lbr_crash_stack_protector();
+	if (!strcmp(crash, "stop_all"))
+		return lbr_crash_stop_all();
 	return -EINVAL;
 }
 

@@ -103,6 +103,9 @@ struct SnapshotOut {
     seq: u64,
     vector: u32,
     vector_name: &'static str,
+    /// "exception", "panic" (the entry of panic()) or "stop" (a CPU as a panic stopped it);
+    /// schema 1.1.
+    kind: &'static str,
     error: String,
     rip: String,
     cr2: String,
@@ -120,6 +123,8 @@ struct SnapshotOut {
 #[derive(Serialize)]
 struct Output {
     version: u32,
+    /// Fields added within `version` (1: `kind`).
+    minor_version: u32,
     /// Per image, the directory its source paths are relative to.
     source_roots: std::collections::BTreeMap<String, String>,
     kaslr_offset: Option<String>,
@@ -469,6 +474,7 @@ fn run(cli: Cli) -> Result<bool> {
 
     let mut out = Output {
         version: 1,
+        minor_version: 1,
         source_roots: Default::default(),
         kaslr_offset: sym.kaslr.map(|k| format!("{k:#x}")),
         snapshots: Vec::new(),
@@ -511,6 +517,7 @@ fn run(cli: Cli) -> Result<bool> {
             seq: s.seq,
             vector: s.vector,
             vector_name: lbr_core::report::vector_name(s.vector),
+            kind: lbr_core::report::Kind::of(s.vector).name(),
             error: format!("{:#x}", s.error),
             rip: format!("{:#x}", s.rip),
             cr2: format!("{:#x}", s.cr2),

@@ -1,0 +1,241 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Crashes without an exception (panic(), sysrq-c) and every CPU at the crash, under the emulator.
+
+lbr-dump's panic trampoline freezes the recorder at the entry of panic()/vpanic() (an ftrace
+direct call, asm/stubs.S), and the panic switches the NMI and REBOOT_VECTOR gates to the stop
+stubs, which capture each other CPU as vpanic() stops it. The panic notifier prints them all
+(README "Panics"). As in capture_emulated.py, the expected records are the emulator's record stack
+at the freeze each capture made (its `freeze` event on that CPU), decoded from the manuals by
+tests/records.py; the printed records must equal them record for record.
+"""
+
+import re
+
+from harness import MODULE, assert_clean, boot, kernel_lines, tail
+from records import freeze_records, printed_records
+
+LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
+CRASH = "/lib/lbr-dump/lbr_crash.ko"
+ARM = f"insmod {MODULE} enable=1\n"
+MODEL, FORMAT = "skylake", 5
+PANIC, NMI, REBOOT = 256, 2, 248
+TRACEFS = "/sys/kernel/tracing"
+
+
+def snapshots(console):
+    """Every printed snapshot, in order: dicts of the header's fields (cpu, seq, vector, state,
+    nest) with `records` (records.printed_records of its lines) and the header `line`."""
+    out = []
+    for head in kernel_lines(console, "lbr_dump: v1 "):
+        m = re.match(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=(\d+) \((\S+)\) .* state=(\S+)(?: nest=(\d+))?$", head)
+        if not m:
+            continue
+        block = console[console.index(head):]
+        block = block[:block.index("lbr_dump: end ")]
+        out.append({"cpu": int(m[1]), "seq": int(m[2]), "vector": int(m[3]), "name": m[4], "state": m[5],
+                    "nest": None if m[6] is None else int(m[6]), "line": head,
+                    "records": printed_records(block)})
+    return out
+
+
+def nones(console):
+    """{cpu: reason} of the `none:` lines."""
+    return {int(m[1]): m[2] for m in (re.match(r"lbr_dump: v1 cpu=(\d+) none: (.*)$", l)
+                                      for l in kernel_lines(console, "lbr_dump: v1 ")) if m}
+
+
+def equals_ground_truth(res, snap):
+    """The snapshot's records equal the emulator's freeze on its CPU whose newest record is the
+    printed newest one (the last such freeze)."""
+    printed = snap["records"]
+    assert printed, f"the snapshot has no record lines: {snap['line']}"
+    newest = (printed[0]["from"], printed[0]["to"])
+    freezes = [e for e in res.emu_events()
+               if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == snap["cpu"]]
+    truth = [t for t in (freeze_records(e, "legacy", FORMAT) for e in freezes)
+             if t and (t[0]["from"], t[0]["to"]) == newest]
+    assert truth, (f"cpu {snap['cpu']}: no freeze in the emulator's log has the printed newest record "
+                   f"{newest[0]:#x} -> {newest[1]:#x}")
+    want = truth[-1]
+    assert len(printed) == len(want), f"cpu {snap['cpu']}: printed {len(printed)} records, the recorder held {len(want)}"
+    for p, w in zip(printed, want):
+        for k, v in w.items():
+            got = p.get(k, 0)
+            assert got == v, f"cpu {snap['cpu']} record #{p['index']}: {k} printed {got:#x}, ground truth {v:#x}\n  {p}\n  {w}"
+
+
+def own_records(snap):
+    """Records of lbr-dump's own branches: from or into lbr_dump's text."""
+    return [p for p in snap["records"] if "[lbr_dump]" in p["from_sym"] or "[lbr_dump]" in p["to_sym"]]
+
+
+def in_function(sym, name):
+    """`sym` (a %pS) is in function `name`, or in its call-depth-tracking padding (__pfx_)."""
+    return sym.startswith(f"{name}+") or sym.startswith(f"__pfx_{name}+")
+
+
+def check_panic_snapshot(res, snap, caller):
+    """The panicking CPU's snapshot: taken at panic() entry, complete, equal to the ground truth;
+    #0 is the one branch of lbr-dump's own (the call from panic()'s or vpanic()'s fentry site into
+    the trampoline), #1 is `caller` calling panic()."""
+    assert snap["vector"] == PANIC and snap["name"] == "panic", snap["line"]
+    assert snap["state"] == "complete" and snap["nest"] == 0, snap["line"]
+    equals_ground_truth(res, snap)
+    r = snap["records"]
+    assert r[0]["to_sym"].startswith("lbr_dump_panic_entry+0x0/"), r[0]
+    assert in_function(r[0]["from_sym"], "panic") or in_function(r[0]["from_sym"], "vpanic"), r[0]
+    assert len(own_records(snap)) == 1, "lbr-dump's own records: " + str(own_records(snap))
+    assert in_function(r[1]["from_sym"], caller), f"#1 is not {caller} calling panic(): {r[1]}"
+    assert in_function(r[1]["to_sym"], "panic"), r[1]
+    # The header's rip is where panic() was called from, i.e. the call's return address.
+    rip = int(re.search(r"rip=0x([0-9a-f]+)", snap["line"])[1], 16)
+    assert 0 < rip - r[1]["from"] <= 16, f"rip {rip:#x} is not after the call at {r[1]['from']:#x}"
+
+
+def panic_run(name, script, smp=1, append="", **kw):
+    res = boot(finish=False, name=f"panic-{name}", cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}",
+               timeout=300, smp=smp, append=append, script=ARM + script, **kw)
+    con = res.console
+    assert "lbr_dump: armed" in con and "panic path on" in con, \
+        "lbr_dump did not arm its panic path:\n" + "\n".join(kernel_lines(con, "lbr_dump"))
+    assert "Kernel panic - not syncing" in con, "no panic:\n" + tail(con)
+    return res, snapshots(con)
+
+
+def check_stopped(res, snaps, cpus, loops=None):
+    """Each CPU in `cpus` has one snapshot taken as the panic stopped it, equal to its ground
+    truth, its newest record the stop interrupt (into the stop stub); with `loops`
+    {cpu: (vector, [functions])}, that vector and every record within those functions (the
+    loop the CPU was in) or the kernel's return thunks."""
+    for cpu in cpus:
+        mine = [s for s in snaps if s["cpu"] == cpu and s["vector"] in (NMI, REBOOT)]
+        assert len(mine) == 1, f"cpu {cpu}: {len(mine)} stop snapshots printed:\n" + \
+            "\n".join(s["line"] for s in snaps)
+        s = mine[0]
+        assert s["nest"] is None and s["state"] == "complete", s["line"]
+        equals_ground_truth(res, s)
+        stub = "lbr_dump_stop_nmi" if s["vector"] == NMI else "lbr_dump_stop_ipi"
+        assert s["records"][0]["to_sym"].startswith(f"{stub}+0x0/"), s["records"][0]
+        assert len(own_records(s)) == 1, f"cpu {cpu}: lbr-dump's own records: {own_records(s)}"
+        rip = int(re.search(r"rip=0x([0-9a-f]+)", s["line"])[1], 16)
+        assert s["records"][0]["from"] == rip, f"cpu {cpu}: newest record from {s['records'][0]['from']:#x}, rip {rip:#x}"
+        if loops and cpu in loops:
+            vector, funcs = loops[cpu]
+            assert s["vector"] == vector, f"cpu {cpu} stopped by vector {s['vector']}, expected {vector}"
+            ok = funcs + ["its_return_thunk", "__x86_return_thunk", "srso_return_thunk"]
+            for p in s["records"][1:]:
+                for sym in (p["from_sym"], p["to_sym"]):
+                    assert any(in_function(sym, f) for f in ok), f"cpu {cpu}: record outside its loop: {p}"
+            assert any(in_function(p["from_sym"], funcs[0]) for p in s["records"]), s["records"]
+
+
+def test_sysrq_c(r):
+    # What users' CI does. 2 vCPUs: the other CPU is stopped by the stop IPI and printed too.
+    res, snaps = panic_run("sysrq-c", "echo c > /proc/sysrq-trigger\n", smp=2)
+    assert "Kernel panic - not syncing: sysrq triggered crash" in res.console
+    panics = [s for s in snaps if s["vector"] == PANIC]
+    assert len(panics) == 1, "\n".join(s["line"] for s in snaps)
+    check_panic_snapshot(res, panics[0], "sysrq_handle_crash")
+    other = 1 - panics[0]["cpu"]
+    check_stopped(res, snaps, [other])
+    # Printed by the panic notifier, after vpanic()'s message (and before its reboot).
+    assert res.console.index("Kernel panic - not syncing") < res.console.index(panics[0]["line"])
+
+
+def test_lkdtm_panic(r):
+    res, snaps = panic_run("lkdtm-panic", f"echo PANIC > {LKDTM}\n")
+    [s] = [s for s in snaps if s["vector"] == PANIC]
+    check_panic_snapshot(res, s, "lkdtm_PANIC")
+
+
+def test_stack_protector(r):
+    # A stack-protector failure: lbr_crash_stack_protector() overruns a local array, its epilogue
+    # finds the canary changed and calls __stack_chk_fail, which calls panic(): #1 is that call,
+    # and a record before it is the corrupted function calling __stack_chk_fail. (lkdtm
+    # CORRUPT_STACK cannot be used: in the clang build of 7.3 the compiler drops the call that
+    # corrupts the stack, and it returns without a panic.)
+    res, snaps = panic_run("stack-protector", f"insmod {CRASH} crash=stack_protector\n")
+    assert "stack-protector: Kernel stack is corrupted in" in res.console, tail(res.console)
+    [s] = [s for s in snaps if s["vector"] == PANIC]
+    check_panic_snapshot(res, s, "__stack_chk_fail")
+    callers = [p for p in s["records"][2:8] if in_function(p["from_sym"], "lbr_crash_stack_protector")
+               and in_function(p["to_sym"], "__stack_chk_fail")]
+    assert callers, "no record of lbr_crash_stack_protector calling __stack_chk_fail:\n" + \
+        "\n".join(str(p) for p in s["records"][:8])
+
+
+def test_panic_in_kernel_thread_on_cpu2_of_4(r):
+    res, snaps = panic_run("kthread-cpu2", f"insmod {CRASH} crash=panic_thread cpu=2\nsleep 60\n", smp=4)
+    [s] = [s for s in snaps if s["vector"] == PANIC]
+    assert s["cpu"] == 2, s["line"]
+    check_panic_snapshot(res, s, "lbr_crash_panic_here")
+    check_stopped(res, snaps, [0, 1, 3])
+
+
+def test_every_cpu_stopped_in_its_loop(r):
+    # 4 vCPUs: CPUs 1 and 3 spin with interrupts on (stopped by REBOOT_VECTOR), CPU 2 with
+    # interrupts off (stopped by the NMI vpanic() sends a second later); CPU 0 runs sysrq-c.
+    res, snaps = panic_run("stop-all", f"insmod {CRASH} crash=stop_all\nsleep 60\n", smp=4)
+    assert "stop_all: 3 CPUs spinning, sysrq-c on CPU 0" in res.console, tail(res.console)
+    [s] = [s for s in snaps if s["vector"] == PANIC]
+    assert s["cpu"] == 0, s["line"]
+    check_panic_snapshot(res, s, "sysrq_handle_crash")
+    loop_on = ["lbr_crash_spin_on", "lbr_crash_spin_step"]
+    loop_off = ["lbr_crash_spin_off", "lbr_crash_spin_step"]
+    check_stopped(res, snaps, [1, 2, 3], {1: (REBOOT, loop_on), 2: (NMI, loop_off), 3: (REBOOT, loop_on)})
+    assert "Shutting down cpus with NMI" in res.console
+
+
+def test_panic_on_oops_prints_the_exception_once(r):
+    # oops=panic: the oops prints its #PF snapshot (nest=0); the panic that follows prints no
+    # second snapshot of that CPU (a none: line says why), and the other CPU's stop snapshot.
+    res, snaps = panic_run("panic-on-oops", f"echo EXCEPTION > {LKDTM}\n", smp=2, append="oops=panic")
+    exc = [s for s in snaps if s["vector"] == 14]
+    assert len(exc) == 1 and exc[0]["nest"] == 0, "\n".join(s["line"] for s in snaps)
+    assert not [s for s in snaps if s["vector"] == PANIC], "a panic snapshot was printed after the oops"
+    why = nones(res.console)
+    assert "follows the oops printed above" in why.get(exc[0]["cpu"], ""), why
+    check_stopped(res, snaps, [1 - exc[0]["cpu"]])
+
+
+def test_disarmed_panic_path_is_detached(r):
+    # While armed, panic() and vpanic() carry lbr-dump's direct call (tracefs'
+    # enabled_functions); disarmed, neither does, and the NMI and REBOOT_VECTOR gates are the
+    # kernel's throughout (capture_forced.py checks the gates).
+    res = boot(name="panic-detach", cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}", script=f"""
+mount -t tracefs none {TRACEFS}
+{ARM}echo ==armed==; cat {TRACEFS}/enabled_functions; echo ==
+echo 0 > /sys/kernel/lbr_dump/enabled
+echo ==disarmed==; cat {TRACEFS}/enabled_functions; echo ==
+echo 1 > /sys/kernel/lbr_dump/enabled
+echo ==rearmed==; cat {TRACEFS}/enabled_functions; echo ==
+""")
+    part = lambda tag: res.console.split(f"=={tag}==")[1].split("==")[0]  # noqa: E731
+    for tag in ("armed", "rearmed"):
+        # Each traced function's line, then its direct call's.
+        names = sorted(re.findall(r"^(\w+) \(\d+\)[^\n]*\n\s*direct-->lbr_dump_panic_entry\+0x0/", part(tag), re.M))
+        assert names == ["panic", "vpanic"], f"{tag}: direct calls to lbr-dump on {names}:\n{part(tag)}"
+    assert "lbr_dump_panic_entry" not in part("disarmed"), part("disarmed")
+    assert_clean(res.console)
+
+
+def test_nmis_while_armed_change_nothing(r):
+    # 4 vCPUs, armed, under an NMI load (sysrq-l: an NMI backtrace on every CPU, 20 times) while
+    # user programs fault: no NMI goes through lbr-dump (its gates are the kernel's until a
+    # panic), nothing warns, no capture is taken; then a panic still captures every CPU.
+    res, snaps = panic_run("nmi-load", f"""
+(for i in $(seq 100); do lbr-faults; done) >/dev/null 2>&1 &
+for i in $(seq 20); do echo l > /proc/sysrq-trigger; done
+wait
+echo captures=$(cat /sys/kernel/lbr_dump/captures)
+echo c > /proc/sysrq-trigger
+""", smp=4)
+    con = res.console
+    assert con.count("NMI backtrace for cpu") >= 20 * 3, "the NMI load did not run:\n" + tail(con)
+    assert "captures=0" in con, re.findall(r"captures=\d+", con)
+    before = con[:con.index("Kernel panic")]
+    bad = [l for l in before.splitlines() if re.search(r"WARNING: CPU:|BUG:|Oops:|general protection", l)]
+    assert not bad, bad
+    [s] = [s for s in snaps if s["vector"] == PANIC]
+    check_panic_snapshot(res, s, "sysrq_handle_crash")
+    check_stopped(res, snaps, [c for c in range(4) if c != s["cpu"]])

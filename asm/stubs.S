@@ -375,11 +375,12 @@ LBR_STUB 17 1		/* #AC */
 LBR_STUB 21 1		/* #CP */
 
 /*
- * Panic entry: lbr_dump_panic_entry is attached to the fentry call site of panic() and vpanic()
- * as an ftrace direct call (src/glue.c, only while armed), so the traced function's first
- * instruction after ENDBR is `call lbr_dump_panic_entry`: one taken branch of lbr-dump's own,
- * the newest record, and the one before it is the call of panic() in its caller
- * (sysrq_handle_crash, __stack_chk_fail, check_panic_on_warn, ...). No exception: the snapshot's
+ * Panic entry: lbr_dump_panic_entry is attached to the fentry call site of panic(), vpanic() and
+ * crash_kexec() as an ftrace direct call (src/glue.c, only while armed), so the traced
+ * function's first instruction after ENDBR is `call lbr_dump_panic_entry`: one taken branch of
+ * lbr-dump's own, the newest record, and the one before it is the call of panic() in its caller
+ * (sysrq_handle_crash, __stack_chk_fail, check_panic_on_warn, ...). crash_kexec() is where an
+ * oops that must panic goes first (oops_end()), and with kdump loaded it does not return. No exception: the snapshot's
  * vector is LBR_VECTOR_PANIC, its RIP the return address into panic()'s caller, its frame the
  * address of that return address. (If another ftrace user traces panic() too, ftrace calls this
  * through its list trampoline, and the records begin with ftrace's branches.)

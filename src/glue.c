@@ -148,8 +148,8 @@ void lbr_dump_syscore_unregister(void)
 }
 
 /*
- * The panic trampoline (asm/stubs.S lbr_dump_panic_entry) at the entry of panic() and vpanic(),
- * as an ftrace direct call: the fentry call site of each becomes `call lbr_dump_panic_entry`
+ * The panic trampoline (asm/stubs.S lbr_dump_panic_entry) at the entry of panic(), vpanic() and
+ * crash_kexec(), as an ftrace direct call: the fentry call site of each becomes `call lbr_dump_panic_entry`
  * (one taken branch before the freeze) while lbr-dump is armed, and a 5-byte NOP again when it
  * disarms: nothing is attached, and nothing costs, while disarmed. Returns 0 or -errno (-ENODEV:
  * the kernel has no DYNAMIC_FTRACE_WITH_DIRECT_CALLS; -EBUSY: another direct call is attached to
@@ -161,11 +161,20 @@ static struct ftrace_ops lbr_dump_panic_ops;
 int lbr_dump_panic_attach(void)
 {
 	unsigned long ips[] = { (unsigned long)panic, (unsigned long)vpanic };
+	unsigned char crash_kexec[] = "crash_kexec";
 	int ret;
 
 	ret = ftrace_set_filter_ips(&lbr_dump_panic_ops, ips, ARRAY_SIZE(ips), 0, 1);
 	if (ret)
 		return ret;
+	/*
+	 * crash_kexec() too (not exported: by name), where the kernel has it: an oops that must end
+	 * in a panic (panic_on_oops, in interrupt, the idle task or init) calls it from oops_end()
+	 * before panic(), and with kdump loaded it never returns, so the other CPUs are stopped by
+	 * kdump's NMI shootdown without a panic() entry. Without CRASH_DUMP, panic() alone.
+	 */
+	if (IS_ENABLED(CONFIG_CRASH_DUMP))
+		ftrace_set_filter(&lbr_dump_panic_ops, crash_kexec, sizeof(crash_kexec) - 1, 0);
 	ret = register_ftrace_direct(&lbr_dump_panic_ops, (unsigned long)lbr_dump_panic_entry);
 	if (ret)
 		ftrace_free_filter(&lbr_dump_panic_ops);

@@ -8,15 +8,78 @@ results for tests that report more than one (KUnit: one per test case).
 
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-from vm import Result, Vm  # noqa: E402
+from vm import REPO, TARGET, Result, Vm, kernel_dir, prepare_initramfs, scenario_cpio, sh  # noqa: E402
 
 MODULE = "/lib/lbr-dump/lbr_dump.ko"
+CRASH = "/lib/lbr-dump/lbr_crash.ko"
+
+
+@functools.cache
+def decoder() -> str:
+    """lbr-decode, built in release mode."""
+    sh("cargo", "build", "--quiet", "--release", "-p", "lbr-decode", capture=False)
+    return str(TARGET / "release" / "lbr-decode")
+
+
+def decode(*args, fmt: str = "json") -> tuple[int, str, str]:
+    """Runs lbr-decode; (exit code, stdout, stderr)."""
+    p = subprocess.run([decoder(), "--format", fmt, "--color", "never", *map(str, args)],
+                       cwd=REPO, text=True, capture_output=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def symbols() -> list:
+    """--vmlinux and --modules arguments for the module kernel and the modules in the VM."""
+    return ["-k", kernel_dir("module") / "vmlinux", "-m", REPO / "out" / "module",
+            "-m", REPO / "out" / "lbr_crash"]
+
+
+MIB = 1 << 20
+
+
+def kdump(name: str, crash: str, append: str = "", **kw) -> tuple[Result, Path]:
+    """kdump, as fleets collect crash dumps: boots a guest (lbr-dump armed) that loads a capture
+    kernel with kexec_file_load (tests/user/kexec.S), then runs `crash`; the panic boots the
+    capture kernel, which writes /proc/vmcore to a virtio disk. The disk starts out holding the
+    capture kernel and its initramfs (the test initramfs plus a scenario that saves the vmcore),
+    which the first kernel reads back to load them. Returns the run and the disk (the vmcore at
+    its start), once the capture kernel said it saved it."""
+    run_dir = REPO / "out" / "vm" / name
+    bz = (kernel_dir("module") / "arch/x86/boot/bzImage").read_bytes()
+    capture = prepare_initramfs("module").read_bytes() + scenario_cpio(run_dir / "capture.d", """
+echo "kdump: capture kernel up, vmcore $(stat -c %s /proc/vmcore) bytes"
+dd if=/proc/vmcore of=/dev/vda bs=1M conv=fsync 2>/dev/null
+echo "kdump: vmcore saved"
+""")
+    kmb, imb = -(-len(bz) // MIB), -(-len(capture) // MIB)
+    disk = run_dir / "disk.img"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(disk, "wb") as f:
+        f.write(bz.ljust(kmb * MIB, b"\0") + capture)
+        f.truncate(640 * MIB)  # room for the vmcore of 512 MiB of memory
+    script = f"""insmod {MODULE} enable=1
+dd if=/dev/vda bs=1M count={kmb} 2>/dev/null | head -c {len(bz)} > /tmp/bzImage
+dd if=/dev/vda bs=1M skip={kmb} count={imb} 2>/dev/null | head -c {len(capture)} > /tmp/initrd
+lbr-kexec /tmp/bzImage /tmp/initrd "console=ttyS0 pti=off nr_cpus=1 irqpoll reset_devices panic=-1"
+echo "kdump: capture kernel loaded"
+{crash}
+sleep 600
+"""
+    res = boot(finish=False, name=name, timeout=600, append=f"crashkernel=128M {append}".strip(),
+               script=script, qemu_args=["-drive", f"file={disk},format=raw,if=none,id=d0",
+                                         "-device", "virtio-blk-pci,drive=d0"], **kw)
+    con = res.console
+    assert "kdump: capture kernel loaded" in con, "kexec_file_load failed:\n" + tail(con)
+    assert "kdump: vmcore saved" in con, "the capture kernel did not save the vmcore:\n" + tail(con)
+    return res, disk
 
 
 class Results:

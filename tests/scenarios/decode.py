@@ -8,32 +8,10 @@ snapshots).
 
 import functools
 import json
-import subprocess
 
-from harness import MODULE, boot, tail
+from harness import CRASH, MODULE, boot, decode, kdump, symbols, tail
 from records import freeze_records
-from vm import REPO, TARGET, kernel_dir, prepare_initramfs, scenario_cpio, sh
-
-CRASH = "/lib/lbr-dump/lbr_crash.ko"
-
-
-@functools.cache
-def decoder():
-    sh("cargo", "build", "--quiet", "--release", "-p", "lbr-decode", capture=False)
-    return str(TARGET / "release" / "lbr-decode")
-
-
-def decode(*args, fmt="json"):
-    """Runs lbr-decode; (exit code, stdout, stderr)."""
-    p = subprocess.run([decoder(), "--format", fmt, "--color", "never", *map(str, args)],
-                       cwd=REPO, text=True, capture_output=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def symbols():
-    """--vmlinux and --modules arguments for the module kernel and the modules in the VM."""
-    return ["-k", kernel_dir("module") / "vmlinux", "-m", REPO / "out" / "module",
-            "-m", REPO / "out" / "lbr_crash"]
+from vm import REPO, kernel_dir
 
 
 @functools.cache
@@ -146,43 +124,12 @@ def dump_agrees_with_log(dump, logged):
     return dumped
 
 
-MIB = 1 << 20
-
-
 def test_kdump_vmcore_agrees_with_log(r):
-    # kdump, as fleets collect crash dumps: the crashing kernel (crashkernel=, oops=panic) has a
-    # capture kernel loaded with kexec_file_load (tests/user/kexec.S); the panic boots it, and it
-    # writes /proc/vmcore to a virtio disk. The disk starts out holding the capture kernel and
-    # its initramfs (the test initramfs plus a scenario that saves the vmcore), which the first
-    # kernel reads back to load them. lbr-decode reads the vmcore like QEMU's dump.
-    run_dir = REPO / "out" / "vm" / "decode-kdump"
-    bz = (kernel_dir("module") / "arch/x86/boot/bzImage").read_bytes()
-    capture = prepare_initramfs("module").read_bytes() + scenario_cpio(run_dir / "capture.d", """
-echo "kdump: capture kernel up, vmcore $(stat -c %s /proc/vmcore) bytes"
-dd if=/proc/vmcore of=/dev/vda bs=1M conv=fsync 2>/dev/null
-echo "kdump: vmcore saved"
-""")
-    kmb, imb = -(-len(bz) // MIB), -(-len(capture) // MIB)
-    disk = run_dir / "disk.img"
-    with open(disk, "wb") as f:
-        f.write(bz.ljust(kmb * MIB, b"\0") + capture)
-        f.truncate(640 * MIB)  # room for the vmcore of 512 MiB of memory
-    script = f"""insmod {MODULE} enable=1
-dd if=/dev/vda bs=1M count={kmb} 2>/dev/null | head -c {len(bz)} > /tmp/bzImage
-dd if=/dev/vda bs=1M skip={kmb} count={imb} 2>/dev/null | head -c {len(capture)} > /tmp/initrd
-lbr-kexec /tmp/bzImage /tmp/initrd "console=ttyS0 pti=off nr_cpus=1 irqpoll reset_devices panic=-1"
-echo "kdump: capture kernel loaded"
-sh -c 'insmod {CRASH} crash=jump' || true
-sleep 600
-"""
-    res = boot(finish=False, name="decode-kdump", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
-             timeout=600, append="crashkernel=128M oops=panic", script=script,
-             qemu_args=["-drive", f"file={disk},format=raw,if=none,id=d0",
-                        "-device", "virtio-blk-pci,drive=d0"])
-    con = res.console
-    assert "kdump: capture kernel loaded" in con, "kexec_file_load failed:\n" + tail(con)
-    assert "lbr_dump: v1 " in con, "no snapshot printed:\n" + tail(con)
-    assert "kdump: vmcore saved" in con, "the capture kernel did not save the vmcore:\n" + tail(con)
+    # kdump (harness.kdump) of an oops with oops=panic: oops_end() boots the capture kernel
+    # directly; lbr-decode reads the vmcore like QEMU's dump.
+    res, disk = kdump("decode-kdump", f"sh -c 'insmod {CRASH} crash=jump' || true",
+                      append="oops=panic", cpu="Skylake-Client", accel="tcg", emulate="model=skylake")
+    assert "lbr_dump: v1 " in res.console, "no snapshot printed:\n" + tail(res.console)
     _, out, err = decode(*symbols(), res.log)
     [logged] = json.loads(out)["snapshots"]
     dump_agrees_with_log(disk, logged)

@@ -9,13 +9,13 @@ at the freeze each capture made (its `freeze` event on that CPU), decoded from t
 tests/records.py; the printed records must equal them record for record.
 """
 
+import json
 import re
 
-from harness import MODULE, assert_clean, boot, kernel_lines, tail
+from harness import CRASH, MODULE, assert_clean, boot, decode, kdump, kernel_lines, symbols, tail
 from records import freeze_records, printed_records
 
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
-CRASH = "/lib/lbr-dump/lbr_crash.ko"
 ARM = f"insmod {MODULE} enable=1\n"
 MODEL, FORMAT = "skylake", 5
 PANIC, NMI, REBOOT = 256, 2, 248
@@ -93,6 +93,8 @@ def check_panic_snapshot(res, snap, caller):
 
 
 def panic_run(name, script, smp=1, append="", **kw):
+    """Boots an emulated Skylake with lbr-dump armed, runs `script`, expects a panic; returns
+    the run and the printed snapshots."""
     res = boot(finish=False, name=f"panic-{name}", cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}",
                timeout=300, smp=smp, append=append, script=ARM + script, **kw)
     con = res.console
@@ -186,6 +188,40 @@ def test_every_cpu_stopped_in_its_loop(r):
     assert "Shutting down cpus with NMI" in res.console
 
 
+def test_hard_lockup_shows_the_loop(r):
+    # lkdtm HARDLOCKUP spins with interrupts off. The test kernel's hard-lockup detector is the
+    # buddy one (TCG has no PMU for the perf NMI watchdog): another CPU's watchdog timer finds
+    # the CPU stuck and panics (nmi_watchdog=panic). vpanic()'s stop IPI cannot reach the stuck
+    # CPU; the NMI a second later does, through lbr-dump's NMI stop stub: its newest record is
+    # that NMI, from inside the loop, and every other record is the loop itself.
+    res, snaps = panic_run("hard-lockup", f"echo HARDLOCKUP > {LKDTM}\n", smp=2, watchdog=True,
+                           append="nmi_watchdog=panic watchdog_thresh=4")
+    m = re.search(r"Watchdog detected hard LOCKUP on cpu (\d+)", res.console)
+    assert m, "the watchdog did not detect the lockup:\n" + tail(res.console)
+    stuck = int(m[1])
+    [p] = [s for s in snaps if s["vector"] == PANIC]
+    assert p["cpu"] != stuck, p["line"]
+    equals_ground_truth(res, p)
+    check_stopped(res, snaps, [stuck], {stuck: (NMI, ["lkdtm_HARDLOCKUP"])})
+
+
+def test_soft_lockup(r):
+    # lkdtm SOFTLOCKUP spins with preemption off and interrupts on. The soft-lockup detector is
+    # the stuck CPU's own watchdog timer interrupt, which panics (softlockup_panic=1): the
+    # panicking CPU's snapshot is that interrupt's path to panic() (#1: watchdog_timer_fn calling
+    # it), equal to the ground truth; the loop itself is in the kernel's register dump (RIP) of
+    # the soft-lockup report, not in the 32 records. The other CPU is captured as it is stopped.
+    res, snaps = panic_run("soft-lockup", f"echo SOFTLOCKUP > {LKDTM}\n", smp=2, watchdog=True,
+                           append="softlockup_panic=1 watchdog_thresh=4")
+    m = re.search(r"BUG: soft lockup - CPU#(\d+) stuck", res.console)
+    assert m, "the watchdog did not detect the soft lockup:\n" + tail(res.console)
+    stuck = int(m[1])
+    [p] = [s for s in snaps if s["vector"] == PANIC]
+    assert p["cpu"] == stuck, p["line"]
+    check_panic_snapshot(res, p, "watchdog_timer_fn")
+    check_stopped(res, snaps, [1 - stuck])
+
+
 def test_panic_on_oops_prints_the_exception_once(r):
     # oops=panic: the oops prints its #PF snapshot (nest=0); the panic that follows prints no
     # second snapshot of that CPU (a none: line says why), and the other CPU's stop snapshot.
@@ -199,7 +235,7 @@ def test_panic_on_oops_prints_the_exception_once(r):
 
 
 def test_disarmed_panic_path_is_detached(r):
-    # While armed, panic() and vpanic() carry lbr-dump's direct call (tracefs'
+    # While armed, panic(), vpanic() and crash_kexec() carry lbr-dump's direct call (tracefs'
     # enabled_functions); disarmed, neither does, and the NMI and REBOOT_VECTOR gates are the
     # kernel's throughout (capture_forced.py checks the gates).
     res = boot(name="panic-detach", cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}", script=f"""
@@ -214,7 +250,7 @@ echo ==rearmed==; cat {TRACEFS}/enabled_functions; echo ==
     for tag in ("armed", "rearmed"):
         # Each traced function's line, then its direct call's.
         names = sorted(re.findall(r"^(\w+) \(\d+\)[^\n]*\n\s*direct-->lbr_dump_panic_entry\+0x0/", part(tag), re.M))
-        assert names == ["panic", "vpanic"], f"{tag}: direct calls to lbr-dump on {names}:\n{part(tag)}"
+        assert names == ["crash_kexec", "panic", "vpanic"], f"{tag}: direct calls to lbr-dump on {names}:\n{part(tag)}"
     assert "lbr_dump_panic_entry" not in part("disarmed"), part("disarmed")
     assert_clean(res.console)
 
@@ -239,3 +275,64 @@ echo c > /proc/sysrq-trigger
     [s] = [s for s in snaps if s["vector"] == PANIC]
     check_panic_snapshot(res, s, "sysrq_handle_crash")
     check_stopped(res, snaps, [c for c in range(4) if c != s["cpu"]])
+
+
+def test_kdump_vmcore_has_every_cpu(r):
+    # sysrq-c with a capture kernel loaded, 2 vCPUs: vpanic() boots the capture kernel before
+    # the panic notifiers run, so nothing is printed; the vmcore holds the panicking CPU's
+    # snapshot and the other CPU's, taken as kdump's NMI shootdown stopped it. lbr-decode reads
+    # both from the vmcore, each equal to the emulator's ground truth on its CPU.
+    res, disk = kdump("panic-kdump", "echo c > /proc/sysrq-trigger", smp=2, cpu="Skylake-Client",
+                      accel="tcg", emulate=f"model={MODEL}")
+    assert "Kernel panic - not syncing: sysrq triggered crash" in res.console
+    assert "lbr_dump: v1 " not in res.console, "printed before kdump: the notifiers ran first?"
+    code, out, err = decode(*symbols(), disk)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["version"] == 1 and doc["minor_version"] >= 1 and doc["warnings"] == [], doc["warnings"]
+    panics = [s for s in doc["snapshots"] if s["kind"] == "panic"]
+    stops = [s for s in doc["snapshots"] if s["kind"] == "stop"]
+    assert len(panics) == 1 and panics[0]["vector"] == PANIC and panics[0]["vector_name"] == "panic", panics
+    assert [s["cpu"] for s in stops] == [1 - panics[0]["cpu"]], stops
+    assert stops[0]["vector"] == NMI and stops[0]["vector_name"] == "NMI", stops[0]
+    events = res.emu_events()
+    for s in panics + stops:
+        got = [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16), int(x.get("mispred", False)),
+                x.get("cycles")) for x in s["records"]]
+        truth = [freeze_records(e, "legacy", FORMAT) for e in events
+                 if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == s["cpu"]]
+        truth = [t for t in truth if t and (t[0]["from"], t[0]["to"]) == got[0][:2]]
+        assert truth, f"cpu {s['cpu']}: no freeze in the emulator's log has the dump's newest record"
+        want = [(t["from"], t["to"], t["mispred"], t["cycles"]) for t in truth[-1]]
+        assert got == want, f"cpu {s['cpu']}: dump {got[:3]}..., ground truth {want[:3]}..."
+    sym = lambda x: x["symbol"] or ""  # noqa: E731
+    p = panics[0]["records"]
+    assert sym(p[0]["to"]).startswith("lbr_dump_panic_entry+0x0/"), p[0]
+    assert in_function(sym(p[1]["from"]), "sysrq_handle_crash"), p[1]
+    assert sym(stops[0]["records"][0]["to"]).startswith("lbr_dump_stop_nmi+0x0/"), stops[0]["records"][0]
+
+
+def test_kdump_after_panic_on_oops_has_every_cpu(r):
+    # An oops with oops=panic and kdump loaded, 2 vCPUs: oops_end() goes to crash_kexec() before
+    # any panic(). The oops prints its #PF snapshot (the die notifier runs first); lbr-dump's
+    # trampoline at crash_kexec() entry switches the stop gates, so kdump's NMI shootdown
+    # captures the other CPU: the vmcore holds the #PF snapshot, the one at crash_kexec() entry
+    # (kind panic, its #0 the call into the trampoline, #1 oops_end calling crash_kexec) and the
+    # other CPU's NMI snapshot.
+    res, disk = kdump("panic-kdump-oops", f"echo EXCEPTION > {LKDTM}", append="oops=panic", smp=2,
+                      cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}")
+    printed = snapshots(res.console)
+    assert [s["vector"] for s in printed] == [14], [s["line"] for s in printed]
+    code, out, err = decode(*symbols(), disk)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["warnings"] == [], doc["warnings"]
+    kinds = sorted((s["kind"], s["cpu"]) for s in doc["snapshots"])
+    oops_cpu = printed[0]["cpu"]
+    assert kinds == sorted([("exception", oops_cpu), ("panic", oops_cpu), ("stop", 1 - oops_cpu)]), kinds
+    [p] = [s for s in doc["snapshots"] if s["kind"] == "panic"]
+    sym = lambda x: x["symbol"] or ""  # noqa: E731
+    assert in_function(sym(p["records"][0]["from"]), "crash_kexec"), p["records"][0]
+    assert in_function(sym(p["records"][1]["from"]), "oops_end"), p["records"][1]
+    [s] = [s for s in doc["snapshots"] if s["kind"] == "stop"]
+    assert s["vector_name"] == "NMI" and sym(s["records"][0]["to"]).startswith("lbr_dump_stop_nmi+0x0/"), s

@@ -99,10 +99,11 @@ SYM_DATA_END(lbr_dump_capture)
  * fields. rsi = the snapshot, r9 = the CPU block (LBR_CLAIM_SLOT), \entry = a memory operand
  * holding the control MSR's value at entry (the recorder is frozen). Reads the MSR list into
  * the snapshot, re-reads the control MSR, restores (or re-arms) it unless another owner changed
- * it, publishes the snapshot and clears busy. \sfx makes the labels unique. Clobbers rax, rcx,
+ * it (re-arming it if \rearm, see below), publishes the snapshot and clears busy. \sfx makes the
+ * labels unique. Clobbers rax, rcx,
  * rdx, rdi, r8, r10 and flags; keeps rsi, r9, r11 and the stack.
  */
-.macro LBR_RECORD entry:req sfx:req
+.macro LBR_RECORD entry:req sfx:req rearm=1
 	movq	\entry, %rax
 	movq	%rax, LBR_SNAP_CTL_ENTRY(%rsi)
 	/*
@@ -141,15 +142,18 @@ SYM_DATA_END(lbr_dump_capture)
 	jne	.Lstate_\sfx			/* torn: leave the other owner's value */
 
 	/*
-	 * Restore the entry value; but if it is lbr-dump's armed value with only the enable bit
-	 * cleared (#DB clears it, so does a resume), re-arm: write the armed value (README: re-arm
-	 * policy). rdx still holds ~mask.
+	 * Restore the entry value; but with \rearm, if it is lbr-dump's armed value with only the
+	 * enable bit cleared (#DB clears it, so does a resume), re-arm: write the armed value
+	 * (README: re-arm policy). rdx still holds ~mask. (The stop stubs restore exactly what they
+	 * found: a CPU stopped in a panic may have been inside a capture that froze the recorder.)
 	 */
 	movq	\entry, %rax
+.if \rearm
 	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %r10
 	andq	%r10, %rdx			/* rdx = armed & ~mask */
 	cmpq	%rdx, %rax
 	cmoveq	%r10, %rax
+.endif
 	movl	$LBR_SNAP_COMPLETE, %edi
 	movq	\entry, %rdx
 	testq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
@@ -387,9 +391,10 @@ LBR_STUB 21 1		/* #CP */
  *
  * One capture per arming: the first CPU to get here claims LBR_CFG_PANIC_CPU with a locked
  * cmpxchg; panic() then vpanic(), a panic inside the panic, or another CPU's panic find it
- * claimed and only put the recorder back. The claiming CPU also points the NMI and REBOOT_VECTOR
- * gates at the stop stubs below (one aligned 8-byte store each, through the IDT alias kept while
- * armed), so that the other CPUs are captured as vpanic() stops them.
+ * claimed and only put the recorder back. The claim also lets lbr_dump_stop_entry (below) switch
+ * the stop gates when the other CPUs are stopped. (Two CPUs panicking at once: the first here
+ * claims, whichever panic_try_start() lets go on; function_graph on panic() would make the
+ * return address at P_CALLER return_to_handler.)
  *
  * A function called from C, on the panicking task's stack: every register is live (panic()'s
  * arguments, AL for its varargs), so each one used is pushed and popped, RFLAGS too (IRQs are off
@@ -424,19 +429,6 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	lock cmpxchgq %rcx, lbr_dump_capture+LBR_CFG_PANIC_CPU(%rip)
 	jne	.Lpanic_put_back		/* claimed before: captured once already */
 
-	/* Hook the stop gates (0: that gate could not be hooked when arming). */
-	movq	lbr_dump_capture+LBR_CFG_NMI_GATE(%rip), %rax
-	testq	%rax, %rax
-	jz	.Lpanic_nmi_done
-	movq	lbr_dump_capture+LBR_CFG_NMI_HOOK(%rip), %rdx
-	movq	%rdx, (%rax)
-.Lpanic_nmi_done:
-	movq	lbr_dump_capture+LBR_CFG_IPI_GATE(%rip), %rax
-	testq	%rax, %rax
-	jz	.Lpanic_ipi_done
-	movq	lbr_dump_capture+LBR_CFG_IPI_HOOK(%rip), %rdx
-	movq	%rdx, (%rax)
-.Lpanic_ipi_done:
 
 	LBR_CLAIM_SLOT .Lpanic_put_back		/* r9 = CPU block, rsi = snapshot */
 	movl	$LBR_VECTOR_PANIC, LBR_SNAP_VECTOR(%rsi)
@@ -470,14 +462,65 @@ SYM_FUNC_END(lbr_dump_panic_entry)
 _ASM_NOKPROBE(lbr_dump_panic_entry)
 
 /*
- * Stop stubs: the NMI (vector 2) and REBOOT_VECTOR (0xf8) gates point here only once a panic has
- * started (the panic trampoline above hooks them; disarmed or before a panic they are the
- * kernel's, and cost nothing). vpanic() stops the other CPUs with REBOOT_VECTOR, then with an
- * NMI those that did not answer within a second (interrupts off); kdump's shutdown and the
- * panic backtrace (panic_print) use NMIs. The first of these to reach a CPU captures its
- * records: the newest is that interrupt, from where the CPU was, the rest is what it was doing.
- * Later ones (LBR_STOP_DONE) go straight on, so an NMI on a halted CPU cannot push the capture
- * out of the ring.
+ * Stop entry: lbr_dump_stop_entry is attached (ftrace direct call, only while armed) to
+ * native_stop_other_cpus() and nmi_shootdown_cpus(), the two ways a panicking CPU stops the
+ * others (smp_send_stop(); kdump's and crash_smp_send_stop()'s NMI shootdown). Once a panic or
+ * a crash has been claimed (LBR_CFG_PANIC_CPU, by lbr_dump_panic_entry), it marks this CPU
+ * stopped (LBR_STOP_DONE: its own NMIs are no stop) and points the NMI and REBOOT_VECTOR gates
+ * at the stop stubs below: one aligned 8-byte store each, through the IDT alias kept while armed,
+ * prepared at arming (0: that gate cannot be hooked). So the interrupts that stop the other CPUs
+ * are the first to reach the stubs, not a perf NMI or the panic backtrace during vpanic()'s
+ * printing. On a reboot (nothing claimed) it does nothing. Called from C with every register
+ * live: rax, rdx and RFLAGS are saved.
+ */
+SYM_FUNC_START(lbr_dump_stop_entry)
+	ENDBR
+	pushfq
+	pushq	%rax
+	pushq	%rdx
+	CALL_DEPTH_ACCOUNT			/* ftrace's call into here was not accounted */
+	cmpq	$0, lbr_dump_capture+LBR_CFG_PANIC_CPU(%rip)
+	je	.Lstop_entry_done		/* no panic: a reboot */
+	movq	$__CPUNODE_SEG, %rax
+	lsl	%rax, %rax
+	andq	$VDSO_CPUNODE_MASK, %rax	/* this CPU, the one that stops the others */
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %rax
+	jae	.Lstop_entry_gates
+	imulq	$LBR_STOP_CPU_SIZE, %rax, %rax
+	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rax
+	movq	$1, LBR_STOP_DONE(%rax)
+.Lstop_entry_gates:
+	movq	lbr_dump_capture+LBR_CFG_NMI_GATE(%rip), %rax
+	testq	%rax, %rax
+	jz	.Lstop_entry_ipi
+	movq	lbr_dump_capture+LBR_CFG_NMI_HOOK(%rip), %rdx
+	movq	%rdx, (%rax)
+.Lstop_entry_ipi:
+	movq	lbr_dump_capture+LBR_CFG_IPI_GATE(%rip), %rax
+	testq	%rax, %rax
+	jz	.Lstop_entry_done
+	movq	lbr_dump_capture+LBR_CFG_IPI_HOOK(%rip), %rdx
+	movq	%rdx, (%rax)
+.Lstop_entry_done:
+	popq	%rdx
+	popq	%rax
+	popfq
+	RET
+SYM_FUNC_END(lbr_dump_stop_entry)
+_ASM_NOKPROBE(lbr_dump_stop_entry)
+
+/*
+ * Stop stubs: the NMI (vector 2) and REBOOT_VECTOR (0xf8) gates point here only once the
+ * panicking CPU stops the others (lbr_dump_stop_entry above; disarmed, or before that, they are
+ * the kernel's, and cost nothing). vpanic() stops the other CPUs with REBOOT_VECTOR, then with
+ * an NMI those that did not answer within a second (interrupts off); kdump's shutdown uses NMIs.
+ * The first of these to reach a CPU captures its records: the newest is that interrupt, from
+ * where the CPU was, the rest is what it was doing. Later ones (LBR_STOP_DONE) go straight on,
+ * so an NMI on a halted CPU cannot push the capture out of the ring. (An NMI of another kind
+ * between the switch and the stop interrupt, a perf sample, is taken for the stop: microseconds
+ * for a CPU with interrupts on, up to the second before the stop NMI for one with them off. A
+ * CPU running a KVM guest takes these interrupts through KVM's VM-exit path, not the IDT: it is
+ * not captured.)
  *
  * The NMI arrives on its IST stack, and asm_exc_nmi's nested-NMI handling (entry_64.S) keeps
  * state below the hardware frame: at -8 the slot where it saves rdx, at -16 the "NMI executing"
@@ -488,8 +531,10 @@ _ASM_NOKPROBE(lbr_dump_panic_entry)
  * save area (layout.rs `stop`), not on the stack. It must take no exception (an IRET would
  * unblock NMIs on this stack): it checks DR7 before its first data load (a data breakpoint on
  * lbr-dump's data), touches only MSRs probed at arming and memory that is always mapped, and is
- * on the kprobe blacklist. REBOOT_VECTOR uses the same code with its own save area (an NMI may
- * arrive inside it).
+ * on the kprobe blacklist. (A machine check inside it is the one exposure left: its IRET unblocks
+ * NMIs while the hardware frame is the only copy, as in the kernel's own first instructions, here
+ * for the length of a capture.) REBOOT_VECTOR uses the same code with its own save area (an NMI
+ * may arrive inside it).
  *
  * Any mode, user or kernel: the capture uses neither %gs nor the interrupted stack. No
  * clac/cld: nothing here depends on AC or DF (no user access, no string instruction), and the
@@ -541,7 +586,7 @@ SYM_CODE_START(lbr_dump_stop_\name)
 	movq	%rax, LBR_SNAP_RSP(%rsi)
 	movq	%cr2, %rax
 	movq	%rax, LBR_SNAP_CR2(%rsi)
-	LBR_RECORD LBR_STOP_ENTRY(%r11), stop_\name
+	LBR_RECORD LBR_STOP_ENTRY(%r11), stop_\name, rearm=0
 	jmp	.Lstop_restore_\name
 
 .Lstop_put_back_\name:

@@ -4,11 +4,12 @@
 //! hooked gates, the panic path and the printers, in that order; disarming undoes them in
 //! reverse.
 //!
-//! The panic path (README "Panics"): the panic trampoline (asm/stubs.S) is attached to the entry
-//! of panic() and vpanic() as an ftrace direct call; it captures the panicking CPU and switches
-//! the NMI and REBOOT_VECTOR gates to the stop stubs, whose static calls and gate values are
-//! prepared here (text patching cannot happen in a panic). Those gates are the kernel's until a
-//! panic starts: no cost for the NMIs and IPIs of a running system.
+//! The panic path (README "What a panic shows"): the panic trampoline (asm/stubs.S) is attached
+//! to the entry of panic(), vpanic() and crash_kexec() as an ftrace direct call and captures the
+//! panicking CPU; the stop trampoline, at the entry of the functions that stop the other CPUs,
+//! switches the NMI and REBOOT_VECTOR gates to the stop stubs, whose static calls and gate values
+//! are prepared here (text patching cannot happen in a panic). Those gates are the kernel's until
+//! a panic stops the other CPUs: no cost for the NMIs and IPIs of a running system.
 //!
 //! Re-arm policy (README "Recording"): recording is switched on by a CPU-hotplug callback on
 //! every CPU that is online or comes online later (a dynamic AP state, after perf's online
@@ -348,7 +349,7 @@ impl Drop for Area {
 
 /// Everything that exists while lbr-dump is armed. Dropping it disarms, in reverse order.
 pub(crate) struct Armed {
-    /// The panic trampoline is attached (detached first when disarming).
+    /// The panic path's trampolines (detached first when disarming).
     panic: PanicPath,
     hooks: Option<Hooks>,
     hp_state: i32,
@@ -361,14 +362,16 @@ pub(crate) struct Armed {
     pub(crate) hooked: Vectors,
 }
 
-/// What the panic path does while armed.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PanicPath {
-    /// Not attached (yet, or the kernel refused: the reason was printed).
-    Off,
-    /// The trampoline is attached to panic() and vpanic(); the stop gates that could be
-    /// prepared are switched by it.
-    Attached,
+/// What the panic path does while armed: which trampolines are attached (each detached first
+/// when disarming; one the kernel refused was reported with its reason).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct PanicPath {
+    /// asm/stubs.S `lbr_dump_panic_entry` at panic(), vpanic(), crash_kexec(): the panicking
+    /// CPU is captured.
+    pub(crate) panic: bool,
+    /// asm/stubs.S `lbr_dump_stop_entry` at native_stop_other_cpus(), nmi_shootdown_cpus(): the
+    /// stop gates are switched there, and the other CPUs are captured as they stop.
+    pub(crate) stop: bool,
 }
 
 /// Zeroed, physically contiguous pages that no stub can reach once dropped (freed after the
@@ -405,7 +408,7 @@ impl Drop for Pages {
 }
 
 impl Armed {
-    /// Whether the panic trampoline is attached.
+    /// Which of the panic path's trampolines are attached.
     pub(crate) fn panic_path(&self) -> PanicPath {
         self.panic
     }
@@ -482,7 +485,7 @@ pub(crate) fn arm(
     })?;
     let mut armed = KBox::new(
         Armed {
-            panic: PanicPath::Off,
+            panic: PanicPath::default(),
             hooks: None,
             hp_state: 0,
             resume: false,
@@ -501,8 +504,9 @@ pub(crate) fn arm(
     Ok(armed)
 }
 
-/// The panic path: prepares the stop gates, then attaches the panic trampoline. A kernel that
-/// refuses either leaves lbr-dump armed for exceptions, with a line that says what is missing.
+/// The panic path: prepares the stop gates, then attaches the panic and stop trampolines. A
+/// kernel that refuses them leaves lbr-dump armed for exceptions, with a line that says what is
+/// missing.
 fn attach_panic_path(armed: &mut Armed) {
     let Some(hooks) = armed.hooks.as_mut() else { return };
     let mut cfg_gates = [(0u64, 0u64); 2];
@@ -521,7 +525,7 @@ fn attach_panic_path(armed: &mut Armed) {
         }
     }
     let save = armed.stop_save.as_ref().map_or(0, |p| p.base as u64);
-    // SAFETY: the panic trampoline, the only reader of these fields, is not attached yet (it is
+    // SAFETY: the trampolines, the only readers of these fields, are not attached yet (they are
     // attached below and detached before the configuration is written again).
     unsafe {
         let c = ptr::addr_of_mut!(ffi::lbr_dump_capture);
@@ -535,7 +539,7 @@ fn attach_panic_path(armed: &mut Armed) {
     // SAFETY: no preconditions; sleeps (ftrace), under the state lock.
     let r = unsafe { ffi::lbr_dump_panic_attach() };
     if r == 0 {
-        armed.panic = PanicPath::Attached;
+        armed.panic.panic = true;
     } else {
         pr_warn!(
             "panic path: cannot attach to panic() and vpanic() ({:?}): panics without an exception are not captured{}\n",
@@ -546,6 +550,47 @@ fn attach_panic_path(armed: &mut Armed) {
                 _ => "",
             }
         );
+        return;
+    }
+    // SAFETY: as above.
+    let r = unsafe { ffi::lbr_dump_stop_attach() };
+    if r == 0 {
+        armed.panic.stop = true;
+    } else {
+        pr_warn!(
+            "panic path: cannot attach to the functions that stop the other CPUs ({:?}): only the panicking CPU is captured\n",
+            Error::from_errno(r)
+        );
+    }
+}
+
+/// Detaches the panic path's trampolines. If ftrace cannot (it was shut down after an ftrace
+/// bug: the call sites stay patched), glue.c pinned the module, and the trampolines are made
+/// inert: the panic is marked claimed (the panic trampoline only freezes and puts the recorder
+/// back) and the gate addresses cleared (the stop trampoline writes nothing), since the IDT alias
+/// and the save areas go away with the rest of the armed state.
+fn detach_panic_path(path: &mut PanicPath) {
+    let mut failed = false;
+    if path.stop {
+        // SAFETY: attached in `attach_panic_path`.
+        failed |= unsafe { ffi::lbr_dump_stop_detach() } != 0;
+        path.stop = false;
+    }
+    if path.panic {
+        // SAFETY: attached in `attach_panic_path`.
+        failed |= unsafe { ffi::lbr_dump_panic_detach() } != 0;
+        path.panic = false;
+    }
+    if failed {
+        pr_err!("panic path: ftrace cannot detach lbr-dump's trampolines: they stay, inert, and the module stays loaded\n");
+        // SAFETY: fields of the stubs' configuration; the trampolines read them with plain loads
+        // (an aligned 8-byte store is seen whole), the stubs do not use them.
+        unsafe {
+            let c = ptr::addr_of_mut!(ffi::lbr_dump_capture);
+            ptr::addr_of_mut!((*c).nmi_gate).write_volatile(0);
+            ptr::addr_of_mut!((*c).ipi_gate).write_volatile(0);
+            ptr::addr_of_mut!((*c).panic_cpu).write_volatile(u64::MAX);
+        }
     }
 }
 
@@ -691,13 +736,9 @@ fn rdmsr_on_this_cpu(m: u32) -> Result<u64> {
 
 impl Drop for Armed {
     fn drop(&mut self) {
-        // The panic trampoline first (ftrace waits until no CPU is inside it), then the gates
+        // The trampolines first (ftrace waits until no CPU is inside them), then the gates
         // (and wait for every CPU to leave the stubs), then recording, then memory.
-        if self.panic == PanicPath::Attached {
-            // SAFETY: attached in `attach_panic_path`.
-            unsafe { ffi::lbr_dump_panic_detach() };
-            self.panic = PanicPath::Off;
-        }
+        detach_panic_path(&mut self.panic);
         self.hooks = None;
         if self.resume {
             // SAFETY: registered in `start_recording`.

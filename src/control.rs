@@ -74,8 +74,9 @@ impl State {
                         (false, _) => "all rings",
                     },
                     match armed.panic_path() {
-                        PanicPath::Attached => "on",
-                        PanicPath::Off => "off",
+                        PanicPath { panic: true, stop: true } => "on",
+                        PanicPath { panic: true, stop: false } => "on (the panicking CPU only)",
+                        PanicPath { panic: false, .. } => "off",
                     }
                 );
                 self.armed = Some((notifier, armed));

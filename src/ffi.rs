@@ -113,11 +113,19 @@ unsafe extern "C" {
     pub(crate) fn lbr_dump_syscore_unregister();
 
     /// src/glue.c: attaches the panic trampoline (asm/stubs.S `lbr_dump_panic_entry`) to the entry
-    /// of panic() and vpanic() as an ftrace direct call; 0 or -errno. May sleep.
+    /// of panic(), vpanic() and crash_kexec() as an ftrace direct call; 0 or -errno. May sleep.
     pub(crate) fn lbr_dump_panic_attach() -> c_int;
 
-    /// src/glue.c: undoes [`lbr_dump_panic_attach`], waiting until no CPU is in the trampoline.
-    pub(crate) fn lbr_dump_panic_detach();
+    /// src/glue.c: undoes [`lbr_dump_panic_attach`], waiting until no CPU is in the trampoline;
+    /// 0, or -errno when ftrace cannot detach it (the module is then pinned).
+    pub(crate) fn lbr_dump_panic_detach() -> c_int;
+
+    /// src/glue.c: attaches the stop trampoline (asm/stubs.S `lbr_dump_stop_entry`) to the entry
+    /// of native_stop_other_cpus() and nmi_shootdown_cpus(); 0 or -errno. May sleep.
+    pub(crate) fn lbr_dump_stop_attach() -> c_int;
+
+    /// src/glue.c: undoes [`lbr_dump_stop_attach`], as [`lbr_dump_panic_detach`] does.
+    pub(crate) fn lbr_dump_stop_detach() -> c_int;
 
     /// src/glue.c: registers (`on`) or unregisters `nb` on the panic notifier chain.
     pub(crate) fn lbr_dump_panic_notifier(nb: *mut bindings::notifier_block, on: bool);

@@ -16,6 +16,7 @@
 #include <linux/ftrace.h>
 #include <linux/panic_notifier.h>
 #include <linux/mm.h>
+#include <linux/module.h>
 #include <linux/smp.h>
 #include <linux/static_call.h>
 #include <linux/syscore_ops.h>
@@ -34,7 +35,9 @@ int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
 void lbr_dump_syscore_register(void (*resume)(void));
 void lbr_dump_syscore_unregister(void);
 int lbr_dump_panic_attach(void);
-void lbr_dump_panic_detach(void);
+int lbr_dump_panic_detach(void);
+int lbr_dump_stop_attach(void);
+int lbr_dump_stop_detach(void);
 void lbr_dump_panic_notifier(struct notifier_block *nb, bool on);
 
 /*
@@ -181,10 +184,59 @@ int lbr_dump_panic_attach(void)
 	return ret;
 }
 
-/* Undoes lbr_dump_panic_attach(); ftrace waits until no CPU can still be in the trampoline. */
-void lbr_dump_panic_detach(void)
+/*
+ * A detach that fails (ftrace was shut down after an ftrace bug: the call sites stay patched)
+ * must not let the trampoline's code go away: the module is pinned, and the caller stops the
+ * trampoline from doing anything (src/capture.rs).
+ */
+static int lbr_dump_detach(struct ftrace_ops *ops, unsigned long tramp)
 {
-	unregister_ftrace_direct(&lbr_dump_panic_ops, (unsigned long)lbr_dump_panic_entry, true);
+	int ret = unregister_ftrace_direct(ops, tramp, true);
+
+	if (ret)
+		__module_get(THIS_MODULE);
+	return ret;
+}
+
+/* Undoes lbr_dump_panic_attach(); ftrace waits until no CPU can still be in the trampoline. */
+int lbr_dump_panic_detach(void)
+{
+	return lbr_dump_detach(&lbr_dump_panic_ops, (unsigned long)lbr_dump_panic_entry);
+}
+
+/*
+ * The stop trampoline (asm/stubs.S lbr_dump_stop_entry) at the entry of native_stop_other_cpus()
+ * and nmi_shootdown_cpus() (neither exported: by name), where the panicking CPU stops the others:
+ * it switches the NMI and REBOOT_VECTOR gates to the stop stubs then. Returns 0, or -errno if
+ * neither function can be traced (-ENOENT then: the kernel inlined them or has no such function).
+ */
+void lbr_dump_stop_entry(void);	/* asm/stubs.S */
+static struct ftrace_ops lbr_dump_stop_ops;
+
+int lbr_dump_stop_attach(void)
+{
+	unsigned char stop[] = "native_stop_other_cpus";
+	unsigned char shootdown[] = "nmi_shootdown_cpus";
+	int found = 0, ret;
+
+	found += !ftrace_set_filter(&lbr_dump_stop_ops, stop, sizeof(stop) - 1, 1);
+	found += !ftrace_set_filter(&lbr_dump_stop_ops, shootdown, sizeof(shootdown) - 1, 0);
+	if (found < 2)
+		pr_warn("lbr_dump: panic path: %s cannot be traced: CPUs stopped through it are not captured\n",
+			found ? "one of native_stop_other_cpus() and nmi_shootdown_cpus()" : "neither of native_stop_other_cpus() and nmi_shootdown_cpus()");
+	if (!found) {
+		ftrace_free_filter(&lbr_dump_stop_ops);
+		return -ENOENT;
+	}
+	ret = register_ftrace_direct(&lbr_dump_stop_ops, (unsigned long)lbr_dump_stop_entry);
+	if (ret)
+		ftrace_free_filter(&lbr_dump_stop_ops);
+	return ret;
+}
+
+int lbr_dump_stop_detach(void)
+{
+	return lbr_dump_detach(&lbr_dump_stop_ops, (unsigned long)lbr_dump_stop_entry);
 }
 
 /* Registers (on) or unregisters the panic notifier block (src/printer.rs). */

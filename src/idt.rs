@@ -36,12 +36,12 @@ pub(crate) struct Hooks {
     alias: *mut u64,
     /// (vector, original low quadword) of every hooked gate.
     hooked: KVec<(usize, u64)>,
-    /// Gates prepared for the panic trampoline ([`Hooks::prepare_stop`]), which switches them
+    /// Gates prepared for the stop trampoline ([`Hooks::prepare_stop`]), which switches them
     /// only once a panic has started; restored if they were switched.
     stop: KVec<StopGate>,
 }
 
-/// A gate the panic trampoline points at a stop stub (asm/stubs.S): where to write, and what.
+/// A gate the stop trampoline points at a stop stub (asm/stubs.S): where to write, and what.
 #[derive(Clone, Copy)]
 pub(crate) struct StopGate {
     /// The gate's low quadword in the writable alias.
@@ -226,7 +226,7 @@ impl Hooks {
 }
 
 impl Hooks {
-    /// Prepares the stop gates (NMI and REBOOT_VECTOR) for the panic trampoline, changing no
+    /// Prepares the stop gates (NMI and REBOOT_VECTOR) for the stop trampoline, changing no
     /// gate: each is checked as a hooked gate is, and its static call (the stop stub's way on) is
     /// pointed at the kernel's handler now, since a panic cannot patch text. Returns each gate
     /// that can be switched, and for each that cannot, the reason (the panic path then captures

@@ -165,7 +165,7 @@ pub mod cfg {
     pub const STOP_SAVE: usize = 0x60;
     /// Writable alias of the NMI gate's low quadword (0: the gate cannot be hooked).
     pub const NMI_GATE: usize = 0x68;
-    /// That quadword pointing at the NMI stop stub, written by the panic trampoline.
+    /// That quadword pointing at the NMI stop stub, written by the stop trampoline.
     pub const NMI_HOOK: usize = 0x70;
     /// Writable alias of the REBOOT_VECTOR gate's low quadword (0: cannot be hooked).
     pub const IPI_GATE: usize = 0x78;

@@ -174,10 +174,10 @@ def test_panic_in_kernel_thread_on_cpu2_of_4(r):
     check_stopped(res, snaps, [0, 1, 3])
 
 
-def test_every_cpu_stopped_in_its_loop(r):
+def stop_all(name, append=""):
     # 4 vCPUs: CPUs 1 and 3 spin with interrupts on (stopped by REBOOT_VECTOR), CPU 2 with
     # interrupts off (stopped by the NMI vpanic() sends a second later); CPU 0 runs sysrq-c.
-    res, snaps = panic_run("stop-all", f"insmod {CRASH} crash=stop_all\nsleep 60\n", smp=4)
+    res, snaps = panic_run(name, f"insmod {CRASH} crash=stop_all\nsleep 60\n", smp=4, append=append)
     assert "stop_all: 3 CPUs spinning, sysrq-c on CPU 0" in res.console, tail(res.console)
     [s] = [s for s in snaps if s["vector"] == PANIC]
     assert s["cpu"] == 0, s["line"]
@@ -186,6 +186,20 @@ def test_every_cpu_stopped_in_its_loop(r):
     loop_off = ["lbr_crash_spin_off", "lbr_crash_spin_step"]
     check_stopped(res, snaps, [1, 2, 3], {1: (REBOOT, loop_on), 2: (NMI, loop_off), 3: (REBOOT, loop_on)})
     assert "Shutting down cpus with NMI" in res.console
+    return res
+
+
+def test_every_cpu_stopped_in_its_loop(r):
+    stop_all("stop-all")
+
+
+def test_nmis_before_the_stop_are_not_taken_for_it(r):
+    # panic_sys_info=all_bt: vpanic() sends every CPU an NMI backtrace after printing and before
+    # it stops them. Those NMIs are not the stop: each CPU's snapshot is still the one its stop
+    # interrupt took (REBOOT_VECTOR for CPUs 1 and 3), in its loop. (The first version switched
+    # the gates at panic() entry, and this backtrace NMI was taken for CPU 1's and 3's stop.)
+    res = stop_all("stop-all-backtrace", append="panic_sys_info=all_bt")
+    assert "NMI backtrace for cpu 1" in res.console, "no NMI backtrace before the stop"
 
 
 def test_hard_lockup_shows_the_loop(r):
@@ -235,8 +249,9 @@ def test_panic_on_oops_prints_the_exception_once(r):
 
 
 def test_disarmed_panic_path_is_detached(r):
-    # While armed, panic(), vpanic() and crash_kexec() carry lbr-dump's direct call (tracefs'
-    # enabled_functions); disarmed, neither does, and the NMI and REBOOT_VECTOR gates are the
+    # While armed, panic(), vpanic() and crash_kexec() carry lbr-dump's panic trampoline, and
+    # native_stop_other_cpus() and nmi_shootdown_cpus() its stop trampoline, as ftrace direct
+    # calls (tracefs' enabled_functions); disarmed, none does, and the NMI and REBOOT_VECTOR gates are the
     # kernel's throughout (capture_forced.py checks the gates).
     res = boot(name="panic-detach", cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}", script=f"""
 mount -t tracefs none {TRACEFS}
@@ -249,9 +264,11 @@ echo ==rearmed==; cat {TRACEFS}/enabled_functions; echo ==
     part = lambda tag: res.console.split(f"=={tag}==")[1].split("==")[0]  # noqa: E731
     for tag in ("armed", "rearmed"):
         # Each traced function's line, then its direct call's.
-        names = sorted(re.findall(r"^(\w+) \(\d+\)[^\n]*\n\s*direct-->lbr_dump_panic_entry\+0x0/", part(tag), re.M))
-        assert names == ["crash_kexec", "panic", "vpanic"], f"{tag}: direct calls to lbr-dump on {names}:\n{part(tag)}"
-    assert "lbr_dump_panic_entry" not in part("disarmed"), part("disarmed")
+        direct = lambda t: sorted(re.findall(  # noqa: E731
+            rf"^(\w+) \(\d+\)[^\n]*\n\s*direct-->{t}\+0x0/", part(tag), re.M))
+        assert direct("lbr_dump_panic_entry") == ["crash_kexec", "panic", "vpanic"], part(tag)
+        assert direct("lbr_dump_stop_entry") == ["native_stop_other_cpus", "nmi_shootdown_cpus"], part(tag)
+    assert "direct-->lbr_dump_" not in part("disarmed"), part("disarmed")
     assert_clean(res.console)
 
 

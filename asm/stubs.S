@@ -99,11 +99,11 @@ SYM_DATA_END(lbr_dump_capture)
  * fields. rsi = the snapshot, r9 = the CPU block (LBR_CLAIM_SLOT), \entry = a memory operand
  * holding the control MSR's value at entry (the recorder is frozen). Reads the MSR list into
  * the snapshot, re-reads the control MSR, restores (or re-arms) it unless another owner changed
- * it (re-arming it if \rearm, see below), publishes the snapshot and clears busy. \sfx makes the
- * labels unique. Clobbers rax, rcx,
+ * it (re-arming it if \rearm, see below), publishes the snapshot (its state OR \state_or, a
+ * register or immediate, if given) and clears busy. \sfx makes the labels unique. Clobbers rax, rcx,
  * rdx, rdi, r8, r10 and flags; keeps rsi, r9, r11 and the stack.
  */
-.macro LBR_RECORD entry:req sfx:req rearm=1
+.macro LBR_RECORD entry:req sfx:req rearm=1 state_or
 	movq	\entry, %rax
 	movq	%rax, LBR_SNAP_CTL_ENTRY(%rsi)
 	/*
@@ -163,6 +163,9 @@ SYM_DATA_END(lbr_dump_capture)
 	shrq	$32, %rdx
 	wrmsr
 .Lstate_\sfx:
+.ifnb \state_or
+	orl	\state_or, %edi		/* more state bits from the caller */
+.endif
 	movl	%edi, LBR_SNAP_STATE(%rsi)
 	/* Publish: the sequence number is written last; then the CPU's count, then not busy. */
 	movl	$1, %eax
@@ -400,10 +403,14 @@ LBR_STUB 21 1		/* #CP */
  * arguments, AL for its varargs), so each one used is pushed and popped, RFLAGS too (IRQs are off
  * during the capture, so the task cannot move to another CPU halfway; an interrupt between the
  * call and `cli` would add its branches). Stack after the pushes:
- *   0 r10, 8 r9, 16 r8, 24 rdi, 32 rsi, 40 control value at entry (S_ENTRY), 48 rdx, 56 rcx,
- *   64 rax, 72 RFLAGS, 80 return address into panic(), 88 return address into its caller.
+ *   0 r11, 8 r10, 16 r9, 24 r8, 32 rdi, 40 rsi, 48 control value at entry (P_ENTRY), 56 rdx,
+ *   64 rcx, 72 rax, 80 RFLAGS, 88 return address into panic(), 96 return address into its caller.
+ * With nmi_freeze, a panic() from an NMI handler (perf's hard-lockup watchdog) finds the recorder
+ * frozen since that NMI's entry (lbr_dump_nmi_watch, not yet thawed): its records are kept as
+ * they are (no own record then: the freeze came first) and the snapshot says nmi-entry.
  */
-#define P_CALLER	88
+#define P_ENTRY		48
+#define P_CALLER	96
 
 SYM_FUNC_START(lbr_dump_panic_entry)
 	ENDBR
@@ -412,12 +419,13 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	pushq	%rax
 	pushq	%rcx
 	pushq	%rdx
-	LBR_FREEZE push				/* S_ENTRY; no taken branch before this */
+	LBR_FREEZE push				/* P_ENTRY; no taken branch before this */
 	pushq	%rsi
 	pushq	%rdi
 	pushq	%r8
 	pushq	%r9
 	pushq	%r10
+	pushq	%r11
 	CALL_DEPTH_ACCOUNT			/* ftrace's call into here was not accounted */
 
 	/* Claim the panic capture for this CPU (number + 1). */
@@ -429,7 +437,16 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	lock cmpxchgq %rcx, lbr_dump_capture+LBR_CFG_PANIC_CPU(%rip)
 	jne	.Lpanic_put_back		/* claimed before: captured once already */
 
-
+	/* r11 = SNAP_NMI_ENTRY if an NMI's entry froze the recorder on this CPU (see above). */
+	xorl	%r11d, %r11d
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %r9
+	jae	.Lpanic_slot
+	imulq	$LBR_STOP_CPU_SIZE, %r9, %rax
+	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rax
+	movl	$LBR_SNAP_NMI_ENTRY, %ecx
+	cmpq	$0, LBR_STOP_WATCH(%rax)
+	cmovnel	%ecx, %r11d
+.Lpanic_slot:
 	LBR_CLAIM_SLOT .Lpanic_put_back		/* r9 = CPU block, rsi = snapshot */
 	movl	$LBR_VECTOR_PANIC, LBR_SNAP_VECTOR(%rsi)
 	movq	$0, LBR_SNAP_ERROR(%rsi)
@@ -441,18 +458,19 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	movq	%rax, LBR_SNAP_RSP(%rsi)	/* the caller's stack pointer after the return */
 	movq	%cr2, %rax
 	movq	%rax, LBR_SNAP_CR2(%rsi)
-	LBR_RECORD S_ENTRY(%rsp), panic
+	LBR_RECORD P_ENTRY(%rsp), panic, state_or=%r11d
 	jmp	.Lpanic_pop
 
 .Lpanic_put_back:
-	LBR_PUT_BACK S_ENTRY(%rsp)
+	LBR_PUT_BACK P_ENTRY(%rsp)
 .Lpanic_pop:
+	popq	%r11
 	popq	%r10
 	popq	%r9
 	popq	%r8
 	popq	%rdi
 	popq	%rsi
-	addq	$8, %rsp			/* S_ENTRY */
+	addq	$8, %rsp			/* P_ENTRY */
 	popq	%rdx
 	popq	%rcx
 	popq	%rax
@@ -613,6 +631,103 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
 
 LBR_STOP_STUB 2 LBR_STOP_NMI nmi		/* NMI (IST) */
 LBR_STOP_STUB 248 LBR_STOP_IPI ipi		/* REBOOT_VECTOR (0xf8) */
+
+/*
+ * NMI watch (the `nmi_freeze` parameter, off by default): while armed, the NMI gate points here
+ * (until a panic's stop switches it to the stop stub). A kernel-mode NMI freezes the recorder at
+ * its entry and goes on to the kernel's handler; lbr-dump's NMI handler (src/glue.c, registered
+ * after perf's, so it runs after it) thaws it with lbr_dump_nmi_thaw below. So when an NMI
+ * handler panics (perf's hard-lockup watchdog: the stuck CPU panics from its own perf NMI), the
+ * panic trampoline finds the records as they were when the NMI arrived: the loop the CPU was
+ * stuck in, not the NMI handler's branches. User-mode NMIs go straight on (no kernel lockup
+ * there). Same stack discipline as the stop stubs (no stack memory but -8(%rsp), DR7 before any
+ * data of ours, no exception); rcx, rdx and rsi are kept in this CPU's NMI save area (the stop
+ * NMI stub's, which cannot run at the same time: same gate, NMIs blocked). The value it froze is
+ * kept in LBR_STOP_WATCH only if recording was on (a nested NMI finds it off and keeps the
+ * outer's), so the thaw restores the value of the outermost NMI.
+ * Stack at entry: SS, RSP, RFLAGS, CS, RIP. Every register is live.
+ */
+SYM_CODE_START(lbr_dump_nmi_watch)
+	UNWIND_HINT_IRET_ENTRY
+	ENDBR
+	testb	$3, 8(%rsp)			/* CS.RPL: user mode? */
+	jnz	.Lwatch_go_on			/* yes: straight on */
+	movq	%rax, -8(%rsp)			/* the one stack slot used (see the stop stubs) */
+	movq	%dr7, %rax
+	testb	$DR7_ENABLED, %al
+	jnz	.Lwatch_skip			/* a breakpoint is armed: load nothing of ours */
+	movq	$__CPUNODE_SEG, %rax
+	lsl	%rax, %rax
+	andq	$VDSO_CPUNODE_MASK, %rax
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %rax
+	jae	.Lwatch_skip
+	imulq	$LBR_STOP_CPU_SIZE, %rax, %rax
+	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rax
+	movq	%rcx, LBR_STOP_NMI+LBR_STOP_RCX(%rax)
+	movq	%rdx, LBR_STOP_NMI+LBR_STOP_RDX(%rax)
+	movq	%rsi, LBR_STOP_NMI+LBR_STOP_RSI(%rax)
+	movq	%rax, %rsi			/* rsi = this CPU's save areas */
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	rdmsr
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* rax = control value at entry */
+	movq	LBR_STOP_WATCH(%rsi), %rcx
+	testq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rax
+	cmovnzq	%rax, %rcx			/* recording on: this is the value to thaw to */
+	movq	%rcx, LBR_STOP_WATCH(%rsi)
+	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
+	notq	%rdx
+	andq	%rdx, %rax			/* rax = frozen value */
+	movq	%rax, %rdx
+	shrq	$32, %rdx
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx	/* (rcx held the value to thaw to) */
+	wrmsr					/* frozen until lbr_dump_nmi_thaw() */
+	movq	LBR_STOP_NMI+LBR_STOP_RCX(%rsi), %rcx
+	movq	LBR_STOP_NMI+LBR_STOP_RDX(%rsi), %rdx
+	movq	LBR_STOP_NMI+LBR_STOP_RSI(%rsi), %rsi
+.Lwatch_skip:
+	movq	-8(%rsp), %rax
+.Lwatch_go_on:
+	/* Every register and the frame as delivered: on to the kernel's handler (static call). */
+	jmp	__SCT__lbr_dump_orig_2
+SYM_CODE_END(lbr_dump_nmi_watch)
+_ASM_NOKPROBE(lbr_dump_nmi_watch)
+
+/*
+ * void lbr_dump_nmi_thaw(void): from lbr-dump's NMI handler (src/glue.c), in NMI context: if
+ * lbr_dump_nmi_watch froze the recorder at this NMI's entry, put the value it found back, unless
+ * another owner changed the control MSR since (then its value is left). C-callable: clobbers
+ * rax, rcx, rdx, rsi, rdi and flags.
+ */
+SYM_FUNC_START(lbr_dump_nmi_thaw)
+	movq	$__CPUNODE_SEG, %rsi
+	lsl	%rsi, %rsi
+	andq	$VDSO_CPUNODE_MASK, %rsi
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %rsi
+	jae	.Lthaw_done
+	imulq	$LBR_STOP_CPU_SIZE, %rsi, %rsi
+	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rsi
+	movq	LBR_STOP_WATCH(%rsi), %rdi	/* the value found at the NMI's entry, or 0 */
+	testq	%rdi, %rdi
+	jz	.Lthaw_done
+	movq	$0, LBR_STOP_WATCH(%rsi)
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	rdmsr
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* rax = control value now */
+	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
+	notq	%rdx
+	andq	%rdi, %rdx			/* rdx = the frozen value the stub wrote */
+	cmpq	%rdx, %rax
+	jne	.Lthaw_done			/* another owner's value now: leave it */
+	movq	%rdi, %rax
+	movq	%rdi, %rdx
+	shrq	$32, %rdx
+	wrmsr					/* recording on again */
+.Lthaw_done:
+	RET
+SYM_FUNC_END(lbr_dump_nmi_thaw)
+_ASM_NOKPROBE(lbr_dump_nmi_thaw)
 
 /* Stub address by vector (0: not hookable), for src/idt.rs; vector 1 only re-arms. */
 	.section .rodata

@@ -121,6 +121,9 @@ class Vm:
     # under TCG with the emulator a busy vCPU can look locked up to them; the lockup scenarios
     # turn them on.
     watchdog: bool = False
+    # When the console first shows this text, inject an NMI into the guest (QMP inject-nmi: on
+    # x86, into every vCPU), a second later.
+    nmi_on: str | None = None
 
     def run(self) -> Result:
         if self.kernel not in VARIANTS:
@@ -181,6 +184,20 @@ class Vm:
                             break
                         except RuntimeError:
                             continue
+                return False
+        if self.nmi_on is not None:
+            if on_console is not None:
+                raise ValueError("nmi_on cannot be combined with dump_after or wake_on")
+            sock = run_dir / "qmp.sock"
+            sock.unlink(missing_ok=True)
+            cmd += ["-qmp", f"unix:{sock},server=on,wait=off"]
+            sent = [False]
+
+            def on_console(text: str) -> bool:
+                if not sent[0] and self.nmi_on in text:
+                    sent[0] = True
+                    time.sleep(1)
+                    qmp(sock, [("qmp_capabilities", {}), ("inject-nmi", {})])
                 return False
         if self.dump_after is not None:
             dump.unlink(missing_ok=True)

@@ -110,6 +110,18 @@ impl core::fmt::Display for Vectors {
         Ok(())
     }
 }
+/// What arming is asked for (the module parameters).
+#[derive(Clone, Copy)]
+pub(crate) struct Options {
+    /// Filter out branches that end in ring 3 (`all_rings=0`).
+    pub(crate) kernel_only: bool,
+    /// The vectors to hook.
+    pub(crate) vectors: Vectors,
+    /// Freeze the recorder at every kernel-mode NMI's entry until lbr-dump's NMI handler
+    /// (`nmi_freeze`; asm/stubs.S lbr_dump_nmi_watch).
+    pub(crate) nmi_freeze: bool,
+}
+
 /// Snapshots kept per CPU (a power of two).
 const RING: usize = 4;
 /// Exported symbol whose runtime address the area records (the decoder's KASLR anchor).
@@ -351,6 +363,8 @@ impl Drop for Area {
 pub(crate) struct Armed {
     /// The panic path's trampolines (detached first when disarming).
     panic: PanicPath,
+    /// glue.c's NMI handler is registered (`nmi_freeze`).
+    nmi_handler: bool,
     hooks: Option<Hooks>,
     hp_state: i32,
     resume: bool,
@@ -421,12 +435,12 @@ impl Armed {
 
 /// Arms lbr-dump for `recorder`. `text_base` is the module's text address (for the dump header).
 /// The caller holds the state lock (control.rs).
-pub(crate) fn arm(
-    recorder: &Recorder,
-    kernel_only: bool,
-    vectors: Vectors,
-    text_base: u64,
-) -> Result<KBox<Armed>, Error> {
+pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Result<KBox<Armed>, Error> {
+    let Options {
+        kernel_only,
+        vectors,
+        nmi_freeze,
+    } = options;
     // SAFETY: no preconditions; the result is NULL or a static string.
     let why = unsafe { ffi::lbr_dump_environment_refusal() };
     if !why.is_null() {
@@ -486,6 +500,7 @@ pub(crate) fn arm(
     let mut armed = KBox::new(
         Armed {
             panic: PanicPath::default(),
+            nmi_handler: false,
             hooks: None,
             hp_state: 0,
             resume: false,
@@ -500,15 +515,15 @@ pub(crate) fn arm(
     start_recording(&mut armed)?;
     configure_stubs(&armed, &control, armed_value);
     hook_gates(&mut armed, vectors)?;
-    attach_panic_path(&mut armed);
+    attach_panic_path(&mut armed, nmi_freeze)?;
     Ok(armed)
 }
 
 /// The panic path: prepares the stop gates, then attaches the panic and stop trampolines. A
 /// kernel that refuses them leaves lbr-dump armed for exceptions, with a line that says what is
 /// missing.
-fn attach_panic_path(armed: &mut Armed) {
-    let Some(hooks) = armed.hooks.as_mut() else { return };
+fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
+    let Some(hooks) = armed.hooks.as_mut() else { return Ok(()) };
     let mut cfg_gates = [(0u64, 0u64); 2];
     for (i, r) in hooks.prepare_stop().into_iter().enumerate() {
         match r {
@@ -536,6 +551,9 @@ fn attach_panic_path(armed: &mut Armed) {
         ptr::addr_of_mut!((*c).ipi_gate).write_volatile(cfg_gates[1].0);
         ptr::addr_of_mut!((*c).ipi_hook).write_volatile(cfg_gates[1].1);
     }
+    if nmi_freeze {
+        freeze_at_nmi(armed)?;
+    }
     // SAFETY: no preconditions; sleeps (ftrace), under the state lock.
     let r = unsafe { ffi::lbr_dump_panic_attach() };
     if r == 0 {
@@ -550,7 +568,7 @@ fn attach_panic_path(armed: &mut Armed) {
                 _ => "",
             }
         );
-        return;
+        return Ok(());
     }
     // SAFETY: as above.
     let r = unsafe { ffi::lbr_dump_stop_attach() };
@@ -562,6 +580,25 @@ fn attach_panic_path(armed: &mut Armed) {
             Error::from_errno(r)
         );
     }
+    Ok(())
+}
+
+/// `nmi_freeze`: lbr-dump's NMI handler first (it thaws what the watch stub freezes), then the
+/// NMI gate to the watch stub (its static call was prepared with the stop gates). A gate that
+/// cannot be hooked refuses arming: the parameter asked for it.
+fn freeze_at_nmi(armed: &mut Armed) -> Result {
+    // SAFETY: registers glue.c's NMI handler; undone in `Armed::drop` after the gate is restored.
+    let r = unsafe { ffi::lbr_dump_nmi_handler(true) };
+    if r != 0 {
+        pr_err!("refusing to arm: nmi_freeze: cannot register an NMI handler ({:?})\n", Error::from_errno(r));
+        return Err(Error::from_errno(r));
+    }
+    armed.nmi_handler = true;
+    let Some(hooks) = armed.hooks.as_mut() else { return Err(ENODEV) };
+    hooks.hook_nmi_watch().map_err(|why| {
+        pr_err!("refusing to arm: nmi_freeze: vector 2 (NMI): {}\n", why.reason());
+        ENODEV
+    })
 }
 
 /// Detaches the panic path's trampolines. If ftrace cannot (it was shut down after an ftrace
@@ -740,6 +777,12 @@ impl Drop for Armed {
         // (and wait for every CPU to leave the stubs), then recording, then memory.
         detach_panic_path(&mut self.panic);
         self.hooks = None;
+        if self.nmi_handler {
+            // SAFETY: registered in `freeze_at_nmi`; the NMI gate is the kernel's again, and
+            // unregistering waits for running handlers.
+            unsafe { ffi::lbr_dump_nmi_handler(false) };
+            self.nmi_handler = false;
+        }
         if self.resume {
             // SAFETY: registered in `start_recording`.
             unsafe { ffi::lbr_dump_syscore_unregister() };

@@ -20,27 +20,25 @@ use kernel::{
     sync::Mutex,
 };
 
-use crate::capture::{self, Armed, PanicPath, Vectors};
+use crate::capture::{self, Armed, Options, PanicPath, Vectors};
 use crate::printer::{self, Notifier};
 use crate::probe::Found;
 
 /// lbr-dump's state between load and unload, behind the module's lock.
 pub(crate) struct State {
     pub(crate) found: Found,
-    kernel_only: bool,
-    /// The vectors chosen (the `vectors` parameter).
-    pub(crate) vectors: Vectors,
+    /// What arming is asked for (the `all_rings`, `vectors` and `nmi_freeze` parameters).
+    pub(crate) options: Options,
     text_base: u64,
     /// While armed: the oops printer (dropped first), then the armed state.
     armed: Option<(Notifier, KBox<Armed>)>,
 }
 
 impl State {
-    pub(crate) fn new(found: Found, kernel_only: bool, vectors: Vectors, text_base: u64) -> Self {
+    pub(crate) fn new(found: Found, options: Options, text_base: u64) -> Self {
         State {
             found,
-            kernel_only,
-            vectors,
+            options,
             text_base,
             armed: None,
         }
@@ -50,12 +48,7 @@ impl State {
     pub(crate) fn set(&mut self, on: bool) -> Result {
         match (on, self.armed.is_some()) {
             (true, false) => {
-                let armed = capture::arm(
-                    &self.found.recorder,
-                    self.kernel_only,
-                    self.vectors,
-                    self.text_base,
-                )?;
+                let armed = capture::arm(&self.found.recorder, self.options, self.text_base)?;
                 printer::ARMED.store(ptr::from_ref(&*armed).cast_mut(), Ordering::Release);
                 let notifier = match Notifier::register() {
                     Ok(n) => n,
@@ -66,9 +59,9 @@ impl State {
                 };
                 let unfiltered = armed.control().is_some_and(|c| !c.filters_rings());
                 pr_info!(
-                    "armed: vectors {}, recording {}, panic path {}\n",
+                    "armed: vectors {}, recording {}, panic path {}{}\n",
                     format_args!("{}", armed.hooked),
-                    match (self.kernel_only, unfiltered) {
+                    match (self.options.kernel_only, unfiltered) {
                         (_, true) => "all rings (this model has no filter MSR)",
                         (true, false) => "kernel branches",
                         (false, _) => "all rings",
@@ -77,7 +70,8 @@ impl State {
                         PanicPath { panic: true, stop: true } => "on",
                         PanicPath { panic: true, stop: false } => "on (the panicking CPU only)",
                         PanicPath { panic: false, .. } => "off",
-                    }
+                    },
+                    if self.options.nmi_freeze { ", frozen at every kernel-mode NMI (nmi_freeze)" } else { "" }
                 );
                 self.armed = Some((notifier, armed));
             }
@@ -96,7 +90,7 @@ impl State {
 
     /// The vectors whose gates point at stubs while armed, else the chosen set.
     fn shown_vectors(&self) -> Vectors {
-        self.armed.as_ref().map_or(self.vectors, |(_, a)| a.hooked)
+        self.armed.as_ref().map_or(self.options.vectors, |(_, a)| a.hooked)
     }
 }
 

@@ -148,6 +148,13 @@ unsafe extern "C" {
     /// asm/stubs.S: the stub of each hookable vector, 0 for the others.
     pub(crate) static lbr_dump_stubs: [u64; 32];
 
+    /// src/glue.c: registers (`on`) or unregisters lbr-dump's NMI handler (NMI_LOCAL, after
+    /// perf's), which calls asm/stubs.S `lbr_dump_nmi_thaw`; 0 or -errno.
+    pub(crate) fn lbr_dump_nmi_handler(on: bool) -> c_int;
+
+    /// asm/stubs.S: the NMI watch stub of `nmi_freeze` (an IDT entry point).
+    pub(crate) fn lbr_dump_nmi_watch();
+
     /// asm/stubs.S: the NMI stop stub (an IDT entry point, never called from Rust).
     pub(crate) fn lbr_dump_stop_nmi();
 

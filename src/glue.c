@@ -23,6 +23,7 @@
 #include <linux/vmalloc.h>
 #include <asm/cpufeature.h>
 #include <asm/desc.h>
+#include <asm/nmi.h>
 #include <xen/xen.h>
 
 /* Called from Rust only (src/ffi.rs); the prototypes keep -Wmissing-prototypes quiet. */
@@ -38,6 +39,7 @@ int lbr_dump_panic_attach(void);
 int lbr_dump_panic_detach(void);
 int lbr_dump_stop_attach(void);
 int lbr_dump_stop_detach(void);
+int lbr_dump_nmi_handler(bool on);
 void lbr_dump_panic_notifier(struct notifier_block *nb, bool on);
 
 /*
@@ -237,6 +239,30 @@ int lbr_dump_stop_attach(void)
 int lbr_dump_stop_detach(void)
 {
 	return lbr_dump_detach(&lbr_dump_stop_ops, (unsigned long)lbr_dump_stop_entry);
+}
+
+/*
+ * nmi_freeze: lbr-dump's NMI handler thaws the recorder that the NMI watch stub froze at this
+ * NMI's entry (asm/stubs.S). NMI_LOCAL handlers run in registration order and all of them run
+ * for every NMI; this one is registered when arming, after perf's (registered at boot), so a
+ * panic in perf's handler (the hard-lockup watchdog) still finds the recorder frozen. It claims
+ * nothing (NMI_DONE). register_nmi_handler() is a macro.
+ */
+void lbr_dump_nmi_thaw(void);	/* asm/stubs.S */
+
+static int lbr_dump_nmi(unsigned int type, struct pt_regs *regs)
+{
+	lbr_dump_nmi_thaw();
+	return NMI_DONE;
+}
+
+int lbr_dump_nmi_handler(bool on)
+{
+	if (!on) {
+		unregister_nmi_handler(NMI_LOCAL, "lbr_dump");
+		return 0;
+	}
+	return register_nmi_handler(NMI_LOCAL, lbr_dump_nmi, 0, "lbr_dump");
 }
 
 /* Registers (on) or unregisters the panic notifier block (src/printer.rs). */

@@ -50,6 +50,8 @@ pub(crate) struct StopGate {
     pub(crate) hook: u64,
     /// The kernel's low quadword.
     orig: u64,
+    /// The kernel's handler.
+    handler: u64,
 }
 
 // SAFETY: `Hooks` only holds the address of a vmap() alias that is valid on every CPU, and is
@@ -114,6 +116,11 @@ fn stop_stubs() -> [(usize, u64); 2] {
     ]
 }
 
+/// Is `handler` one of the stubs that may sit in the NMI or REBOOT_VECTOR gate?
+fn is_stop_stub(handler: u64) -> bool {
+    stop_stubs().iter().any(|&(_, s)| s == handler) || handler == ffi::lbr_dump_nmi_watch as *const () as u64
+}
+
 /// arch/x86/include/asm/irq_vectors.h NMI_VECTOR.
 pub(crate) const NMI_VECTOR: usize = 0x02;
 /// arch/x86/include/asm/irq_vectors.h REBOOT_VECTOR: the IPI smp_send_stop() sends first.
@@ -121,7 +128,7 @@ pub(crate) const REBOOT_VECTOR: usize = 0xf8;
 
 /// Is `handler` one of lbr-dump's stubs?
 fn is_stub(handler: u64) -> bool {
-    (0..32).any(|v| stub(v) == Some(handler)) || stop_stubs().iter().any(|&(_, s)| s == handler)
+    (0..32).any(|v| stub(v) == Some(handler)) || is_stop_stub(handler)
 }
 
 /// The kernel's early boot handlers (`early_idt_handler_array`, in init text that is freed after
@@ -263,11 +270,35 @@ impl Hooks {
                 slot: unsafe { self.alias.add(2 * v) },
                 hook: retarget(q0, stub),
                 orig: q0,
+                handler: orig,
             };
             // Cannot fail: reserved above.
             let _ = self.stop.push(gate, GFP_ATOMIC);
             Ok(gate)
         })
+    }
+}
+
+impl Hooks {
+    /// Points the NMI gate at the NMI watch stub (`nmi_freeze`, asm/stubs.S lbr_dump_nmi_watch),
+    /// after [`Hooks::prepare_stop`] prepared the NMI gate (its static call leads to the kernel's
+    /// handler; dropping `self` restores the gate). A panic's stop later switches it to the stop
+    /// stub.
+    pub(crate) fn hook_nmi_watch(&mut self) -> Result<(), GateRefusal> {
+        let g = self
+            .stop
+            .iter()
+            .find(|g| g.slot == self.alias.wrapping_add(2 * NMI_VECTOR))
+            .copied()
+            .ok_or(GateRefusal::NotInterruptGate)?;
+        let watch = ffi::lbr_dump_nmi_watch as *const () as u64;
+        if g.handler >> 32 != watch >> 32 {
+            return Err(GateRefusal::FarAway);
+        }
+        // SAFETY: the NMI gate's low quadword in the alias; one aligned 8-byte store switches it
+        // from the kernel's handler to the watch stub, whose way on leads to that handler.
+        unsafe { ptr::write_volatile(g.slot, retarget(g.orig, watch)) };
+        Ok(())
     }
 }
 

@@ -180,12 +180,15 @@ pub mod cfg {
 /// have their own half, because an NMI may arrive inside the REBOOT_VECTOR stub; neither can
 /// nest in itself (NMIs are blocked until the next IRET and the stub takes no exception;
 /// REBOOT_VECTOR runs with interrupts off). `DONE` is set by the first stop capture on the CPU:
-/// one per arming (a panic is final), so that later NMIs do not push it out of the ring.
+/// one per arming (a panic is final), so that later NMIs do not push it out of the ring. With
+/// `nmi_freeze`, the NMI watch stub keeps the control value it froze in `WATCH` (0: not frozen
+/// by it), for lbr-dump's NMI handler to thaw, and borrows the NMI half's RCX, RDX, RSI slots.
 pub mod stop {
     #![allow(missing_docs)]
     pub const CPU_SIZE: usize = 0x100;
     pub const NMI: usize = 0x00;
     pub const IPI: usize = 0x80;
+    pub const WATCH: usize = 0xf0;
     pub const DONE: usize = 0xf8;
     pub const RAX: usize = 0x00;
     pub const RCX: usize = 0x08;
@@ -214,6 +217,9 @@ pub const SNAP_COMPLETE: u32 = 0x1;
 pub const SNAP_TORN: u32 = 0x2;
 /// Snapshot state: recording was off at entry (the records are older than this exception).
 pub const SNAP_WAS_OFF: u32 = 0x4;
+/// Snapshot state: a panic() called from an NMI handler, with the recorder frozen at that NMI's
+/// entry (`nmi_freeze`): the records end with the NMI's delivery, from where the CPU was.
+pub const SNAP_NMI_ENTRY: u32 = 0x8;
 
 /// The state a snapshot is reported with, from its SNAP_* bits, the control value at entry, the
 /// value lbr-dump writes when arming (the area header's) and, for recorders with a filter MSR,
@@ -229,6 +235,8 @@ pub fn snapshot_state(
     use crate::report::State;
     if bits & SNAP_TORN != 0 {
         State::Torn
+    } else if bits & SNAP_NMI_ENTRY != 0 {
+        State::NmiEntry
     } else if bits & SNAP_WAS_OFF != 0 {
         State::WasOff
     } else if ctl_entry != ctl_armed || filter.is_some_and(|(seen, armed)| seen != armed) {

@@ -52,6 +52,13 @@ module! {
             default: false,
             description: "Record user-mode branches too (default: kernel only)",
         },
+        nmi_freeze: bool {
+            default: false,
+            description: "Freeze the recorder at every kernel-mode NMI's entry until lbr-dump's \
+                          NMI handler, so that a panic from an NMI handler (perf's hard-lockup \
+                          watchdog) shows what the CPU did before the NMI; 2 RDMSR and 2 WRMSR \
+                          per kernel-mode NMI",
+        },
         vectors: u32 {
             default: crate::capture::Vectors::ALL,
             description: "Hooked exception vectors, a bit mask (bit N: vector N) of 0 #DE, \
@@ -121,8 +128,12 @@ fn prepare(module: &'static ThisModule) -> Result<control::State> {
             }
         },
     };
-    let kernel_only = !module_parameters::all_rings.value();
-    Ok(control::State::new(found, kernel_only, vectors, text_base(module)))
+    let options = capture::Options {
+        kernel_only: !module_parameters::all_rings.value(),
+        vectors,
+        nmi_freeze: module_parameters::nmi_freeze.value(),
+    };
+    Ok(control::State::new(found, options, text_base(module)))
 }
 
 /// Once the object is in place: arm if asked, publish the state, create the attributes. An error

@@ -12,8 +12,10 @@
 //! lbr_dump: v1 cpu=C none: REASON
 //! ```
 //! Records come newest first (#0 is the exception itself when recording was on). `STATE` is
-//! `complete`, `torn` (another owner changed the recorder's control MSR during the capture) or
-//! `was-off` (recording was off at entry: the records predate this exception). `nest=0` is the
+//! `complete`, `torn` (another owner changed the recorder's control MSR during the capture),
+//! `was-off` (recording was off at entry: the records predate this exception), `foreign` (see
+//! [`State::Foreign`]) or `nmi-entry` (a panic from an NMI handler with `nmi_freeze`: the records
+//! stop at that NMI's delivery). `nest=0` is the
 //! exception that oopsed; when it interrupted the handling of earlier exceptions on the same
 //! stack (IBT: a #CP whose handler BUG()s), their snapshots follow with `nest=1`, `nest=2`, ...
 //! (a line without `nest=` is from an older lbr-dump: read it as 0). The symbols are
@@ -121,6 +123,9 @@ pub enum State {
     Torn,
     /// Recording was off at entry.
     WasOff,
+    /// Captured at panic() entry in an NMI handler, the recorder frozen since that NMI's entry
+    /// (`nmi_freeze`): the records are what the CPU did up to the NMI.
+    NmiEntry,
     /// Recording was on, but with a control value lbr-dump did not write (another owner, such as
     /// perf, reprogrammed the recorder while armed); the records are live, the value was left.
     Foreign,
@@ -132,6 +137,7 @@ impl State {
             Self::Complete => "complete",
             Self::Torn => "torn",
             Self::WasOff => "was-off",
+            Self::NmiEntry => "nmi-entry",
             Self::Foreign => "foreign",
         }
     }
@@ -299,6 +305,7 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             "complete" => State::Complete,
             "torn" => State::Torn,
             "was-off" => State::WasOff,
+            "nmi-entry" => State::NmiEntry,
             "foreign" => State::Foreign,
             _ => return None,
         };

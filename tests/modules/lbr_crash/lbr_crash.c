@@ -58,6 +58,13 @@
  *                                     lbr_crash_stack_protector() calls __stack_chk_fail(),
  *                                     which panics (lkdtm CORRUPT_STACK does not trip it in a
  *                                     clang build of 7.3: the compiler drops its memset call)
+ *   insmod lbr_crash.ko crash=nmi_lockup
+ *                                     no crash yet: play perf's hard-lockup watchdog, an NMI
+ *                                     handler (registered now, so before one lbr_dump registers
+ *                                     when armed later) that panics (nmi_panic) on a CPU stuck in
+ *                                     lbr_crash_stuck(); `echo 1 > /sys/module/lbr_crash/
+ *                                     parameters/stuck` then spins there with interrupts off
+ *                                     until an NMI arrives (the harness sends one through QMP)
  *   insmod lbr_crash.ko crash=stop_all
  *                                     (2+ CPUs) every CPU but 0 spins in a known loop: odd CPUs
  *                                     with interrupts on (lbr_crash_spin_on), even ones with
@@ -89,6 +96,7 @@
 #include <asm/desc.h>
 #include <asm/ibt.h>
 #include <asm/msr.h>
+#include <asm/nmi.h>
 #include <asm/nospec-branch.h>
 
 static char *crash = "";
@@ -542,6 +550,43 @@ static int lbr_crash_stop_all(void)
 	return PTR_ERR_OR_ZERO(t);
 }
 
+/* crash=nmi_lockup */
+static int stuck_cpu = -1;
+
+static int lbr_crash_nmi(unsigned int type, struct pt_regs *regs)
+{
+	if (READ_ONCE(stuck_cpu) == raw_smp_processor_id())
+		nmi_panic(regs, "lbr_crash: hard LOCKUP (an NMI handler found this CPU stuck)");
+	return NMI_DONE;
+}
+
+static noinline void lbr_crash_stuck(void)
+{
+	/* Printed first: with interrupts off, the console would not get the line. */
+	pr_info("nmi_lockup: CPU %d stuck with interrupts off\n", raw_smp_processor_id());
+	msleep(100);
+	local_irq_disable();
+	WRITE_ONCE(stuck_cpu, raw_smp_processor_id());
+	for (;;)
+		lbr_crash_spin_step(&spin_count[raw_smp_processor_id()]);
+}
+
+static int lbr_crash_set_stuck(const char *val, const struct kernel_param *kp)
+{
+	if (strcmp(crash, "nmi_lockup"))
+		return -EINVAL;
+	lbr_crash_stuck();
+	return 0;
+}
+
+static const struct kernel_param_ops stuck_ops = { .set = lbr_crash_set_stuck };
+module_param_cb(stuck, &stuck_ops, NULL, 0200);
+
+static int lbr_crash_nmi_lockup(void)
+{
+	return register_nmi_handler(NMI_LOCAL, lbr_crash_nmi, 0, "lbr_crash");
+}
+
 static int lbr_crash_idt(void)
 {
 	static const int vectors[] = { 0, 1, 2, 6, 8, 11, 12, 13, 14, 17, 21, 248 };
@@ -560,6 +605,8 @@ static int lbr_crash_idt(void)
 static void __exit lbr_crash_exit(void)
 {
 	lbr_crash_unwatch();
+	if (!strcmp(crash, "nmi_lockup"))
+		unregister_nmi_handler(NMI_LOCAL, "lbr_crash");
 	if (!strcmp(crash, "watch"))
 		pr_info("watch: removed, %d breakpoint hits in all\n", atomic_read(&hits));
 }
@@ -599,6 +646,8 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_stack_protector();
 	if (!strcmp(crash, "stop_all"))
 		return lbr_crash_stop_all();
+	if (!strcmp(crash, "nmi_lockup"))
+		return lbr_crash_nmi_lockup();
 	return -EINVAL;
 }
 

@@ -528,6 +528,7 @@ fn run(cli: Cli) -> Result<bool> {
                 lbr_core::report::State::Torn => "torn",
                 lbr_core::report::State::WasOff => "was-off",
                 lbr_core::report::State::Foreign => "foreign",
+                lbr_core::report::State::NmiEntry => "nmi-entry",
             },
             nest: s.nest,
             complete: s.complete,

@@ -410,20 +410,54 @@ def test_without_nmi_freeze_a_perf_nmi_panic_shows_the_handler(r):
 
 
 def test_nmi_freeze_thaws_after_every_nmi(r):
-    # nmi_freeze=1, 2 vCPUs: 20 NMI backtraces (sysrq-l: an NMI on the other CPU, in kernel
-    # mode), each frozen at entry by the watch stub and thawed by lbr-dump's NMI handler. Then
-    # sysrq-c: both CPUs' snapshots are live (state=complete, equal to the ground truth), so no
-    # NMI left a recorder frozen.
+    # nmi_freeze=1, 4 vCPUs: 20 NMI backtraces (sysrq-l: an NMI on every other CPU, in kernel
+    # mode), each frozen at entry by the watch stub and thawed by lbr-dump's NMI handler, with
+    # no warning. Then sysrq-c: every CPU's snapshot is live (state=complete, equal to the ground
+    # truth), so no NMI left a recorder frozen. (The pause before sysrq-c lets the console drain:
+    # a UART interrupt taken at the trampoline's first instruction, before its `cli`, would be
+    # the newest records; TCG delivers pending interrupts exactly there, at a block boundary.)
     res, snaps = panic_run("nmi-freeze-thaw", f"""
 grep ' lbr_dump_nmi_watch' /proc/kallsyms
 for i in $(seq 20); do echo l > /proc/sysrq-trigger; done
+sleep 3
 echo c > /proc/sysrq-trigger
-""", smp=2, arm_args=" nmi_freeze=1")
+""", smp=4, arm_args=" nmi_freeze=1")
     con = res.console
-    assert con.count("NMI backtrace for cpu") >= 20, "the NMI load did not run:\n" + tail(con)
+    assert con.count("NMI backtrace for cpu") >= 20 * 3, "the NMI load did not run:\n" + tail(con)
+    before = con[:con.index("Kernel panic")]
+    bad = [l for l in before.splitlines() if re.search(r"WARNING: CPU:|BUG:|Oops:|general protection", l)]
+    assert not bad, bad
     watch = int(re.search(r"^([0-9a-f]{16}) [tT] lbr_dump_nmi_watch\s", con, re.M)[1], 16)
     frozen = [e for e in res.emu_events() if e["event"] == "freeze" and 0 <= int(e["pc"], 16) - watch < 0x200]
-    assert len(frozen) >= 20, f"only {len(frozen)} freezes by the watch stub"
+    assert len(frozen) >= 20 * 3, f"only {len(frozen)} freezes by the watch stub"
     [p] = [s for s in snaps if s["vector"] == PANIC]
     check_panic_snapshot(res, p, "sysrq_handle_crash")
-    check_stopped(res, snaps, [1 - p["cpu"]])
+    check_stopped(res, snaps, [c for c in range(4) if c != p["cpu"]])
+
+
+def test_kdump_with_post_notifiers_prints_and_dumps(r):
+    # crash_kexec_post_notifiers: vpanic() stops the other CPUs through crash_smp_send_stop()
+    # (kdump's NMI shootdown), runs the notifiers (lbr-dump prints) and kmsg_dump(), then boots
+    # the capture kernel. The log and the vmcore hold the same snapshots (the printed ones
+    # sealed), and lbr-decode reads the new kinds from both.
+    res, disk = kdump("panic-kdump-post", "echo c > /proc/sysrq-trigger", append="crash_kexec_post_notifiers",
+                      smp=2, cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}")
+    printed = snapshots(res.console)
+    assert sorted(s["vector"] for s in printed) == [NMI, PANIC], [s["line"] for s in printed]
+    for s in printed:
+        equals_ground_truth(res, s)
+    code, out, err = decode(*symbols(), res.log)
+    assert code == 0, err
+    logged = {(s["cpu"], s["seq"]): s for s in json.loads(out)["snapshots"]}
+    assert sorted(s["kind"] for s in logged.values()) == ["panic", "stop"], logged
+    code, out, err = decode(*symbols(), disk)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["warnings"] == [], doc["warnings"]
+    dumped = {(s["cpu"], s["seq"]): s for s in doc["snapshots"]}
+    assert set(dumped) == set(logged), (sorted(dumped), sorted(logged))
+    for k, d in dumped.items():
+        l = logged[k]
+        assert d["complete"] and (d["kind"], d["vector"], d["state"]) == (l["kind"], l["vector"], l["state"]), (d, l)
+        assert [x["from"]["addr"] for x in d["records"]] == [x["from"]["addr"] for x in l["records"]]
+        assert [x["to"]["addr"] for x in d["records"]] == [x["to"]["addr"] for x in l["records"]]

@@ -437,15 +437,26 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	lock cmpxchgq %rcx, lbr_dump_capture+LBR_CFG_PANIC_CPU(%rip)
 	jne	.Lpanic_put_back		/* claimed before: captured once already */
 
-	/* r11 = SNAP_NMI_ENTRY if an NMI's entry froze the recorder on this CPU (see above). */
+	/*
+	 * r11 = SNAP_NMI_ENTRY if an NMI's entry froze the recorder on this CPU and it is still
+	 * frozen with the value the watch stub wrote (see above): the value found here is the
+	 * frozen form of the one it kept (nonzero). Anything else (no watch, thawed, re-armed by a
+	 * capture inside the NMI handler, a stale value) is an ordinary capture.
+	 */
 	xorl	%r11d, %r11d
 	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %r9
 	jae	.Lpanic_slot
 	imulq	$LBR_STOP_CPU_SIZE, %r9, %rax
 	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rax
+	movq	LBR_STOP_WATCH(%rax), %rax	/* the value the watch stub found, or 0 */
+	testq	%rax, %rax
+	jz	.Lpanic_slot
+	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
+	notq	%rdx
+	andq	%rdx, %rax			/* what it wrote */
 	movl	$LBR_SNAP_NMI_ENTRY, %ecx
-	cmpq	$0, LBR_STOP_WATCH(%rax)
-	cmovnel	%ecx, %r11d
+	cmpq	P_ENTRY(%rsp), %rax
+	cmovel	%ecx, %r11d
 .Lpanic_slot:
 	LBR_CLAIM_SLOT .Lpanic_put_back		/* r9 = CPU block, rsi = snapshot */
 	movl	$LBR_VECTOR_PANIC, LBR_SNAP_VECTOR(%rsi)

@@ -31,7 +31,7 @@
 //! each touches only its own CPU's atomics. The resume callback runs on one CPU with IRQs off.
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use kernel::{bindings, ffi::c_uint, prelude::*};
 
@@ -441,6 +441,10 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         vectors,
         nmi_freeze,
     } = options;
+    if DETACH_FAILED.load(Ordering::Relaxed) {
+        pr_err!("refusing to arm: ftrace could not detach the panic path's trampolines when disarming (see above); reboot to arm again\n");
+        return Err(EBUSY);
+    }
     // SAFETY: no preconditions; the result is NULL or a static string.
     let why = unsafe { ffi::lbr_dump_environment_refusal() };
     if !why.is_null() {
@@ -525,11 +529,15 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
 fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
     let Some(hooks) = armed.hooks.as_mut() else { return Ok(()) };
     let mut cfg_gates = [(0u64, 0u64); 2];
+    let mut nmi_refusal = None;
     for (i, r) in hooks.prepare_stop().into_iter().enumerate() {
         match r {
             // PANIC: none, `i < 2`.
             Ok(g) => cfg_gates[i] = (g.slot as u64, g.hook),
             Err(why) => {
+                if i == 0 {
+                    nmi_refusal = Some(why);
+                }
                 let v = [crate::idt::NMI_VECTOR, crate::idt::REBOOT_VECTOR][i];
                 pr_warn!(
                     "panic path: vector {v} ({}) will not be captured: {}\n",
@@ -551,9 +559,6 @@ fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
         ptr::addr_of_mut!((*c).ipi_gate).write_volatile(cfg_gates[1].0);
         ptr::addr_of_mut!((*c).ipi_hook).write_volatile(cfg_gates[1].1);
     }
-    if nmi_freeze {
-        freeze_at_nmi(armed)?;
-    }
     // SAFETY: no preconditions; sleeps (ftrace), under the state lock.
     let r = unsafe { ffi::lbr_dump_panic_attach() };
     if r == 0 {
@@ -568,7 +573,14 @@ fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
                 _ => "",
             }
         );
+        if nmi_freeze {
+            pr_err!("refusing to arm: nmi_freeze needs the panic path\n");
+            return Err(ENODEV);
+        }
         return Ok(());
+    }
+    if nmi_freeze {
+        freeze_at_nmi(armed, nmi_refusal)?;
     }
     // SAFETY: as above.
     let r = unsafe { ffi::lbr_dump_stop_attach() };
@@ -586,7 +598,11 @@ fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
 /// `nmi_freeze`: lbr-dump's NMI handler first (it thaws what the watch stub freezes), then the
 /// NMI gate to the watch stub (its static call was prepared with the stop gates). A gate that
 /// cannot be hooked refuses arming: the parameter asked for it.
-fn freeze_at_nmi(armed: &mut Armed) -> Result {
+fn freeze_at_nmi(armed: &mut Armed, refusal: Option<crate::idt::GateRefusal>) -> Result {
+    if let Some(why) = refusal {
+        pr_err!("refusing to arm: nmi_freeze: vector 2 (NMI): {}\n", why.reason());
+        return Err(ENODEV);
+    }
     // SAFETY: registers glue.c's NMI handler; undone in `Armed::drop` after the gate is restored.
     let r = unsafe { ffi::lbr_dump_nmi_handler(true) };
     if r != 0 {
@@ -619,17 +635,26 @@ fn detach_panic_path(path: &mut PanicPath) {
         path.panic = false;
     }
     if failed {
-        pr_err!("panic path: ftrace cannot detach lbr-dump's trampolines: they stay, inert, and the module stays loaded\n");
+        pr_err!("panic path: ftrace cannot detach lbr-dump's trampolines: they stay, inert, the module stays loaded and cannot be armed again\n");
+        DETACH_FAILED.store(true, Ordering::Relaxed);
         // SAFETY: fields of the stubs' configuration; the trampolines read them with plain loads
-        // (an aligned 8-byte store is seen whole), the stubs do not use them.
+        // (an aligned 8-byte store is seen whole). No CPU has a block any more (nr_cpus 0: the
+        // trampolines write nothing per CPU), the panic counts as claimed (the panic trampoline
+        // only freezes and puts the recorder back) and no gate is known (the stop trampoline
+        // writes nothing). The exception stubs do not run: their gates are restored next.
         unsafe {
             let c = ptr::addr_of_mut!(ffi::lbr_dump_capture);
+            ptr::addr_of_mut!((*c).nr_cpus).write_volatile(0);
             ptr::addr_of_mut!((*c).nmi_gate).write_volatile(0);
             ptr::addr_of_mut!((*c).ipi_gate).write_volatile(0);
             ptr::addr_of_mut!((*c).panic_cpu).write_volatile(u64::MAX);
         }
     }
 }
+
+/// Set when ftrace could not detach the panic path's trampolines: they stay attached, and
+/// arming again would write the configuration they read while they run. Arming is refused.
+static DETACH_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// The MSRs each capture reads: the records, then the filter MSR (LBR_SELECT), whose value tells
 /// whether another owner changed the filtering (layout.rs).

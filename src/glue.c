@@ -13,6 +13,7 @@
  * Every function here is declared for Rust in src/ffi.rs, and nowhere else.
  */
 #include <linux/cc_platform.h>
+#include <linux/kprobes.h>
 #include <linux/ftrace.h>
 #include <linux/panic_notifier.h>
 #include <linux/mm.h>
@@ -243,10 +244,13 @@ int lbr_dump_stop_detach(void)
 
 /*
  * nmi_freeze: lbr-dump's NMI handler thaws the recorder that the NMI watch stub froze at this
- * NMI's entry (asm/stubs.S). NMI_LOCAL handlers run in registration order and all of them run
- * for every NMI; this one is registered when arming, after perf's (registered at boot), so a
- * panic in perf's handler (the hard-lockup watchdog) still finds the recorder frozen. It claims
- * nothing (NMI_DONE). register_nmi_handler() is a macro.
+ * NMI's entry (asm/stubs.S). NMI_LOCAL handlers run in registration order, all of them for an
+ * NMI that reaches them; this one is registered when arming, after perf's (registered at boot),
+ * so a panic in perf's handler (the hard-lockup watchdog) still finds the recorder frozen. It
+ * claims nothing (NMI_DONE). Some NMIs never reach the NMI_LOCAL handlers (late microcode
+ * loading's rendezvous, an emergency handler at reboot or kdump, an offline CPU): recording then
+ * stays frozen on that CPU until its next NMI that does (whose thaw restores the value kept), or
+ * the next capture re-arms it (README). register_nmi_handler() is a macro.
  */
 void lbr_dump_nmi_thaw(void);	/* asm/stubs.S */
 
@@ -255,6 +259,7 @@ static int lbr_dump_nmi(unsigned int type, struct pt_regs *regs)
 	lbr_dump_nmi_thaw();
 	return NMI_DONE;
 }
+NOKPROBE_SYMBOL(lbr_dump_nmi);
 
 int lbr_dump_nmi_handler(bool on)
 {

@@ -11,12 +11,10 @@ from __future__ import annotations
 import functools
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-
-from vm import REPO, TARGET, Result, Vm, kernel_dir, prepare_initramfs, scenario_cpio, sh  # noqa: E402
+# tests/run.py, the runner, puts tests/ and scripts/ on the module path (the one place that does).
+from vm import REPO, TARGET, Result, Vm, kernel_dir, prepare_initramfs, scenario_cpio, sh
 
 MODULE = "/lib/lbr-dump/lbr_dump.ko"
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
@@ -161,6 +159,12 @@ def kernel_lines(console: str, prefix: str) -> list[str]:
         if m and m.group(1).startswith(prefix):
             out.append(m.group(1))
     return out
+
+
+def snapshot_heads(console: str) -> list[str]:
+    """The header lines of the snapshots lbr-dump printed (`lbr_dump: v1 cpu=C seq=S ...`), not
+    its `none:` lines (a CPU or an oops without a snapshot; a panic that follows an oops)."""
+    return [l for l in kernel_lines(console, "lbr_dump: v1 ") if " none: " not in l]
 
 
 def assert_clean(console: str) -> None:

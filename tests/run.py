@@ -34,6 +34,8 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# The one place the module path is set: scenarios import harness and records (tests/), and
+# harness imports vm (scripts/).
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "scripts"))
 

@@ -11,7 +11,7 @@ exception itself (no record of the stub's own branches).
 
 import re
 
-from harness import MODULE, boot, kernel_lines, tail
+from harness import MODULE, boot, kernel_lines, snapshot_heads, tail
 from records import freeze_records, printed_records
 
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
@@ -42,7 +42,7 @@ def crash(model, name, before="", tag="", state="complete", smp=1, **kw):
                **kw)
     con = res.console
     assert "lbr_dump: armed" in con, "lbr_dump did not arm:\n" + "\n".join(kernel_lines(con, "lbr_dump"))
-    heads = [l for l in kernel_lines(con, "lbr_dump: v1 ")]
+    heads = snapshot_heads(con)
     assert heads, f"no snapshot printed (VM {'timed out' if res.timed_out else 'ended'}):\n" + tail(con)
     head = heads[-1]
     assert f" vector={vector} " in head, head
@@ -177,7 +177,7 @@ def test_control_changed_during_capture_is_torn(r):
     assert "lbr_crash: watching snapshot slot" in con, "lbr_crash did not set the breakpoint:\n" + tail(con)
     assert "lbr_crash: data breakpoint hit at lbr_dump_stub_13" in con, \
         "the breakpoint did not fire inside the #GP capture:\n" + tail(con)
-    heads = kernel_lines(con, "lbr_dump: v1 ")
+    heads = snapshot_heads(con)
     assert heads and " vector=13 " in heads[-1], "no #GP snapshot printed:\n" + tail(con)
     assert "state=torn" in heads[-1], heads[-1]
     # The capture left the control value it found: after the other owner switched recording on
@@ -195,7 +195,7 @@ def test_warning_then_crash_prints_the_crash(r):
     # in crash()), and the warning printed none.
     res, printed = crash("skylake", "EXCEPTION", before=f"echo WARNING > {LKDTM}\n", tag="-after-warning")
     assert re.search(r"WARNING: .*lkdtm_WARNING", res.console), "lkdtm WARNING did not warn:\n" + tail(res.console)
-    heads = kernel_lines(res.console, "lbr_dump: v1 ")
+    heads = snapshot_heads(res.console)
     assert len(heads) == 1, f"one snapshot printed, for the crash only: {heads}"
     events = res.emu_events()
     stub_freezes = [e for e in events if e["event"] == "freeze" and e["cause"] == "wrmsr"]
@@ -225,7 +225,7 @@ def test_crash_after_migration_prints_the_crashing_cpus_snapshot(r):
     assert m and m[1] == "1", "the crashing task was not made to migrate:\n" + tail(con)
     oops_cpu = re.search(r"Oops: general protection fault.*?\n(?:\[[ .0-9]*\] )?CPU: (\d+)", con, re.S)
     assert oops_cpu and oops_cpu[1] == "0", "the oops was not printed on CPU 0: the test proves nothing"
-    head = kernel_lines(con, "lbr_dump: v1 ")[-1]
+    head = snapshot_heads(con)[-1]
     assert " cpu=1 " in head and " vector=13 " in head, head
 
 
@@ -236,7 +236,7 @@ def test_nested_exception_prints_the_oopsing_one_first(r):
     res = boot(finish=False, name="emu-crash-skylake-nested", cpu="Skylake-Client", accel="tcg",
                emulate="model=skylake", timeout=240, script=ARM + f"sh -c 'insmod {CRASH} crash=nested' || true\n")
     con = res.console
-    heads = kernel_lines(con, "lbr_dump: v1 ")
+    heads = snapshot_heads(con)
     assert len(heads) == 2, f"want two snapshots (the #UD, then the #GP it interrupted): {heads}\n" + tail(con)
     assert " vector=6 " in heads[0] and heads[0].endswith(" nest=0"), heads[0]
     assert " vector=13 " in heads[1] and heads[1].endswith(" nest=1"), heads[1]

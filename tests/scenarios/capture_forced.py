@@ -14,7 +14,7 @@ lbr_dump's output."""
 
 import re
 
-from harness import MODULE, assert_clean, boot, kernel_lines
+from harness import MODULE, assert_clean, boot, kernel_lines, snapshot_heads
 
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
 ARM = f"insmod {MODULE} force=1 enable=1\n"
@@ -24,7 +24,7 @@ SYSFS = "/sys/kernel/lbr_dump"
 
 def headers(console):
     return [dict(re.findall(r"(\w+)=(\S+)", l)) | {"line": l}
-            for l in kernel_lines(console, "lbr_dump: v1 ")]
+            for l in snapshot_heads(console)]
 
 
 def oops_blocks(console):
@@ -228,7 +228,7 @@ echo ==unloaded==; {IDT}; echo ==
     assert "lbr_dump: vectors=0x4: not a set of hookable vectors" in vm.console, "no reason given for vectors=0x4"
     assert "vectors=[14(#PF)]" in vm.console, "the vectors attribute does not show the chosen set"
     kernel, armed, unloaded = gates(vm.console, "kernel"), gates(vm.console, "armed"), gates(vm.console, "unloaded")
-    assert len(kernel) == 10
+    assert len(kernel) == 12
     assert {v for v in kernel if armed[v] != kernel[v]} == {"14"}, f"hooked: {armed} vs the kernel's {kernel}"
     assert unloaded == kernel, f"IDT after unloading differs from the kernel's: {unloaded} vs {kernel}"
     assert_clean(vm.console)

@@ -9,7 +9,7 @@ ground truth, never from lbr_dump's own output."""
 import re
 import subprocess
 
-from harness import MODULE, assert_clean, boot, kernel_lines, tail
+from harness import MODULE, assert_clean, boot, kernel_lines, snapshot_heads, tail
 from vm import REPO
 
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
@@ -26,7 +26,7 @@ def gates(console, tag):
 
 
 def headers(console):
-    return [dict(re.findall(r"(\w+)=(\S+)", l)) | {"line": l} for l in kernel_lines(console, "lbr_dump: v1 ")]
+    return [dict(re.findall(r"(\w+)=(\S+)", l)) | {"line": l} for l in snapshot_heads(console)]
 
 
 def test_every_vcpu_is_brought_up(r):

@@ -197,11 +197,12 @@ round=0
 while [ $round -lt 4 ]; do
   {CFG.strip()}
   insmod {CRASH} crash=watch capture_cfg=0x$cfg group=$round
-  for w in 1 2 3; do (i=0; while [ $i -lt 20 ]; do echo $((w % 2)) > {SYSFS}/enabled; i=$((i+1)); done) & done
+  writers=
+  for w in 1 2 3; do (i=0; while [ $i -lt 20 ]; do echo $((w % 2)) > {SYSFS}/enabled; i=$((i+1)); done) & writers="$writers $!"; done
   for c in 1 2 3; do echo 0 > /sys/devices/system/cpu/cpu$c/online; done
   lbr-singlestep || true
   for c in 1 2 3; do echo 1 > /sys/devices/system/cpu/cpu$c/online; done
-  while [ $(jobs -p | wc -l) -gt 4 ]; do sleep 1; done
+  wait $writers
   rmmod lbr_crash
   echo 0 > {SYSFS}/enabled
   echo ==disarmed-$round==; {IDT}; echo ==

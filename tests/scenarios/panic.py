@@ -92,16 +92,39 @@ def check_panic_snapshot(res, snap, caller):
     assert 0 < rip - r[1]["from"] <= 16, f"rip {rip:#x} is not after the call at {r[1]['from']:#x}"
 
 
+def interrupted(records):
+    """An interrupt was delivered between panic()'s first instruction and the trampoline's
+    freeze: its return (`iret`) is among the two newest records, and the caller's call was
+    pushed out by its handler's branches (README "What a panic shows")."""
+    return any(p["from_sym"].startswith("native_irq_return_iret") for p in records[:2])
+
+
+ATTEMPTS = 3
+
+
 def panic_run(name, script, smp=1, append="", arm_args="", **kw):
     """Boots an emulated Skylake with lbr-dump armed, runs `script`, expects a panic; returns
-    the run and the printed snapshots."""
-    res = boot(finish=False, name=f"panic-{name}", cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}",
-               timeout=300, smp=smp, append=append, script=ARM.rstrip("\n") + arm_args + "\n" + script, **kw)
-    con = res.console
-    assert "lbr_dump: armed" in con and "panic path on" in con, \
-        "lbr_dump did not arm its panic path:\n" + "\n".join(kernel_lines(con, "lbr_dump"))
-    assert "Kernel panic - not syncing" in con, "no panic:\n" + tail(con)
-    return res, snapshots(con)
+    the run and the printed snapshots. A run in which an interrupt reached the panicking CPU
+    before the freeze is run again, at most ATTEMPTS times in all: under TCG that happens far
+    more often than on hardware, because TCG delivers a pending interrupt at a block boundary,
+    and the first blocks of panic() and of the trampoline are translated (slowly) at the panic.
+    Such a run is still checked as far as it goes (its records equal the ground truth)."""
+    for attempt in range(1, ATTEMPTS + 1):
+        tag = "" if attempt == 1 else f"-again{attempt}"
+        res = boot(finish=False, name=f"panic-{name}{tag}", cpu="Skylake-Client", accel="tcg",
+                   emulate=f"model={MODEL}", timeout=300, smp=smp, append=append,
+                   script=ARM.rstrip("\n") + arm_args + "\n" + script, **kw)
+        con = res.console
+        assert "lbr_dump: armed" in con and "panic path on" in con, \
+            "lbr_dump did not arm its panic path:\n" + "\n".join(kernel_lines(con, "lbr_dump"))
+        assert "Kernel panic - not syncing" in con, "no panic:\n" + tail(con)
+        snaps = snapshots(con)
+        panics = [s for s in snaps if s["vector"] == PANIC]
+        if not (panics and interrupted(panics[0]["records"])) or attempt == ATTEMPTS:
+            return res, snaps
+        equals_ground_truth(res, panics[0])
+        print(f"NOTE panic-{name}: an interrupt reached panic() before the freeze; running again", flush=True)
+    raise AssertionError("unreachable")
 
 
 def check_stopped(res, snaps, cpus, loops=None):
@@ -299,13 +322,20 @@ def test_kdump_vmcore_has_every_cpu(r):
     # the panic notifiers run, so nothing is printed; the vmcore holds the panicking CPU's
     # snapshot and the other CPU's, taken as kdump's NMI shootdown stopped it. lbr-decode reads
     # both from the vmcore, each equal to the emulator's ground truth on its CPU.
-    res, disk = kdump("panic-kdump", "echo c > /proc/sysrq-trigger", smp=2, cpu="Skylake-Client",
-                      accel="tcg", emulate=f"model={MODEL}")
-    assert "Kernel panic - not syncing: sysrq triggered crash" in res.console
-    assert "lbr_dump: v1 " not in res.console, "printed before kdump: the notifiers ran first?"
-    code, out, err = decode(*symbols(), disk)
-    assert code == 0, err
-    doc = json.loads(out)
+    for attempt in range(1, ATTEMPTS + 1):  # see panic_run
+        res, disk = kdump("panic-kdump" + ("" if attempt == 1 else f"-again{attempt}"),
+                          "echo c > /proc/sysrq-trigger", smp=2, cpu="Skylake-Client", accel="tcg",
+                          emulate=f"model={MODEL}")
+        assert "Kernel panic - not syncing: sysrq triggered crash" in res.console
+        assert "lbr_dump: v1 " not in res.console, "printed before kdump: the notifiers ran first?"
+        code, out, err = decode(*symbols(), disk)
+        assert code == 0, err
+        doc = json.loads(out)
+        first = [s for s in doc["snapshots"] if s["kind"] == "panic"][:1]
+        if not first or not any((x["from"]["symbol"] or "").startswith("native_irq_return_iret")
+                                for x in first[0]["records"][:2]):
+            break
+        print("NOTE panic-kdump: an interrupt reached panic() before the freeze; running again", flush=True)
     assert doc["version"] == 1 and doc["minor_version"] >= 1 and doc["warnings"] == [], doc["warnings"]
     panics = [s for s in doc["snapshots"] if s["kind"] == "panic"]
     stops = [s for s in doc["snapshots"] if s["kind"] == "stop"]

@@ -9,7 +9,7 @@
 //! arguments) are unit-tested on the host; `plugin` and `api` exist only in the plugin build.
 
 pub mod args;
-pub mod decode;
+pub mod classify;
 pub mod model;
 pub mod recorder;
 

@@ -37,7 +37,7 @@ use serde_json::{json, Value};
 
 use crate::api::*;
 use crate::args::parse_args;
-use crate::decode::{classify, Insn as InsnKind, Kind};
+use crate::classify::{classify, Insn as InsnKind, Kind};
 use crate::model::{Flavour, Model, Vendor};
 use crate::recorder::{Access, Branch, Recorder, Switch};
 

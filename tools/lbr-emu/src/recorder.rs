@@ -20,7 +20,7 @@
 //!   (an Arch LBR entry past the depth, an unsupported depth) read 0 / are ignored and are
 //!   logged as "would-fault".
 
-use crate::decode::Kind;
+use crate::classify::Kind;
 use crate::model::*;
 
 /// One taken branch as the emulator saw it.

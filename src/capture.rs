@@ -42,7 +42,7 @@ use crate::ffi;
 use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
 use crate::probe::{read_msr, write_msr};
-use crate::record::{self, Layout, MAX_VALUES};
+use crate::record::{self, Encoding, MAX_VALUES};
 
 use crate::report::{vector_name, REARM_ONLY, VECTORS as HOOKABLE};
 
@@ -274,7 +274,7 @@ pub(crate) struct Area {
     base: *mut u8,
     order: u32,
     pub(crate) geometry: Geometry,
-    pub(crate) layout: Layout,
+    pub(crate) layout: Encoding,
 }
 
 // SAFETY: the area is plain memory owned by this value; concurrent writers are the stubs, which
@@ -285,7 +285,7 @@ unsafe impl Send for Area {}
 unsafe impl Sync for Area {}
 
 impl Area {
-    pub(crate) fn new(geometry: Geometry, layout: Layout) -> Result<Self> {
+    pub(crate) fn new(geometry: Geometry, layout: Encoding) -> Result<Self> {
         let size = geometry.area_size();
         let order = (size.div_ceil(bindings::PAGE_SIZE)).next_power_of_two().trailing_zeros();
         // SAFETY: no preconditions; 0 means failure (no warning: the caller says what failed).
@@ -658,7 +658,7 @@ static DETACH_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// The MSRs each capture reads: the records, then the filter MSR (LBR_SELECT), whose value tells
 /// whether another owner changed the filtering (layout.rs).
-fn capture_msrs(recorder: &Recorder, layout: &Layout, control: &Control) -> ([u32; MAX_VALUES + 1], usize) {
+fn capture_msrs(recorder: &Recorder, layout: &Encoding, control: &Control) -> ([u32; MAX_VALUES + 1], usize) {
     let mut msrs = [0u32; MAX_VALUES + 1];
     let mut n = record::capture_list(recorder, layout, &mut msrs);
     if let Some((m, _)) = control.filter {

@@ -19,7 +19,7 @@
 //! 0x024   4     ring: snapshots per CPU
 //! 0x028   4     snapshot size in bytes
 //! 0x02c   4     nr_values: raw MSR values per snapshot
-//! 0x030   4     flavour code (record::Layout::flavour_code)
+//! 0x030   4     flavour code (record::Encoding::flavour_code)
 //! 0x034   4     LBR format (Intel LBR), else 0
 //! 0x038   4     depth
 //! 0x03c   4     layout flags (record::LAYOUT_*)
@@ -377,7 +377,7 @@ pub struct AreaHeader<'a> {
     /// CPU slots, snapshots per CPU, values per snapshot.
     pub geometry: Geometry,
     /// How the values decode.
-    pub layout: crate::record::Layout,
+    pub layout: crate::record::Encoding,
     /// Area size in bytes.
     pub area_size: usize,
     /// Runtime address of the anchor symbol.
@@ -437,7 +437,7 @@ impl<'a> AreaHeader<'a> {
         };
         field((1..=MAX_CPUS).contains(&g.nr_cpus), "CPU count")?;
         field((1..=MAX_RING).contains(&g.ring), "ring size")?;
-        let layout = crate::record::Layout::from_codes(
+        let layout = crate::record::Encoding::from_codes(
             le32(b, hdr::FLAVOUR),
             le32(b, hdr::FORMAT),
             le32(b, hdr::DEPTH),

@@ -211,7 +211,7 @@ mod tests {
     /// allocator's warning (kunit.py checks the log has none).
     #[test]
     fn area_too_large_fails_cleanly() {
-        let layout = crate::record::Layout::IntelArch { depth: 64 };
+        let layout = crate::record::Encoding::IntelArch { depth: 64 };
         let g = crate::layout::Geometry {
             nr_cpus: crate::layout::MAX_CPUS,
             ring: crate::layout::MAX_RING,

@@ -13,9 +13,10 @@ use crate::facility::{msr, LbrFormat, Recorder};
 /// The most MSR values one snapshot holds: Arch LBR at depth 64 with FROM, TO and INFO.
 pub const MAX_VALUES: usize = 3 * 64 + 1;
 
-/// What the decoder needs to know about the recorder that produced a snapshot.
+/// How a recorder's MSR values encode its branches: what the decoder needs to know about the
+/// recorder that produced a snapshot (named apart from the snapshot area's `layout` module).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
+pub enum Encoding {
     /// Intel model-specific LBR: values are TOS, FROM\[0..depth\], TO\[0..depth\], then
     /// INFO\[0..depth\] when `info`.
     IntelLegacy {
@@ -43,7 +44,7 @@ pub enum Layout {
 }
 
 /// Numeric flavour codes used in the dump layout and the printed lines.
-impl Layout {
+impl Encoding {
     /// The flavour code: 1 Intel LBR, 2 Intel Arch LBR, 3 AMD LbrExtV2, 4 AMD single record.
     pub fn flavour_code(&self) -> u32 {
         match self {
@@ -64,7 +65,7 @@ impl Layout {
         }
     }
 
-    /// The inverse of [`Layout::flavour_code`] with the other header fields; `None` for values
+    /// The inverse of [`Encoding::flavour_code`] with the other header fields; `None` for values
     /// no recorder has (a corrupt or foreign header).
     pub fn from_codes(flavour: u32, format: u32, depth: u32, flags: u32) -> Option<Self> {
         let depth = u8::try_from(depth).ok()?;
@@ -83,7 +84,7 @@ impl Layout {
         (l.values() <= MAX_VALUES && l.depth() > 0).then_some(l)
     }
 
-    /// (format, flags) for the dump header, the inverse of [`Layout::from_codes`].
+    /// (format, flags) for the dump header, the inverse of [`Encoding::from_codes`].
     pub fn codes(&self) -> (u32, u32) {
         match *self {
             Self::IntelLegacy {
@@ -124,7 +125,7 @@ pub const LAYOUT_INFO: u32 = 1 << 0;
 pub const LAYOUT_TSX: u32 = 1 << 1;
 
 /// The layout for a recorder, or `None` when its format is unknown (no PDCM) or unsupported.
-pub fn layout(recorder: &Recorder, tsx: bool) -> Option<Layout> {
+pub fn layout(recorder: &Recorder, tsx: bool) -> Option<Encoding> {
     Some(match recorder {
         Recorder::IntelLegacy(l) => {
             let format = l.format?;
@@ -132,7 +133,7 @@ pub fn layout(recorder: &Recorder, tsx: bool) -> Option<Layout> {
             if n > 7 || !l.depth.is_power_of_two() {
                 return None;
             }
-            Layout::IntelLegacy {
+            Encoding::IntelLegacy {
                 format: n,
                 depth: l.depth,
                 info: l.info.is_some() && matches!(format, LbrFormat::Info | LbrFormat::Info2),
@@ -142,18 +143,18 @@ pub fn layout(recorder: &Recorder, tsx: bool) -> Option<Layout> {
         // A depth of 0 (CPUID says no depth is supported) records nothing: no layout, so that
         // arming never builds an empty MSR list.
         Recorder::IntelArch(_) if recorder.depth() == 0 => return None,
-        Recorder::IntelArch(_) => Layout::IntelArch {
+        Recorder::IntelArch(_) => Encoding::IntelArch {
             depth: recorder.depth(),
         },
         Recorder::AmdLbrV2 { depth: 0 } => return None,
-        Recorder::AmdLbrV2 { depth } => Layout::AmdLbrV2 { depth: *depth },
-        Recorder::AmdSingle => Layout::AmdSingle,
+        Recorder::AmdLbrV2 { depth } => Encoding::AmdLbrV2 { depth: *depth },
+        Recorder::AmdSingle => Encoding::AmdSingle,
     })
 }
 
 /// Fills `out` with the MSRs to read, in snapshot order; returns how many. `out` must hold
-/// [`Layout::values`] entries.
-pub fn capture_list(recorder: &Recorder, layout: &Layout, out: &mut [u32]) -> usize {
+/// [`Encoding::values`] entries.
+pub fn capture_list(recorder: &Recorder, layout: &Encoding, out: &mut [u32]) -> usize {
     let d = layout.depth() as u32;
     let mut n = 0;
     let mut push = |m: u32| {
@@ -161,7 +162,7 @@ pub fn capture_list(recorder: &Recorder, layout: &Layout, out: &mut [u32]) -> us
         n += 1;
     };
     match (recorder, layout) {
-        (Recorder::IntelLegacy(l), Layout::IntelLegacy { info, .. }) => {
+        (Recorder::IntelLegacy(l), Encoding::IntelLegacy { info, .. }) => {
             push(msr::LBR_TOS);
             (0..d).for_each(|i| push(l.from + i));
             (0..d).for_each(|i| push(l.to + i));
@@ -169,16 +170,16 @@ pub fn capture_list(recorder: &Recorder, layout: &Layout, out: &mut [u32]) -> us
                 (0..d).for_each(|i| push(base + i));
             }
         }
-        (_, Layout::IntelArch { .. }) => {
+        (_, Encoding::IntelArch { .. }) => {
             (0..d).for_each(|i| push(msr::ARCH_LBR_FROM_0 + i));
             (0..d).for_each(|i| push(msr::ARCH_LBR_TO_0 + i));
             (0..d).for_each(|i| push(msr::ARCH_LBR_INFO_0 + i));
         }
-        (_, Layout::AmdLbrV2 { .. }) => (0..d).for_each(|i| {
+        (_, Encoding::AmdLbrV2 { .. }) => (0..d).for_each(|i| {
             push(msr::AMD_SAMP_BR_FROM + 2 * i);
             push(msr::AMD_SAMP_BR_FROM + 2 * i + 1);
         }),
-        (_, Layout::AmdSingle) => {
+        (_, Encoding::AmdSingle) => {
             push(msr::LAST_BRANCH_FROM_IP);
             push(msr::LAST_BRANCH_TO_IP);
         }
@@ -323,13 +324,13 @@ const fn bit(v: u64, n: u32) -> bool {
 
 /// The branches of one snapshot, newest first.
 pub struct Records<'a> {
-    layout: Layout,
+    layout: Encoding,
     values: &'a [u64],
     next: usize,
 }
 
 /// Decodes raw snapshot values. Returns `None` if `values` is shorter than the layout needs.
-pub fn records(layout: Layout, values: &[u64]) -> Option<Records<'_>> {
+pub fn records(layout: Encoding, values: &[u64]) -> Option<Records<'_>> {
     (values.len() >= layout.values()).then_some(Records {
         layout,
         values,
@@ -350,7 +351,7 @@ impl Iterator for Records<'_> {
             }
             self.next += 1;
             let b = match self.layout {
-                Layout::IntelLegacy {
+                Encoding::IntelLegacy {
                     format, info, tsx, ..
                 } => {
                     // Entry i (0 = newest) is (TOS - i) mod depth.
@@ -366,7 +367,7 @@ impl Iterator for Records<'_> {
                     }
                     b
                 }
-                Layout::IntelArch { .. } => {
+                Encoding::IntelArch { .. } => {
                     // PANIC: none: `v.len() >= 3d` and `i < d`.
                     let (from, to, inf) = (v[i], v[d + i], v[2 * d + i]);
                     if from == 0 {
@@ -386,7 +387,7 @@ impl Iterator for Records<'_> {
                         spec: None,
                     }
                 }
-                Layout::AmdLbrV2 { .. } => {
+                Encoding::AmdLbrV2 { .. } => {
                     // PANIC: none: `v.len() >= 2d` and `i < d`.
                     let (from, to) = (v[2 * i], v[2 * i + 1]);
                     let (valid, spec) = (bit(to, amd_to_bit::VALID), bit(to, amd_to_bit::SPEC));
@@ -405,7 +406,7 @@ impl Iterator for Records<'_> {
                         ..Branch::default()
                     }
                 }
-                Layout::AmdSingle => {
+                Encoding::AmdSingle => {
                     // PANIC: none: `v.len() >= 2`.
                     if v[0] == 0 && v[1] == 0 {
                         return None;

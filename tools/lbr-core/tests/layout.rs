@@ -183,7 +183,7 @@ fn area_reads_back() {
     assert_eq!(h.area_size, a.len());
     assert_eq!(
         h.layout,
-        lbr_core::record::Layout::IntelLegacy {
+        lbr_core::record::Encoding::IntelLegacy {
             format: 5,
             depth: 4,
             info: true,

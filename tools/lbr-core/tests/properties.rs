@@ -5,7 +5,7 @@
 //! panic.
 
 use lbr_core::layout::{checksum, hdr, AreaHeader, HEADER_SIZE, MAGIC};
-use lbr_core::record::{records, Branch, BranchType, Layout};
+use lbr_core::record::{records, Branch, BranchType, Encoding};
 use lbr_core::report::{parse, Header, Line, RecordLine, State};
 use proptest::prelude::*;
 
@@ -119,7 +119,7 @@ proptest! {
     #[test]
     fn no_values_make_the_decoder_panic(flavour in 0u32..6, format in 0u32..9, depth in 0u32..80, flags in 0u32..4,
                                         values in proptest::collection::vec(any::<u64>(), 0..260)) {
-        if let Some(l) = Layout::from_codes(flavour, format, depth, flags) {
+        if let Some(l) = Encoding::from_codes(flavour, format, depth, flags) {
             match records(l, &values) {
                 Some(r) => prop_assert!(r.count() <= l.depth()),
                 None => prop_assert!(values.len() < l.values()),

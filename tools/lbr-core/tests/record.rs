@@ -10,8 +10,8 @@ use lbr_core::record::*;
 const K1: u64 = 0xffff_ffff_8100_0010; // a kernel address
 const K2: u64 = 0xffff_ffff_8100_0020;
 
-fn legacy(format: u8, depth: u8, info: bool, tsx: bool) -> Layout {
-    Layout::IntelLegacy {
+fn legacy(format: u8, depth: u8, info: bool, tsx: bool) -> Encoding {
+    Encoding::IntelLegacy {
         format,
         depth,
         info,
@@ -19,7 +19,7 @@ fn legacy(format: u8, depth: u8, info: bool, tsx: bool) -> Layout {
     }
 }
 
-fn all(l: Layout, v: &[u64]) -> Vec<Branch> {
+fn all(l: Encoding, v: &[u64]) -> Vec<Branch> {
     records(l, v).expect("enough values").collect()
 }
 
@@ -175,7 +175,7 @@ fn arch_lbr_entry0_newest_from_zero_ends() {
     let info0 = (1 << 63) | (1 << 60) | (4 << 56) | 0x21;
     let info1 = (5 << 56) | 0x55;
     let v = [K1, K2, 0, K2, K1, 0, info0, info1, 0];
-    let r = all(Layout::IntelArch { depth: 3 }, &v);
+    let r = all(Encoding::IntelArch { depth: 3 }, &v);
     assert_eq!(r.len(), 2);
     assert_eq!(
         (r[0].from, r[0].to, r[0].mispred, r[0].cycles),
@@ -205,7 +205,7 @@ fn amd_lbr_v2_valid_spec_and_erratum() {
         K1,
         0x0000_0000_0000_1000,
     ];
-    let r = all(Layout::AmdLbrV2 { depth: 4 }, &v);
+    let r = all(Encoding::AmdLbrV2 { depth: 4 }, &v);
     assert_eq!(r.len(), 2);
     assert_eq!(
         (r[0].from, r[0].to, r[0].mispred, r[0].spec),
@@ -220,14 +220,14 @@ fn amd_lbr_v2_valid_spec_and_erratum() {
 #[test]
 fn amd_single_record() {
     assert_eq!(
-        all(Layout::AmdSingle, &[K1, K2]),
+        all(Encoding::AmdSingle, &[K1, K2]),
         vec![Branch {
             from: K1,
             to: K2,
             ..Branch::default()
         }]
     );
-    assert_eq!(all(Layout::AmdSingle, &[0, 0]), vec![]);
+    assert_eq!(all(Encoding::AmdSingle, &[0, 0]), vec![]);
 }
 
 #[test]
@@ -288,18 +288,18 @@ fn header_codes_round_trip_and_reject_garbage() {
     for l in [
         legacy(5, 32, true, false),
         legacy(4, 16, false, true),
-        Layout::IntelArch { depth: 32 },
-        Layout::AmdLbrV2 { depth: 16 },
-        Layout::AmdSingle,
+        Encoding::IntelArch { depth: 32 },
+        Encoding::AmdLbrV2 { depth: 16 },
+        Encoding::AmdSingle,
     ] {
         let (format, flags) = l.codes();
         assert_eq!(
-            Layout::from_codes(l.flavour_code(), format, l.depth() as u32, flags),
+            Encoding::from_codes(l.flavour_code(), format, l.depth() as u32, flags),
             Some(l)
         );
     }
-    assert_eq!(Layout::from_codes(9, 0, 32, 0), None);
-    assert_eq!(Layout::from_codes(1, 8, 32, 0), None); // no format 8
-    assert_eq!(Layout::from_codes(2, 0, 100_000, 0), None); // absurd depth
-    assert_eq!(Layout::from_codes(2, 0, 0, 0), None);
+    assert_eq!(Encoding::from_codes(9, 0, 32, 0), None);
+    assert_eq!(Encoding::from_codes(1, 8, 32, 0), None); // no format 8
+    assert_eq!(Encoding::from_codes(2, 0, 100_000, 0), None); // absurd depth
+    assert_eq!(Encoding::from_codes(2, 0, 0, 0), None);
 }

@@ -297,8 +297,11 @@ echo ==rearmed==; cat {TRACEFS}/enabled_functions; echo ==
 
 def test_nmis_while_armed_change_nothing(r):
     # 4 vCPUs, armed, under an NMI load (sysrq-l: an NMI backtrace on every CPU, 20 times) while
-    # user programs fault: no NMI goes through lbr-dump (its gates are the kernel's until a
-    # panic), nothing warns, no capture is taken; then a panic still captures every CPU.
+    # user programs fault: no NMI goes through lbr-dump's stubs (its gates are the kernel's until
+    # a panic stops the CPUs: every stop snapshot comes after the panic's, none was taken during
+    # the load), nothing warns; then a panic still captures every CPU. (Captures of kernel #PFs
+    # the backtraces' copy_from_kernel_nofault() takes and fixes up may happen: those are
+    # exceptions, captured by design.)
     res, snaps = panic_run("nmi-load", f"""
 (for i in $(seq 100); do lbr-faults; done) >/dev/null 2>&1 &
 for i in $(seq 20); do echo l > /proc/sysrq-trigger; done
@@ -308,13 +311,14 @@ echo c > /proc/sysrq-trigger
 """, smp=4)
     con = res.console
     assert con.count("NMI backtrace for cpu") >= 20 * 3, "the NMI load did not run:\n" + tail(con)
-    assert "captures=0" in con, re.findall(r"captures=\d+", con)
     before = con[:con.index("Kernel panic")]
     bad = [l for l in before.splitlines() if re.search(r"WARNING: CPU:|BUG:|Oops:|general protection", l)]
     assert not bad, bad
     [s] = [s for s in snaps if s["vector"] == PANIC]
     check_panic_snapshot(res, s, "sysrq_handle_crash")
     check_stopped(res, snaps, [c for c in range(4) if c != s["cpu"]])
+    stops = [t for t in snaps if t["vector"] in (NMI, REBOOT)]
+    assert all(t["seq"] > s["seq"] for t in stops), [t["line"] for t in stops]
 
 
 def test_kdump_vmcore_has_every_cpu(r):

@@ -67,7 +67,8 @@
  *                                     until an NMI arrives (the harness sends one through QMP)
  *   insmod lbr_crash.ko crash=stop_all
  *                                     (2+ CPUs) every CPU but 0 spins in a known loop: odd CPUs
- *                                     with interrupts on (lbr_crash_spin_on), even ones with
+ *                                     with interrupts on and preemption off (lbr_crash_spin_on:
+ *                                     no other task runs there), even ones with
  *                                     interrupts off (lbr_crash_spin_off: only an NMI stops it);
  *                                     once all spin, a kernel thread on CPU 0 triggers sysrq-c
  *                                     (handle_sysrq('c'): what `echo c > /proc/sysrq-trigger`
@@ -502,6 +503,7 @@ static noinline int lbr_crash_spin_on(void *unused)
 {
 	unsigned long *n = &spin_count[raw_smp_processor_id()];
 
+	preempt_disable();	/* nothing but interrupts runs here until the stop */
 	atomic_inc(&spinning);
 	for (;;)
 		lbr_crash_spin_step(n);

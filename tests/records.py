@@ -75,3 +75,21 @@ def printed_records(text):
             r[k] = int(v) if v else 1
         out.append(r)
     return out
+
+
+def assert_equals_freeze(events, cpu, printed, flavour, fmt):
+    """The printed records (printed_records) equal the emulator's record stack at the freeze on
+    `cpu` whose newest record is the printed newest one (the last such `freeze` event)."""
+    assert printed, "the snapshot has no record lines"
+    newest = (printed[0]["from"], printed[0]["to"])
+    freezes = [e for e in events if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == cpu]
+    truth = [t for t in (freeze_records(e, flavour, fmt) for e in freezes)
+             if t and (t[0]["from"], t[0]["to"]) == newest]
+    assert truth, (f"cpu {cpu}: no freeze in the emulator's log has the printed newest record "
+                   f"{newest[0]:#x} -> {newest[1]:#x}")
+    want = truth[-1]
+    assert len(printed) == len(want), f"cpu {cpu}: printed {len(printed)} records, the recorder held {len(want)}"
+    for p, w in zip(printed, want):
+        for k, v in w.items():
+            got = p.get(k, 0)
+            assert got == v, f"cpu {cpu} record #{p['index']}: {k} printed {got:#x}, ground truth {v:#x}\n  {p}\n  {w}"

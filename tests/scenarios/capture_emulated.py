@@ -12,7 +12,7 @@ exception itself (no record of the stub's own branches).
 import re
 
 from harness import MODULE, boot, kernel_lines, snapshot_heads, tail
-from records import freeze_records, printed_records
+from records import assert_equals_freeze, freeze_records, printed_records
 
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
@@ -54,20 +54,8 @@ def crash(model, name, before="", tag="", state="complete", smp=1, **kw):
     printed = printed_records(block)
     assert printed, "the snapshot has no record lines:\n" + block
     # Ground truth: the freeze whose newest record is the printed newest one, the last such.
-    events = res.emu_events()
-    fmt = FORMATS[model]
-    newest = (printed[0]["from"], printed[0]["to"])
     cpu = int(re.search(r" cpu=(\d+) ", head)[1])
-    freezes = [e for e in events if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == cpu]
-    truth = [freeze_records(e, "legacy", fmt) for e in freezes]
-    truth = [t for t in truth if t and (t[0]["from"], t[0]["to"]) == newest]
-    assert truth, f"no freeze in the emulator's log has the printed newest record {newest[0]:#x} -> {newest[1]:#x}"
-    want = truth[-1]
-    assert len(printed) == len(want), f"printed {len(printed)} records, the recorder held {len(want)}"
-    for p, w in zip(printed, want):
-        for k, v in w.items():
-            got = p.get(k, 0)
-            assert got == v, f"record #{p['index']}: {k} printed {got:#x}, ground truth {v:#x}\n  {p}\n  {w}"
+    assert_equals_freeze(res.emu_events(), cpu, printed, "legacy", FORMATS[model])
     # The newest record is the exception itself: into the stub, from the faulting instruction.
     assert re.match(rf"lbr_dump_stub_{vector}\+0x0/", printed[0]["to_sym"]), printed[0]
     if vector != 8:

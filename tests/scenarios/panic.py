@@ -13,7 +13,7 @@ import json
 import re
 
 from harness import CRASH, MODULE, assert_clean, boot, decode, kdump, kernel_lines, symbols, tail
-from records import freeze_records, printed_records
+from records import assert_equals_freeze, freeze_records, printed_records
 
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 ARM = f"insmod {MODULE} enable=1\n"
@@ -45,23 +45,9 @@ def nones(console):
 
 
 def equals_ground_truth(res, snap):
-    """The snapshot's records equal the emulator's freeze on its CPU whose newest record is the
-    printed newest one (the last such freeze)."""
-    printed = snap["records"]
-    assert printed, f"the snapshot has no record lines: {snap['line']}"
-    newest = (printed[0]["from"], printed[0]["to"])
-    freezes = [e for e in res.emu_events()
-               if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == snap["cpu"]]
-    truth = [t for t in (freeze_records(e, "legacy", FORMAT) for e in freezes)
-             if t and (t[0]["from"], t[0]["to"]) == newest]
-    assert truth, (f"cpu {snap['cpu']}: no freeze in the emulator's log has the printed newest record "
-                   f"{newest[0]:#x} -> {newest[1]:#x}")
-    want = truth[-1]
-    assert len(printed) == len(want), f"cpu {snap['cpu']}: printed {len(printed)} records, the recorder held {len(want)}"
-    for p, w in zip(printed, want):
-        for k, v in w.items():
-            got = p.get(k, 0)
-            assert got == v, f"cpu {snap['cpu']} record #{p['index']}: {k} printed {got:#x}, ground truth {v:#x}\n  {p}\n  {w}"
+    """The snapshot's records equal the emulator's freeze on its CPU (records.py)."""
+    assert snap["records"], f"the snapshot has no record lines: {snap['line']}"
+    assert_equals_freeze(res.emu_events(), snap["cpu"], snap["records"], "legacy", FORMAT)
 
 
 def own_records(snap, entry):

@@ -37,12 +37,12 @@ use kernel::{bindings, ffi::c_uint, prelude::*};
 
 use kernel::cpu::CpuId;
 
-use crate::facility::{Recorder, Switch};
+use crate::facility::{msr, Recorder, Switch};
 use crate::ffi;
 use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
 use crate::probe::{read_msr, write_msr};
-use crate::record::{self, Encoding, MAX_VALUES};
+use crate::record::{self, Encoding, Tsx, MAX_VALUES};
 
 use crate::report::{vector_name, REARM_ONLY, VECTORS as HOOKABLE};
 
@@ -110,11 +110,12 @@ impl core::fmt::Display for Vectors {
         Ok(())
     }
 }
+
 /// What arming is asked for (the module parameters).
 #[derive(Clone, Copy)]
 pub(crate) struct Options {
-    /// Filter out branches that end in ring 3 (`all_rings=0`).
-    pub(crate) kernel_only: bool,
+    /// Which rings' branches are recorded (`all_rings`).
+    pub(crate) rings: Rings,
     /// The vectors to hook.
     pub(crate) vectors: Vectors,
     /// Freeze the recorder at every kernel-mode NMI's entry until lbr-dump's NMI handler
@@ -126,6 +127,24 @@ pub(crate) struct Options {
 const RING: usize = 4;
 /// Exported symbol whose runtime address the area records (the decoder's KASLR anchor).
 const ANCHOR: &CStr = c"_printk";
+
+/// Which rings' branches are recorded (parameter `all_rings`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rings {
+    /// Branches that end in the kernel only (the default).
+    Kernel,
+    /// Branches of every ring.
+    All,
+}
+
+/// LBR_SELECT bit 1 (CPL_NEQ_0, Intel; AMD: the same bit): no branch that ends in ring > 0.
+const SELECT_NOT_USER: u64 = 1 << 1;
+/// ARCH_LBR_CTL: LBREn (bit 0), OS (1), USR (2), every branch type (bits 16..22: JCC,
+/// NEAR_IND_JMP, NEAR_REL_JMP, NEAR_IND_CALL, NEAR_REL_CALL, NEAR_RET, OTHER_BRANCH).
+const ARCH_CTL_LBREN: u64 = 1 << 0;
+const ARCH_CTL_OS: u64 = 1 << 1;
+const ARCH_CTL_USR: u64 = 1 << 2;
+const ARCH_CTL_ALL_TYPES: u64 = 0x7f << 16;
 
 /// How the recorder is switched on: the MSR writes of arming, per flavour.
 #[derive(Clone, Copy)]
@@ -139,16 +158,20 @@ pub(crate) struct Control {
 }
 
 impl Control {
-    /// The arming writes for a recorder; `kernel_only` filters out branches ending in ring 3.
-    pub(crate) fn new(recorder: &Recorder, kernel_only: bool) -> Self {
+    /// The arming writes for a recorder that records the branches of `rings`.
+    pub(crate) fn new(recorder: &Recorder, rings: Rings) -> Self {
         let sw = recorder.switch();
+        let kernel_only = rings == Rings::Kernel;
+        // LBR_SELECT (Intel legacy, AMD LbrExtV2) suppresses what a set bit names.
+        let select = if kernel_only { SELECT_NOT_USER } else { 0 };
         let (filter, whole) = match recorder {
-            // LBR_SELECT bit 1 suppresses branches that end in ring > 0; Core 2 and Bonnell have
-            // no LBR_SELECT (then branches of every ring are recorded).
-            Recorder::IntelLegacy(l) => (l.select.map(|m| (m, if kernel_only { 2 } else { 0 })), None),
-            Recorder::AmdLbrV2 { .. } => (Some((0xc000_010e, if kernel_only { 2 } else { 0 })), None),
-            // LBREn | OS | USR (unless kernel-only) | every branch type (bits 16..22).
-            Recorder::IntelArch(_) => (None, Some(0x3 | if kernel_only { 0 } else { 4 } | 0x7f << 16)),
+            // Core 2 and Bonnell have no LBR_SELECT (then branches of every ring are recorded).
+            Recorder::IntelLegacy(l) => (l.select.map(|m| (m, select)), None),
+            Recorder::AmdLbrV2 { .. } => (Some((msr::AMD_LBR_SELECT, select)), None),
+            Recorder::IntelArch(_) => {
+                let usr = if kernel_only { 0 } else { ARCH_CTL_USR };
+                (None, Some(ARCH_CTL_LBREN | ARCH_CTL_OS | usr | ARCH_CTL_ALL_TYPES))
+            }
             Recorder::AmdSingle => (None, None),
         };
         Control {
@@ -437,7 +460,7 @@ impl Armed {
 /// The caller holds the state lock (control.rs).
 pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Result<KBox<Armed>, Error> {
     let Options {
-        kernel_only,
+        rings,
         vectors,
         nmi_freeze,
     } = options;
@@ -452,11 +475,13 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         pr_err!("refusing to arm: {}\n", unsafe { CStr::from_char_ptr(why) });
         return Err(ENODEV);
     }
-    let Some(layout) = record::layout(recorder, false) else {
+    // TSX is not enumerated yet: format 4's FROM bits 62:61 decode as sign extension, as on the
+    // parts without TSX (the kernel's lbr_from_signext_quirk).
+    let Some(layout) = record::layout(recorder, Tsx::Absent) else {
         pr_err!("refusing to arm: the LBR format is unknown or unsupported, or the depth is 0\n");
         return Err(ENODEV);
     };
-    let control = Control::new(recorder, kernel_only);
+    let control = Control::new(recorder, rings);
     let (msrs, n) = capture_msrs(recorder, &layout, &control);
     if n == 0 {
         pr_err!("refusing to arm: the recorder has no records to capture\n");
@@ -683,7 +708,7 @@ fn write_header(area: &Area, control: &Control, armed_value: u64, msrs: &[u32], 
         (hdr::RING, g.ring as u32),
         (hdr::SNAP_SIZE, g.snap_size() as u32),
         (hdr::NR_VALUES, g.nr_values as u32),
-        (hdr::FLAVOUR, layout.flavour_code()),
+        (hdr::FLAVOUR, layout.flavour().code()),
         (hdr::FORMAT, format),
         (hdr::DEPTH, layout.depth() as u32),
         (hdr::LAYOUT_FLAGS, flags),

@@ -20,7 +20,7 @@ use kernel::{
     sync::Mutex,
 };
 
-use crate::capture::{self, Armed, Options, PanicPath, Vectors};
+use crate::capture::{self, Armed, Options, PanicPath, Rings, Vectors};
 use crate::printer::{self, Notifier};
 use crate::probe::Found;
 
@@ -61,10 +61,10 @@ impl State {
                 pr_info!(
                     "armed: vectors {}, recording {}, panic path {}{}\n",
                     format_args!("{}", armed.hooked),
-                    match (self.options.kernel_only, unfiltered) {
+                    match (self.options.rings, unfiltered) {
                         (_, true) => "all rings (this model has no filter MSR)",
-                        (true, false) => "kernel branches",
-                        (false, _) => "all rings",
+                        (Rings::Kernel, false) => "kernel branches",
+                        (Rings::All, false) => "all rings",
                     },
                     match armed.panic_path() {
                         PanicPath { panic: true, stop: true } => "on",

@@ -73,6 +73,75 @@ pub mod msr {
     pub const LAST_BRANCH_FROM_IP: u32 = 0x1db;
     /// MSR_IA32_LASTBRANCHTOIP.
     pub const LAST_BRANCH_TO_IP: u32 = 0x1dc;
+    /// MSR_AMD64_LBR_SELECT (LbrExtV2's filter).
+    pub const AMD_LBR_SELECT: u32 = 0xc000_010e;
+}
+
+/// The recorder flavours lbr-dump knows: the one definition of their codes (the dump header,
+/// layout.rs offset 0x030), their names in printed lines and JSON (`flavour=`), and their titles
+/// in messages. The emulator and tests/records.py spell them their own way on purpose; the tests
+/// check those spellings against these names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    /// Intel model-specific LBR.
+    IntelLbr = 1,
+    /// Intel Architectural LBR.
+    IntelArchLbr = 2,
+    /// AMD LbrExtV2 (Zen 4 and later).
+    AmdLbrV2 = 3,
+    /// AMD's single LastBranchFromIP/ToIP pair.
+    AmdLbr = 4,
+}
+
+impl Flavour {
+    /// Every flavour, in code order.
+    pub const ALL: [Flavour; 4] = [
+        Self::IntelLbr,
+        Self::IntelArchLbr,
+        Self::AmdLbrV2,
+        Self::AmdLbr,
+    ];
+
+    /// The code in the dump header.
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The flavour with `code`, if any.
+    pub fn from_code(code: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.code() == code)
+    }
+
+    /// The name in printed lines and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::IntelLbr => "intel-lbr",
+            Self::IntelArchLbr => "intel-arch-lbr",
+            Self::AmdLbrV2 => "amd-lbr-v2",
+            Self::AmdLbr => "amd-lbr",
+        }
+    }
+
+    /// The flavour with `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The title in messages ("Intel Arch LBR").
+    pub const fn title(self) -> &'static str {
+        match self {
+            Self::IntelLbr => "Intel LBR",
+            Self::IntelArchLbr => "Intel Arch LBR",
+            Self::AmdLbrV2 => "AMD LbrExtV2",
+            Self::AmdLbr => "AMD LastBranch record",
+        }
+    }
+}
+
+impl fmt::Display for Flavour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// CPU vendor from CPUID leaf 0.
@@ -298,13 +367,13 @@ impl Recorder {
         }
     }
 
-    /// Short name of the flavour ("legacy LBR", ...).
-    pub fn flavour(&self) -> &'static str {
+    /// The recorder's flavour.
+    pub fn flavour(&self) -> Flavour {
         match self {
-            Self::IntelLegacy(_) => "Intel LBR",
-            Self::IntelArch(_) => "Intel Arch LBR",
-            Self::AmdLbrV2 { .. } => "AMD LbrExtV2",
-            Self::AmdSingle => "AMD LastBranch record",
+            Self::IntelLegacy(_) => Flavour::IntelLbr,
+            Self::IntelArch(_) => Flavour::IntelArchLbr,
+            Self::AmdLbrV2 { .. } => Flavour::AmdLbrV2,
+            Self::AmdSingle => Flavour::AmdLbr,
         }
     }
 }
@@ -583,7 +652,13 @@ impl fmt::Display for Recorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::IntelLegacy(l) => {
-                write!(f, "Intel LBR ({}), {} entries, ", l.generation, l.depth)?;
+                write!(
+                    f,
+                    "{} ({}), {} entries, ",
+                    self.flavour().title(),
+                    l.generation,
+                    l.depth
+                )?;
                 match l.format {
                     Some(fmt) => write!(f, "format {} ({})", fmt.number(), fmt.name())?,
                     None => f.write_str("format unknown (no PDCM)")?,
@@ -596,8 +671,9 @@ impl fmt::Display for Recorder {
             }
             Self::IntelArch(a) => write!(
                 f,
-                "Intel Arch LBR, {} entries (depths {:#04x}), cpl filter {}, branch filter {}, \
+                "{}, {} entries (depths {:#04x}), cpl filter {}, branch filter {}, \
                  call stack {}, mispredict {}, cycles {}, branch type {}",
+                self.flavour().title(),
                 a.max_depth(),
                 a.depths,
                 yn(a.cpl_filter),
@@ -607,8 +683,8 @@ impl fmt::Display for Recorder {
                 yn(a.timed),
                 yn(a.branch_type)
             ),
-            Self::AmdLbrV2 { depth } => write!(f, "AMD LbrExtV2, {depth} entries"),
-            Self::AmdSingle => f.write_str("AMD LastBranch record (1 entry)"),
+            Self::AmdLbrV2 { depth } => write!(f, "{}, {depth} entries", self.flavour().title()),
+            Self::AmdSingle => write!(f, "{} (1 entry)", self.flavour().title()),
         }
     }
 }

@@ -19,7 +19,7 @@
 //! 0x024   4     ring: snapshots per CPU
 //! 0x028   4     snapshot size in bytes
 //! 0x02c   4     nr_values: raw MSR values per snapshot
-//! 0x030   4     flavour code (record::Encoding::flavour_code)
+//! 0x030   4     flavour code (facility::Flavour::code)
 //! 0x034   4     LBR format (Intel LBR), else 0
 //! 0x038   4     depth
 //! 0x03c   4     layout flags (record::LAYOUT_*)

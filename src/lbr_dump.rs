@@ -129,7 +129,11 @@ fn prepare(module: &'static ThisModule) -> Result<control::State> {
         },
     };
     let options = capture::Options {
-        kernel_only: !module_parameters::all_rings.value(),
+        rings: if module_parameters::all_rings.value() {
+            capture::Rings::All
+        } else {
+            capture::Rings::Kernel
+        },
         vectors,
         nmi_freeze: module_parameters::nmi_freeze.value(),
     };
@@ -176,7 +180,7 @@ impl PinnedDrop for LbrDump {
         control::withdraw(self.as_ref());
         let mut state = self.state.lock();
         let _ = state.set(false);
-        pr_info!("unloaded ({})\n", state.found.recorder.flavour());
+        pr_info!("unloaded ({})\n", state.found.recorder.flavour().title());
     }
 }
 

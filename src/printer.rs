@@ -282,7 +282,7 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
         error: s.error,
         rip: s.rip,
         cr2: s.cr2,
-        flavour: layout.flavour_name(),
+        flavour: layout.flavour().name(),
         format,
         records: count as u32,
         state: layout::snapshot_state(s.state, s.ctl_entry, a.area.ctl_armed(), a.area.filter(s.off)),

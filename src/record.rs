@@ -8,7 +8,7 @@
 //! rules are the SDM's (vol. 3B, "Last Branch Recording") and the APM's (LbrExtV2), as the kernel
 //! applies them in arch/x86/events/intel/lbr.c and amd/lbr.c.
 
-use crate::facility::{msr, LbrFormat, Recorder};
+use crate::facility::{msr, Flavour, LbrFormat, Recorder};
 
 /// The most MSR values one snapshot holds: Arch LBR at depth 64 with FROM, TO and INFO.
 pub const MAX_VALUES: usize = 3 * 64 + 1;
@@ -43,43 +43,32 @@ pub enum Encoding {
     AmdSingle,
 }
 
-/// Numeric flavour codes used in the dump layout and the printed lines.
 impl Encoding {
-    /// The flavour code: 1 Intel LBR, 2 Intel Arch LBR, 3 AMD LbrExtV2, 4 AMD single record.
-    pub fn flavour_code(&self) -> u32 {
+    /// The flavour of the recorder that produced the values.
+    pub fn flavour(&self) -> Flavour {
         match self {
-            Self::IntelLegacy { .. } => 1,
-            Self::IntelArch { .. } => 2,
-            Self::AmdLbrV2 { .. } => 3,
-            Self::AmdSingle => 4,
+            Self::IntelLegacy { .. } => Flavour::IntelLbr,
+            Self::IntelArch { .. } => Flavour::IntelArchLbr,
+            Self::AmdLbrV2 { .. } => Flavour::AmdLbrV2,
+            Self::AmdSingle => Flavour::AmdLbr,
         }
     }
 
-    /// The flavour's name in printed lines.
-    pub fn flavour_name(&self) -> &'static str {
-        match self {
-            Self::IntelLegacy { .. } => "intel-lbr",
-            Self::IntelArch { .. } => "intel-arch-lbr",
-            Self::AmdLbrV2 { .. } => "amd-lbr-v2",
-            Self::AmdSingle => "amd-lbr",
-        }
-    }
-
-    /// The inverse of [`Encoding::flavour_code`] with the other header fields; `None` for values
-    /// no recorder has (a corrupt or foreign header).
+    /// The encoding the dump header describes (flavour code, format, depth, flags: the inverse of
+    /// [`Flavour::code`] and [`Encoding::codes`]); `None` for values no recorder has (a corrupt
+    /// or foreign header).
     pub fn from_codes(flavour: u32, format: u32, depth: u32, flags: u32) -> Option<Self> {
         let depth = u8::try_from(depth).ok()?;
-        let l = match flavour {
-            1 => Self::IntelLegacy {
+        let l = match Flavour::from_code(flavour)? {
+            Flavour::IntelLbr => Self::IntelLegacy {
                 format: u8::try_from(format).ok().filter(|f| *f <= 7)?,
                 depth,
                 info: flags & LAYOUT_INFO != 0,
                 tsx: flags & LAYOUT_TSX != 0,
             },
-            2 => Self::IntelArch { depth },
-            3 => Self::AmdLbrV2 { depth },
-            4 => Self::AmdSingle,
-            _ => return None,
+            Flavour::IntelArchLbr => Self::IntelArch { depth },
+            Flavour::AmdLbrV2 => Self::AmdLbrV2 { depth },
+            Flavour::AmdLbr => Self::AmdSingle,
         };
         (l.values() <= MAX_VALUES && l.depth() > 0).then_some(l)
     }
@@ -124,8 +113,18 @@ pub const LAYOUT_INFO: u32 = 1 << 0;
 /// Header flag: the CPU has TSX (format 4 flags are real).
 pub const LAYOUT_TSX: u32 = 1 << 1;
 
-/// The layout for a recorder, or `None` when its format is unknown (no PDCM) or unsupported.
-pub fn layout(recorder: &Recorder, tsx: bool) -> Option<Encoding> {
+/// Whether the CPU has transactional memory (CPUID.7.0:EBX HLE or RTM; the kernel's
+/// `lbr_has_tsx`): legacy format 4's FROM bits 62:61 are then IN_TX and ABORT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tsx {
+    /// No TSX: the bits are sign extension.
+    Absent,
+    /// TSX: the bits are flags.
+    Present,
+}
+
+/// The encoding for a recorder, or `None` when its format is unknown (no PDCM) or unsupported.
+pub fn layout(recorder: &Recorder, tsx: Tsx) -> Option<Encoding> {
     Some(match recorder {
         Recorder::IntelLegacy(l) => {
             let format = l.format?;
@@ -137,7 +136,7 @@ pub fn layout(recorder: &Recorder, tsx: bool) -> Option<Encoding> {
                 format: n,
                 depth: l.depth,
                 info: l.info.is_some() && matches!(format, LbrFormat::Info | LbrFormat::Info2),
-                tsx,
+                tsx: tsx == Tsx::Present,
             }
         }
         // A depth of 0 (CPUID says no depth is supported) records nothing: no layout, so that
@@ -324,15 +323,41 @@ const fn bit(v: u64, n: u32) -> bool {
 
 /// The branches of one snapshot, newest first.
 pub struct Records<'a> {
-    layout: Encoding,
+    decode: Decode,
+    depth: usize,
     values: &'a [u64],
     next: usize,
 }
 
+/// How [`Records`] reads its values: an [`Encoding`] with what it needs computed once.
+#[derive(Clone, Copy)]
+enum Decode {
+    /// Intel legacy LBR, with its format's capabilities; `info`: LBR_INFO values follow TO.
+    Legacy { caps: LegacyCaps, info: bool },
+    /// Intel Arch LBR.
+    Arch,
+    /// AMD LbrExtV2.
+    AmdV2,
+    /// AMD single record.
+    AmdSingle,
+}
+
 /// Decodes raw snapshot values. Returns `None` if `values` is shorter than the layout needs.
 pub fn records(layout: Encoding, values: &[u64]) -> Option<Records<'_>> {
+    let decode = match layout {
+        Encoding::IntelLegacy {
+            format, info, tsx, ..
+        } => Decode::Legacy {
+            caps: LegacyCaps::of(format, tsx, info),
+            info,
+        },
+        Encoding::IntelArch { .. } => Decode::Arch,
+        Encoding::AmdLbrV2 { .. } => Decode::AmdV2,
+        Encoding::AmdSingle => Decode::AmdSingle,
+    };
     (values.len() >= layout.values()).then_some(Records {
-        layout,
+        decode,
+        depth: layout.depth(),
         values,
         next: 0,
     })
@@ -342,7 +367,7 @@ impl Iterator for Records<'_> {
     type Item = Branch;
 
     fn next(&mut self) -> Option<Branch> {
-        let d = self.layout.depth();
+        let d = self.depth;
         let v = self.values;
         loop {
             let i = self.next;
@@ -350,24 +375,22 @@ impl Iterator for Records<'_> {
                 return None;
             }
             self.next += 1;
-            let b = match self.layout {
-                Encoding::IntelLegacy {
-                    format, info, tsx, ..
-                } => {
+            let b = match self.decode {
+                Decode::Legacy { caps, info } => {
                     // Entry i (0 = newest) is (TOS - i) mod depth.
                     let n = (v[0] as usize).wrapping_sub(i) & (d - 1);
                     // PANIC: none: `records()` checked `v.len() >= layout.values()`, which is
                     // 1 + 2d (+ d with INFO), and `n < d`.
                     let (from, to) = (v[1 + n], v[1 + d + n]);
                     let info = if info { Some(v[1 + 2 * d + n]) } else { None };
-                    let b = legacy(format, tsx, from, to, info);
+                    let b = caps.decode(from, to, info);
                     if b.from == 0 && b.to == 0 {
                         self.next = d; // never written: nothing older is valid either
                         return None;
                     }
                     b
                 }
-                Encoding::IntelArch { .. } => {
+                Decode::Arch => {
                     // PANIC: none: `v.len() >= 3d` and `i < d`.
                     let (from, to, inf) = (v[i], v[d + i], v[2 * d + i]);
                     if from == 0 {
@@ -387,7 +410,7 @@ impl Iterator for Records<'_> {
                         spec: None,
                     }
                 }
-                Encoding::AmdLbrV2 { .. } => {
+                Decode::AmdV2 => {
                     // PANIC: none: `v.len() >= 2d` and `i < d`.
                     let (from, to) = (v[2 * i], v[2 * i + 1]);
                     let (valid, spec) = (bit(to, amd_to_bit::VALID), bit(to, amd_to_bit::SPEC));
@@ -406,7 +429,7 @@ impl Iterator for Records<'_> {
                         ..Branch::default()
                     }
                 }
-                Encoding::AmdSingle => {
+                Decode::AmdSingle => {
                     // PANIC: none: `v.len() >= 2`.
                     if v[0] == 0 && v[1] == 0 {
                         return None;
@@ -423,52 +446,80 @@ impl Iterator for Records<'_> {
     }
 }
 
-fn legacy(format: u8, tsx: bool, from: u64, to: u64, info: Option<u64>) -> Branch {
-    let mut b = Branch::default();
-    match format {
-        // LBR_FORMAT_32: one MSR, from in 31:0, to in 63:32.
-        0 => {
-            b.from = from & 0xffff_ffff;
-            b.to = from >> 32;
-        }
-        1 | 2 => {
-            b.from = from;
-            b.to = to;
-        }
-        3 | 6 => {
-            b.from = sign_extend(from, 63);
-            b.mispred = Some(bit(from, from_bit::MISPRED));
-            if format == 6 {
-                b.to = sign_extend(to, TIME_CYCLES_SHIFT);
-                b.cycles = Some((to >> TIME_CYCLES_SHIFT) as u16);
-            } else {
-                b.to = to;
-            }
-        }
-        4 => {
-            // The address is in bits 60:0 either way. With TSX, 62:61 are IN_TX and ABORT;
-            // without, they read as sign extension (kernel: lbr_from_signext_quirk), not flags.
-            b.mispred = Some(bit(from, from_bit::MISPRED));
-            b.from = sign_extend(from, FORMAT4_ADDR_BITS);
-            if tsx {
-                b.in_tx = Some(bit(from, from_bit::IN_TX));
-                b.abort = Some(bit(from, from_bit::ABORT));
-            }
-            b.to = to;
-        }
-        _ => {
-            // 5 INFO and 7 INFO2: full addresses, flags in LBR_INFO.
-            b.from = from;
-            b.to = to;
-            if let Some(inf) = info {
-                b.mispred = Some(bit(inf, info_bit::MISPRED));
-                if format == 5 {
-                    b.in_tx = Some(bit(inf, info_bit::IN_TX));
-                    b.abort = Some(bit(inf, info_bit::ABORT));
-                }
-                b.cycles = Some(inf as u16);
-            }
+/// What a legacy format's records hold, computed once per snapshot from the format number (the
+/// kernel's `lbr_has_info`, `lbr_from_flags` and `lbr_to_cycles`, set by
+/// `intel_pmu_lbr_init_*()`), so that decoding a record matches on no format number. SDM vol. 3B
+/// "LBR Stack" (IA32_PERF_CAPABILITIES.LBR_FMT) and "Filtering of Last Branch Records".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LegacyCaps {
+    /// Format 0 (LBR_FORMAT_32): FROM holds both addresses, from in 31:0 and to in 63:32.
+    packed32: bool,
+    /// FROM's address bits, sign-extended above: 63 with a mispredict bit (3, 6), 61 with the
+    /// TSX bits (4), else 64.
+    from_bits: u32,
+    /// FROM bit 63 is the mispredict flag (3, 4, 6).
+    from_mispred: bool,
+    /// FROM bits 62:61 are IN_TX and ABORT (4 on a CPU with TSX).
+    from_tsx: bool,
+    /// TO bits 63:48 count cycles and TO's address is bits 47:0, sign-extended (6).
+    to_cycles: bool,
+    /// LBR_INFO was captured and holds mispredict and cycles (5, 7).
+    info: bool,
+    /// LBR_INFO bits 62:61 are IN_TX and ABORT (5; 7 has no TSX bits).
+    info_tsx: bool,
+}
+
+impl LegacyCaps {
+    fn of(format: u8, tsx: bool, info: bool) -> Self {
+        let from_bits = match format {
+            3 | 6 => 63,
+            4 => FORMAT4_ADDR_BITS,
+            _ => 64,
+        };
+        LegacyCaps {
+            packed32: format == 0,
+            from_bits,
+            from_mispred: matches!(format, 3 | 4 | 6),
+            from_tsx: format == 4 && tsx,
+            to_cycles: format == 6,
+            info: info && matches!(format, 5 | 7),
+            info_tsx: format == 5,
         }
     }
-    b
+
+    /// Decodes one record's MSR values (`info`: its LBR_INFO value, when captured).
+    fn decode(&self, from: u64, to: u64, info: Option<u64>) -> Branch {
+        if self.packed32 {
+            return Branch {
+                from: from & 0xffff_ffff,
+                to: from >> 32,
+                ..Branch::default()
+            };
+        }
+        let mut b = Branch {
+            from: sign_extend(from, self.from_bits),
+            to,
+            ..Branch::default()
+        };
+        if self.from_mispred {
+            b.mispred = Some(bit(from, from_bit::MISPRED));
+        }
+        if self.from_tsx {
+            b.in_tx = Some(bit(from, from_bit::IN_TX));
+            b.abort = Some(bit(from, from_bit::ABORT));
+        }
+        if self.to_cycles {
+            b.to = sign_extend(to, TIME_CYCLES_SHIFT);
+            b.cycles = Some((to >> TIME_CYCLES_SHIFT) as u16);
+        }
+        if let (true, Some(inf)) = (self.info, info) {
+            b.mispred = Some(bit(inf, info_bit::MISPRED));
+            b.cycles = Some(inf as u16);
+            if self.info_tsx {
+                b.in_tx = Some(bit(inf, info_bit::IN_TX));
+                b.abort = Some(bit(inf, info_bit::ABORT));
+            }
+        }
+        b
+    }
 }

@@ -158,7 +158,7 @@ pub struct Header<'a> {
     pub rip: u64,
     /// CR2.
     pub cr2: u64,
-    /// Flavour name (record::Encoding::flavour_name).
+    /// Flavour name (facility::Flavour::name).
     pub flavour: &'a str,
     /// LBR format (Intel LBR), else 0.
     pub format: u32,

@@ -77,10 +77,41 @@ def printed_records(text):
     return out
 
 
-def assert_equals_freeze(events, cpu, printed, flavour, fmt):
-    """The printed records (printed_records) equal the emulator's record stack at the freeze on
-    `cpu` whose newest record is the printed newest one (the last such `freeze` event)."""
+# The emulator's flavour names (its `start` event: tools/lbr-emu) and lbr-dump's (`flavour=` in a
+# snapshot's header, "flavour" in lbr-decode's JSON: src/facility.rs Flavour), spelled apart on
+# purpose and checked against each other by every comparison with the ground truth.
+FLAVOURS = {"legacy": "intel-lbr", "arch": "intel-arch-lbr", "amd-v2": "amd-lbr-v2", "amd-single": "amd-lbr"}
+
+
+def emulated(events):
+    """(flavour, format) of the recorder the emulator presented (its `start` event), in the
+    emulator's names; format is None except for Intel legacy LBR."""
+    start = events[0] if events else {}
+    assert start.get("event") == "start", "the emulator's log does not begin with its start event"
+    assert start["flavour"] in FLAVOURS, f"the emulator presents a flavour the tests do not know: {start}"
+    return start["flavour"], start.get("format")
+
+
+def assert_same_recorder(events, printed_flavour, printed_format=None):
+    """lbr-dump describes the recorder the emulator presented: the same flavour (by name, through
+    FLAVOURS) and, for Intel legacy LBR, the same format."""
+    flavour, fmt = emulated(events)
+    assert printed_flavour == FLAVOURS[flavour], (
+        f"lbr-dump says flavour={printed_flavour}, the emulator presents {flavour} ({FLAVOURS[flavour]})")
+    if printed_format is not None and fmt is not None:
+        assert int(printed_format) == fmt, f"lbr-dump says format={printed_format}, the emulator presents {fmt}"
+
+
+def assert_equals_freeze(events, head, printed):
+    """The printed records (printed_records) of the snapshot whose header line is `head` equal the
+    emulator's record stack at the freeze on its CPU whose newest record is the printed newest one
+    (the last such `freeze` event), decoded as the recorder the emulator presented."""
     assert printed, "the snapshot has no record lines"
+    m = re.search(r" cpu=(\d+) .* flavour=(\S+) format=(\d+) ", head)
+    assert m, f"not a snapshot header: {head}"
+    cpu = int(m[1])
+    assert_same_recorder(events, m[2], m[3])
+    flavour, fmt = emulated(events)
     newest = (printed[0]["from"], printed[0]["to"])
     freezes = [e for e in events if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == cpu]
     truth = [t for t in (freeze_records(e, flavour, fmt) for e in freezes)
@@ -93,3 +124,20 @@ def assert_equals_freeze(events, cpu, printed, flavour, fmt):
         for k, v in w.items():
             got = p.get(k, 0)
             assert got == v, f"cpu {cpu} record #{p['index']}: {k} printed {got:#x}, ground truth {v:#x}\n  {p}\n  {w}"
+
+
+def assert_decoded_equals_freeze(events, snap):
+    """A snapshot as lbr-decode's JSON gives it (from a log or a dump) equals the emulator's record
+    stack at the last freeze on its CPU whose newest record is the snapshot's newest: addresses,
+    mispredict flags and cycle counts, record for record."""
+    assert_same_recorder(events, snap["flavour"], snap["format"])
+    flavour, fmt = emulated(events)
+    got = [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16), int(x.get("mispred", False)),
+            x.get("cycles")) for x in snap["records"]]
+    assert got, f"cpu {snap['cpu']}: the snapshot has no records"
+    truth = [freeze_records(e, flavour, fmt) for e in events
+             if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == snap["cpu"]]
+    truth = [t for t in truth if t and (t[0]["from"], t[0]["to"]) == got[0][:2]]
+    assert truth, f"cpu {snap['cpu']}: no freeze in the emulator's log has the snapshot's newest record"
+    want = [(t["from"], t["to"], t["mispred"], t["cycles"]) for t in truth[-1]]
+    assert got == want, f"cpu {snap['cpu']}: decoded {got[:3]}..., ground truth {want[:3]}..."

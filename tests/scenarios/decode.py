@@ -10,7 +10,7 @@ import functools
 import json
 
 from harness import CRASH, MODULE, boot, decode, kdump, symbols, tail
-from records import freeze_records
+from records import assert_decoded_equals_freeze
 from vm import REPO, kernel_dir
 
 
@@ -84,16 +84,7 @@ def test_dump_agrees_with_log_and_ground_truth(r):
     assert [[place(x["from"]), place(x["to"])] for x in from_dump[0]["records"]] == \
         [[place(x["from"]), place(x["to"])] for x in logged["records"]]
     # And both equal the emulator's record stack at the freeze.
-    truth = [freeze_records(e, "legacy", 5) for e in res.emu_events()
-             if e["event"] == "freeze" and e["cause"] == "wrmsr"]
-    newest = (int(dumped["records"][0]["from"]["addr"], 16), int(dumped["records"][0]["to"]["addr"], 16))
-    truth = [t for t in truth if t and (t[0]["from"], t[0]["to"]) == newest]
-    assert truth, "no freeze in the emulator's log has the dump's newest record"
-    got = [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16), int(x.get("mispred", False)),
-            x.get("cycles")) for x in dumped["records"]]
-    want = [(t["from"], t["to"], t["mispred"], t["cycles"]) for t in truth[-1]]
-    assert got == want, f"dump {got[:3]}..., ground truth {want[:3]}..."
-
+    assert_decoded_equals_freeze(res.emu_events(), dumped)
 
 def dump_agrees_with_log(dump, logged):
     """Decodes `dump` alone and checks that it holds the snapshot `logged` (decoded from the

@@ -13,11 +13,11 @@ import json
 import re
 
 from harness import CRASH, MODULE, assert_clean, boot, decode, kdump, kernel_lines, symbols, tail
-from records import assert_equals_freeze, freeze_records, printed_records
+from records import assert_decoded_equals_freeze, assert_equals_freeze, printed_records
 
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 ARM = f"insmod {MODULE} enable=1\n"
-MODEL, FORMAT = "skylake", 5
+MODEL = "skylake"
 PANIC, NMI, REBOOT = 256, 2, 248
 TRACEFS = "/sys/kernel/tracing"
 
@@ -47,7 +47,7 @@ def nones(console):
 def equals_ground_truth(res, snap):
     """The snapshot's records equal the emulator's freeze on its CPU (records.py)."""
     assert snap["records"], f"the snapshot has no record lines: {snap['line']}"
-    assert_equals_freeze(res.emu_events(), snap["cpu"], snap["records"], "legacy", FORMAT)
+    assert_equals_freeze(res.emu_events(), snap["line"], snap["records"])
 
 
 def own_records(snap, entry):
@@ -215,18 +215,24 @@ def test_nmis_before_the_stop_are_not_taken_for_it(r):
     assert "NMI backtrace for cpu 1" in res.console, "no NMI backtrace before the stop"
 
 
+def lockup(name, what, detected, append):
+    """lkdtm `what` on 2 CPUs with the watchdog on; the run, its snapshots, the stuck CPU (from the
+    watchdog's report, which must match `detected`) and the panic snapshot."""
+    res, snaps = panic_run(name, f"echo {what} > {LKDTM}\n", smp=2, watchdog=True, append=append)
+    m = re.search(detected, res.console)
+    assert m, "the watchdog did not detect the lockup:\n" + tail(res.console)
+    [p] = [s for s in snaps if s["vector"] == PANIC]
+    return res, snaps, int(m[1]), p
+
+
 def test_hard_lockup_shows_the_loop(r):
     # lkdtm HARDLOCKUP spins with interrupts off. The test kernel's hard-lockup detector is the
     # buddy one (TCG has no PMU for the perf NMI watchdog): another CPU's watchdog timer finds
     # the CPU stuck and panics (nmi_watchdog=panic). vpanic()'s stop IPI cannot reach the stuck
     # CPU; the NMI a second later does, through lbr-dump's NMI stop stub: its newest record is
     # that NMI, from inside the loop, and every other record is the loop itself.
-    res, snaps = panic_run("hard-lockup", f"echo HARDLOCKUP > {LKDTM}\n", smp=2, watchdog=True,
-                           append="nmi_watchdog=panic watchdog_thresh=4")
-    m = re.search(r"Watchdog detected hard LOCKUP on cpu (\d+)", res.console)
-    assert m, "the watchdog did not detect the lockup:\n" + tail(res.console)
-    stuck = int(m[1])
-    [p] = [s for s in snaps if s["vector"] == PANIC]
+    res, snaps, stuck, p = lockup("hard-lockup", "HARDLOCKUP", r"Watchdog detected hard LOCKUP on cpu (\d+)",
+                                  "nmi_watchdog=panic watchdog_thresh=4")
     assert p["cpu"] != stuck, p["line"]
     equals_ground_truth(res, p)
     check_stopped(res, snaps, [stuck], {stuck: (NMI, ["lkdtm_HARDLOCKUP"])})
@@ -238,12 +244,8 @@ def test_soft_lockup(r):
     # panicking CPU's snapshot is that interrupt's path to panic() (#1: watchdog_timer_fn calling
     # it), equal to the ground truth; the loop itself is in the kernel's register dump (RIP) of
     # the soft-lockup report, not in the 32 records. The other CPU is captured as it is stopped.
-    res, snaps = panic_run("soft-lockup", f"echo SOFTLOCKUP > {LKDTM}\n", smp=2, watchdog=True,
-                           append="softlockup_panic=1 watchdog_thresh=4")
-    m = re.search(r"BUG: soft lockup - CPU#(\d+) stuck", res.console)
-    assert m, "the watchdog did not detect the soft lockup:\n" + tail(res.console)
-    stuck = int(m[1])
-    [p] = [s for s in snaps if s["vector"] == PANIC]
+    res, snaps, stuck, p = lockup("soft-lockup", "SOFTLOCKUP", r"BUG: soft lockup - CPU#(\d+) stuck",
+                                  "softlockup_panic=1 watchdog_thresh=4")
     assert p["cpu"] == stuck, p["line"]
     check_panic_snapshot(res, p, "watchdog_timer_fn")
     check_stopped(res, snaps, [1 - stuck])
@@ -338,14 +340,7 @@ def test_kdump_vmcore_has_every_cpu(r):
     assert stops[0]["vector"] == NMI and stops[0]["vector_name"] == "NMI", stops[0]
     events = res.emu_events()
     for s in panics + stops:
-        got = [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16), int(x.get("mispred", False)),
-                x.get("cycles")) for x in s["records"]]
-        truth = [freeze_records(e, "legacy", FORMAT) for e in events
-                 if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == s["cpu"]]
-        truth = [t for t in truth if t and (t[0]["from"], t[0]["to"]) == got[0][:2]]
-        assert truth, f"cpu {s['cpu']}: no freeze in the emulator's log has the dump's newest record"
-        want = [(t["from"], t["to"], t["mispred"], t["cycles"]) for t in truth[-1]]
-        assert got == want, f"cpu {s['cpu']}: dump {got[:3]}..., ground truth {want[:3]}..."
+        assert_decoded_equals_freeze(events, s)
     sym = lambda x: x["symbol"] or ""  # noqa: E731
     p = panics[0]["records"]
     assert sym(p[0]["to"]).startswith("lbr_dump_panic_entry+0x0/"), p[0]

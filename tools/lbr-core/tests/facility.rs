@@ -335,18 +335,16 @@ fn arch_lbr_without_a_supported_depth_is_no_recorder() {
     );
     assert_eq!(identify(&t, None).recorder, None);
     // And a layout is never made for a depth-0 recorder, however it was obtained.
-    let arch = Recorder::IntelArch(ArchLbr {
-        depths: 0,
-        cpl_filter: true,
-        branch_filter: true,
-        call_stack: true,
-        mispredict: true,
-        timed: true,
-        branch_type: true,
-    });
-    assert_eq!(lbr_core::record::layout(&arch, false), None);
+    let arch = Recorder::IntelArch(arch_lbr(0));
     assert_eq!(
-        lbr_core::record::layout(&Recorder::AmdLbrV2 { depth: 0 }, false),
+        lbr_core::record::layout(&arch, lbr_core::record::Tsx::Absent),
+        None
+    );
+    assert_eq!(
+        lbr_core::record::layout(
+            &Recorder::AmdLbrV2 { depth: 0 },
+            lbr_core::record::Tsx::Absent
+        ),
         None
     );
 }
@@ -365,4 +363,61 @@ fn disarming_restores_only_its_own_value() {
     // A perf session since wrote its own (FREEZE_LBRS_ON_PMI, LBR): left as it is.
     assert_eq!(sw.restore(0x1801, armed, before), None);
     assert_eq!(sw.restore(0, armed, before), None);
+}
+
+#[test]
+fn flavours_have_one_code_and_one_name_each() {
+    // The dump header's codes (layout.rs 0x030) are a format: they never change meaning.
+    let codes: Vec<u32> = Flavour::ALL.iter().map(|f| f.code()).collect();
+    assert_eq!(codes, [1, 2, 3, 4]);
+    for f in Flavour::ALL {
+        assert_eq!(Flavour::from_code(f.code()), Some(f));
+        assert_eq!(Flavour::from_name(f.name()), Some(f));
+        assert_eq!(
+            Flavour::ALL
+                .iter()
+                .filter(|g| g.name() == f.name() || g.title() == f.title())
+                .count(),
+            1
+        );
+    }
+    assert_eq!(
+        (
+            Flavour::from_code(0),
+            Flavour::from_code(5),
+            Flavour::from_name("lbr")
+        ),
+        (None, None, None)
+    );
+}
+
+/// Arch LBR with every capability and the depths of `depths` (CPUID 0x1C EAX[7:0]).
+fn arch_lbr(depths: u8) -> ArchLbr {
+    ArchLbr {
+        depths,
+        cpl_filter: true,
+        branch_filter: true,
+        call_stack: true,
+        mispredict: true,
+        timed: true,
+        branch_type: true,
+    }
+}
+
+#[test]
+fn a_recorder_and_its_encoding_are_the_same_flavour() {
+    use lbr_core::record::{layout, Tsx};
+    let skylake = identify(&skylake(), Some(5)).recorder.unwrap();
+    let all = [
+        skylake,
+        Recorder::IntelArch(arch_lbr(0x0f)),
+        Recorder::AmdLbrV2 { depth: 16 },
+        Recorder::AmdSingle,
+    ];
+    for r in all {
+        let e = layout(&r, Tsx::Absent).unwrap();
+        assert_eq!(r.flavour(), e.flavour(), "{r}");
+        assert!(r.to_string().starts_with(r.flavour().title()), "{r}");
+    }
+    assert_eq!(all.map(|r| r.flavour()), Flavour::ALL);
 }

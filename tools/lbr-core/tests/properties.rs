@@ -4,6 +4,7 @@
 //! behind any log prefix; no input (a line, a dump header, raw record values) makes the readers
 //! panic.
 
+use lbr_core::facility::Flavour;
 use lbr_core::layout::{checksum, hdr, AreaHeader, HEADER_SIZE, MAGIC};
 use lbr_core::record::{records, Branch, BranchType, Encoding};
 use lbr_core::report::{parse, Header, Line, RecordLine, State};
@@ -76,7 +77,7 @@ proptest! {
     fn headers_round_trip(cpu in any::<u32>(), seq in any::<u64>(), vector in 0u32..32, error in any::<u64>(),
                           rip in any::<u64>(), cr2 in any::<u64>(), format in 0u32..8, records in 0u32..65,
                           state in prop_oneof![Just(State::Complete), Just(State::Torn), Just(State::WasOff), Just(State::Foreign)],
-                          flavour in prop_oneof![Just("intel-lbr"), Just("intel-arch-lbr"), Just("amd-lbr-v2"), Just("amd-lbr")],
+                          flavour in proptest::sample::select(Flavour::ALL.map(Flavour::name).to_vec()),
                           nest in proptest::option::of(0u32..8), pre in prefix()) {
         let h = Header { cpu, seq, vector, error, rip, cr2, flavour, format, records, state, nest };
         let line = format!("{pre}lbr_dump: {h}");

@@ -260,7 +260,7 @@ fn skylake_capture_list() {
         select: Some(0x1c8),
         format: Some(LbrFormat::Info),
     });
-    let l = layout(&sk, false).unwrap();
+    let l = layout(&sk, Tsx::Absent).unwrap();
     assert_eq!(l, legacy(5, 32, true, false));
     let mut msrs = [0u32; MAX_VALUES];
     let n = capture_list(&sk, &l, &mut msrs);
@@ -276,7 +276,7 @@ fn skylake_capture_list() {
 fn amd_v2_and_arch_capture_lists() {
     let mut msrs = [0u32; MAX_VALUES];
     let r = Recorder::AmdLbrV2 { depth: 16 };
-    let n = capture_list(&r, &layout(&r, false).unwrap(), &mut msrs);
+    let n = capture_list(&r, &layout(&r, Tsx::Absent).unwrap(), &mut msrs);
     assert_eq!(
         (n, msrs[0], msrs[1], msrs[2], msrs[31]),
         (32, 0xc001_0300, 0xc001_0301, 0xc001_0302, 0xc001_031f)
@@ -294,7 +294,7 @@ fn header_codes_round_trip_and_reject_garbage() {
     ] {
         let (format, flags) = l.codes();
         assert_eq!(
-            Encoding::from_codes(l.flavour_code(), format, l.depth() as u32, flags),
+            Encoding::from_codes(l.flavour().code(), format, l.depth() as u32, flags),
             Some(l)
         );
     }

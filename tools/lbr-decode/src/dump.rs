@@ -281,7 +281,7 @@ fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>
                 error: s.error,
                 rip: s.rip,
                 cr2: s.cr2,
-                flavour: h.layout.flavour_name().to_string(),
+                flavour: h.layout.flavour().name().to_string(),
                 format: h.layout.codes().0,
                 state: snapshot_state(
                     s.state,

@@ -22,7 +22,7 @@ use std::time::Instant;
 use lbr_core::layout::MAGIC;
 use lbr_decode::dump::Dump;
 use lbr_decode::fixture;
-use lbr_decode::symbols::Image;
+use lbr_decode::symbols::{Image, ImageKind};
 
 fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (f64, T) {
     let mut out = None;
@@ -90,7 +90,7 @@ fn symbolize(vmlinux: &Path, addrs: &Path) -> anyhow::Result<()> {
         .filter_map(|l| u64::from_str_radix(l.trim().trim_start_matches("0x"), 16).ok())
         .collect();
     let t = Instant::now();
-    let img = Image::load(vmlinux, false)?;
+    let img = Image::load(vmlinux, ImageKind::Vmlinux)?;
     let mut lines = 0usize;
     for &a in &addrs {
         let _ = img.containing(a, None);

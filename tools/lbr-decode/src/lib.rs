@@ -1,10 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! lbr-decode's readers, as a library for the command (`main.rs`), the fuzz targets (`fuzz/`)
-//! and the benchmarks.
+//! lbr-decode as a library, for the command (`main.rs`), the fuzz targets (`fuzz/`) and the
+//! benchmarks. From input to output:
+//!
+//! - [`log`] finds the snapshots printed in kernel logs, [`dump`] the snapshot areas in ELF
+//!   memory dumps;
+//! - [`symbols`] reads vmlinux and module .ko files (symbol tables, DWARF), and
+//!   [`symbolize::Symbolizer`] maps the inputs' runtime addresses onto them;
+//! - [`output::Output`] is what is printed: the snapshots symbolized (its serde form is the JSON
+//!   output), which [`render`] prints as text or as the annotated logs.
+
+#![warn(missing_docs)]
 
 pub mod dump;
 #[doc(hidden)]
 pub mod fixture;
 pub mod log;
+pub mod output;
+pub mod render;
+pub mod symbolize;
 pub mod symbols;

@@ -13,9 +13,13 @@ use lbr_core::report::{parse, Line, State, PREFIX};
 /// One record as printed, with the kernel's symbols.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
+    /// The record's index as printed (`#N`).
     pub index: u32,
+    /// The branch, as the module's own parser reads it.
     pub branch: Branch,
+    /// The kernel's `%pS` symbol of the source address, if printed.
     pub from_sym: Option<String>,
+    /// The kernel's `%pS` symbol of the target address, if printed.
     pub to_sym: Option<String>,
     /// Input line number (1-based).
     pub line: usize,
@@ -24,20 +28,30 @@ pub struct Record {
 /// One printed snapshot (a crash, or an oops with no snapshot).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
+    /// The CPU that took the exception.
     pub cpu: u32,
+    /// The CPU's snapshot sequence number.
     pub seq: u64,
+    /// The exception vector.
     pub vector: u32,
+    /// The exception's error code.
     pub error: u64,
+    /// The faulting instruction pointer.
     pub rip: u64,
+    /// CR2 (the faulting address of a #PF).
     pub cr2: u64,
+    /// The recorder's flavour (`intel-lbr`, ...).
     pub flavour: String,
+    /// The recorder's record format.
     pub format: u32,
+    /// How the capture went.
     pub state: State,
     /// 0: the exception that oopsed; N: the one it interrupted, N levels out (the printer's
     /// `nest=`); `None` when not printed (an older lbr-dump, or a dump).
     pub nest: Option<u32>,
     /// Records the header announced.
     pub announced: u32,
+    /// The records found.
     pub records: Vec<Record>,
     /// The end line was seen.
     pub complete: bool,
@@ -48,15 +62,20 @@ pub struct Snapshot {
 /// An oops for which lbr-dump said no snapshot belongs to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NoSnapshot {
+    /// The CPU that oopsed.
     pub cpu: u32,
+    /// Why there is no snapshot, as printed.
     pub reason: String,
+    /// Input line number (1-based).
     pub line: usize,
 }
 
 /// What a log holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Parsed {
+    /// The snapshots, in log order.
     pub snapshots: Vec<Snapshot>,
+    /// The oopses lbr-dump had no snapshot for.
     pub none: Vec<NoSnapshot>,
     /// Problems with the input, each naming its line.
     pub warnings: Vec<String>,

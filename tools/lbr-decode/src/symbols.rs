@@ -14,17 +14,24 @@ use object::{Object, ObjectSection, ObjectSymbol, SectionIndex, SymbolKind};
 /// A function symbol.
 #[derive(Clone, Debug)]
 pub struct Sym {
+    /// Link address (modules: offset in `section`).
     pub addr: u64,
+    /// Size in bytes.
     pub size: u64,
+    /// The symbol's name.
     pub name: String,
+    /// Modules: the section the symbol is in (vmlinux: `None`, one address space).
     pub section: Option<SectionIndex>,
 }
 
 /// A source location, innermost (inlined) frame first.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Frame {
+    /// The function (the inlined one, for an inlined frame).
     pub function: Option<String>,
+    /// The source file.
     pub file: Option<String>,
+    /// The line in `file`.
     pub line: Option<u32>,
 }
 
@@ -32,6 +39,7 @@ pub struct Frame {
 pub struct Image {
     /// "vmlinux" or the module's name as the kernel prints it (`[name]`).
     pub name: String,
+    /// The file it was loaded from.
     pub path: PathBuf,
     syms: Vec<Sym>,
     by_name: HashMap<String, usize>,
@@ -40,14 +48,26 @@ pub struct Image {
     _relocated: Option<tempfile::NamedTempFile>,
     /// Modules: the DWARF address of each executable section's offset 0 in that copy.
     section_base: HashMap<SectionIndex, u64>,
+    /// It has debug info: source lines and inlined frames.
     pub has_dwarf: bool,
     /// Modules: where each executable section lands in the module's core text
     /// (`mem[MOD_TEXT]`), as the kernel's loader lays them out: (section index, offset).
     pub text_layout: Vec<(SectionIndex, u64)>,
 }
 
+/// What an [`Image`] is: the kernel, or a module (relocatable, its sections placed apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageKind {
+    /// The kernel's vmlinux.
+    Vmlinux,
+    /// A module's .ko file.
+    Module,
+}
+
 impl Image {
-    pub fn load(path: &Path, module: bool) -> Result<Image> {
+    /// Reads the ELF file at `path`: its function symbols, and its DWARF if it has any.
+    pub fn load(path: &Path, kind: ImageKind) -> Result<Image> {
+        let module = kind == ImageKind::Module;
         let data =
             std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
         let file = object::File::parse(&*data)
@@ -188,6 +208,7 @@ impl Image {
         })
     }
 
+    /// The function symbol called `name`.
     pub fn by_name(&self, name: &str) -> Option<&Sym> {
         self.by_name.get(name).map(|&i| &self.syms[i])
     }
@@ -321,12 +342,17 @@ fn module_name(file: &object::File) -> Option<String> {
 /// A `%pS` symbol as the kernel prints it: `name+0xoff/0xsize [module]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Printed<'a> {
+    /// The symbol's name.
     pub name: &'a str,
+    /// The address's offset in the symbol.
     pub offset: u64,
+    /// The symbol's size.
     pub size: u64,
+    /// The module it is in (`None`: vmlinux).
     pub module: Option<&'a str>,
 }
 
+/// Parses a `%pS` symbol (`None`: not one, such as a bare address).
 pub fn parse_printed(s: &str) -> Option<Printed<'_>> {
     let (sym, module) = match s.split_once(" [") {
         Some((sym, m)) => (sym, Some(m.strip_suffix(']')?)),

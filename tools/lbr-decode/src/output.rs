@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What lbr-decode prints, as serializable models: the snapshots found, each record's two ends
+//! symbolized, and the warnings. Serialized with serde they are the `--format json` output
+//! (schema version [`VERSION`].[`MINOR_VERSION`], see the README); the text and annotate
+//! renderers ([`crate::render`]) print the same models.
+//!
+//! [`Output::build`] symbolizes every record through a [`Symbolizer`] and then makes the source
+//! paths relative to the directory each image's paths share ([`Output::source_roots`]), as
+//! scripts/decode_stacktrace.sh prints them.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use lbr_core::report::{vector_name, Kind, State};
+
+use crate::log::{Record, Snapshot};
+use crate::symbolize::Symbolizer;
+use crate::symbols::Frame;
+
+/// The JSON output's schema version.
+pub const VERSION: u32 = 1;
+
+/// Fields added within [`VERSION`] (1: [`SnapshotOut::kind`]).
+pub const MINOR_VERSION: u32 = 1;
+
+/// Where an address is, once symbolized.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Place {
+    /// The runtime address, `0x` and 16 hex digits.
+    pub addr: String,
+    /// `name+0xoff/0xsize [module]`, recomputed from the ELF files when given, else as printed.
+    pub symbol: Option<String>,
+    /// The ELF image the address was found in ("vmlinux" or a module name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// As the kernel printed it, when it differs from the recomputed one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub printed: Option<String>,
+    /// Source locations, innermost first.
+    pub frames: Vec<Frame>,
+}
+
+/// One branch record, both ends symbolized.
+#[derive(Serialize)]
+pub struct RecordOut {
+    /// The record's index as printed (`#N`).
+    pub index: u32,
+    /// Input line of the record (for --format annotate).
+    #[serde(skip)]
+    pub line: usize,
+    /// The branch instruction (or the interrupted one, for an exception).
+    pub from: Place,
+    /// The branch target.
+    pub to: Place,
+    /// Mispredicted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mispred: Option<bool>,
+    /// Inside a TSX transaction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_tx: Option<bool>,
+    /// A TSX abort.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abort: Option<bool>,
+    /// AMD: the branch was speculative.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec: Option<bool>,
+    /// Cycles since the previous record (when the format counts them and the count is valid).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles: Option<u16>,
+    /// Branch type (Arch LBR).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch_type: Option<&'static str>,
+}
+
+/// One snapshot: the exception it was taken at, and its records.
+#[derive(Serialize)]
+pub struct SnapshotOut {
+    /// The input it was found in: a log's name, or a dump's name `@` the area's physical address.
+    pub source: String,
+    /// Input line of the snapshot's header (0 for dumps).
+    pub line: usize,
+    /// The CPU that took the exception.
+    pub cpu: u32,
+    /// The CPU's snapshot sequence number.
+    pub seq: u64,
+    /// The exception vector.
+    pub vector: u32,
+    /// The vector's mnemonic (`#PF`, ...).
+    pub vector_name: &'static str,
+    /// "exception", "panic" (the entry of panic()) or "stop" (a CPU as a panic stopped it);
+    /// schema 1.1.
+    pub kind: &'static str,
+    /// The exception's error code, hex.
+    pub error: String,
+    /// The faulting instruction pointer, hex.
+    pub rip: String,
+    /// CR2 (the faulting address of a #PF), hex.
+    pub cr2: String,
+    /// The recorder's flavour (`intel-lbr`, ...).
+    pub flavour: String,
+    /// The recorder's record format.
+    pub format: u32,
+    /// How the capture went: complete, torn, was-off, foreign or nmi-entry.
+    pub state: &'static str,
+    /// 0: the oopsing exception; N: the exception it interrupted N levels out (absent when the
+    /// log does not say, and for dumps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nest: Option<u32>,
+    /// All announced records were found.
+    pub complete: bool,
+    /// The records.
+    pub records: Vec<RecordOut>,
+}
+
+/// Everything lbr-decode prints: the JSON document, and what the other formats render.
+#[derive(Serialize)]
+pub struct Output {
+    /// [`VERSION`].
+    pub version: u32,
+    /// Fields added within `version` (1: `kind`).
+    pub minor_version: u32,
+    /// Per image, the directory its source paths are relative to.
+    pub source_roots: BTreeMap<String, String>,
+    /// The KASLR offset recovered from the inputs, hex.
+    pub kaslr_offset: Option<String>,
+    /// The snapshots, in input order.
+    pub snapshots: Vec<SnapshotOut>,
+    /// Problems with the inputs and ELF files, for the user.
+    pub warnings: Vec<String>,
+}
+
+impl Output {
+    /// The output for `snapshots` (each with the name of the input it came from), symbolized by
+    /// `symbolizer`. `warnings` are the ones so far; symbolizing adds its own after them.
+    pub fn build(
+        snapshots: &[(String, Snapshot)],
+        symbolizer: &Symbolizer,
+        mut warnings: Vec<String>,
+    ) -> Output {
+        let kaslr_offset = symbolizer.kaslr_offset().map(|k| format!("{k:#x}"));
+        let snapshots = snapshots
+            .iter()
+            .map(|(source, s)| SnapshotOut::symbolized(source, s, symbolizer, &mut warnings))
+            .collect();
+        let mut out = Output {
+            version: VERSION,
+            minor_version: MINOR_VERSION,
+            source_roots: BTreeMap::new(),
+            kaslr_offset,
+            snapshots,
+            warnings,
+        };
+        out.strip_common_source_dir();
+        out
+    }
+
+    /// Every place of every record, in order (from, then to).
+    fn places(&self) -> impl Iterator<Item = &Place> {
+        self.snapshots
+            .iter()
+            .flat_map(|s| s.records.iter())
+            .flat_map(|r| [&r.from, &r.to])
+    }
+
+    /// The images the places were found in, in order of first appearance.
+    fn images(&self) -> Vec<String> {
+        let mut images: Vec<String> = Vec::new();
+        for i in self.places().filter_map(|p| p.image.as_ref()) {
+            if !images.contains(i) {
+                images.push(i.clone());
+            }
+        }
+        images
+    }
+
+    /// The absolute source paths of `image`'s frames.
+    fn absolute_files(&self, image: &str) -> Vec<String> {
+        self.places()
+            .filter(|p| p.image.as_deref() == Some(image))
+            .flat_map(|p| p.frames.iter())
+            .filter_map(|f| f.file.clone())
+            .filter(|f| f.starts_with('/'))
+            .collect()
+    }
+
+    /// Source paths relative to the directory all of one image's paths share (the kernel tree
+    /// the vmlinux was built in, a module's source directory), as scripts/decode_stacktrace.sh
+    /// prints them. A module's DWARF also names the kernel headers it inlined, in the kernel
+    /// tree: those are made relative to that tree (recognised by its `include/` or `arch/`
+    /// directory), under the key `kernel-tree`, and the module's own files relative to what
+    /// they share.
+    fn strip_common_source_dir(&mut self) {
+        for image in self.images() {
+            let roots = source_roots(&image, &self.absolute_files(&image));
+            for (_, root) in &roots {
+                self.strip_prefix(&image, root);
+            }
+            for (key, root) in roots {
+                self.source_roots.entry(key).or_insert(root);
+            }
+        }
+    }
+
+    /// Removes `root` from the start of `image`'s source paths that have it.
+    fn strip_prefix(&mut self, image: &str, root: &str) {
+        for f in self
+            .snapshots
+            .iter_mut()
+            .flat_map(|s| s.records.iter_mut())
+            .flat_map(|r| [&mut r.from, &mut r.to])
+            .filter(|p| p.image.as_deref() == Some(image))
+            .flat_map(|p| p.frames.iter_mut())
+        {
+            if let Some(rel) = f.file.as_deref().and_then(|x| x.strip_prefix(root)) {
+                f.file = Some(rel.to_string());
+            }
+        }
+    }
+}
+
+impl SnapshotOut {
+    /// `s`, found in `source`, with its records symbolized; problems go to `warnings`.
+    pub fn symbolized(
+        source: &str,
+        s: &Snapshot,
+        symbolizer: &Symbolizer,
+        warnings: &mut Vec<String>,
+    ) -> SnapshotOut {
+        let records = s
+            .records
+            .iter()
+            .map(|r| RecordOut::symbolized(source, r, symbolizer, warnings))
+            .collect();
+        SnapshotOut {
+            source: source.to_string(),
+            line: s.line,
+            cpu: s.cpu,
+            seq: s.seq,
+            vector: s.vector,
+            vector_name: vector_name(s.vector),
+            kind: Kind::of(s.vector).name(),
+            error: format!("{:#x}", s.error),
+            rip: format!("{:#x}", s.rip),
+            cr2: format!("{:#x}", s.cr2),
+            flavour: s.flavour.clone(),
+            format: s.format,
+            state: state_name(s.state),
+            nest: s.nest,
+            complete: s.complete,
+            records,
+        }
+    }
+}
+
+impl RecordOut {
+    /// `r`, found in `source`, with both ends symbolized; problems go to `warnings`, each
+    /// naming the record's line and end.
+    pub fn symbolized(
+        source: &str,
+        r: &Record,
+        symbolizer: &Symbolizer,
+        warnings: &mut Vec<String>,
+    ) -> RecordOut {
+        let b = &r.branch;
+        let what = |end: &str| format!("{source}:{}: #{} {end}", r.line, r.index);
+        RecordOut {
+            index: r.index,
+            line: r.line,
+            from: symbolizer.place(b.from, r.from_sym.as_deref(), &what("from"), warnings),
+            to: symbolizer.place(b.to, r.to_sym.as_deref(), &what("to"), warnings),
+            mispred: b.mispred,
+            in_tx: b.in_tx,
+            abort: b.abort,
+            spec: b.spec,
+            cycles: b.cycles,
+            branch_type: b.branch_type.map(|t| t.name()),
+        }
+    }
+}
+
+/// A capture state as the JSON output names it.
+fn state_name(state: State) -> &'static str {
+    match state {
+        State::Complete => "complete",
+        State::Torn => "torn",
+        State::WasOff => "was-off",
+        State::Foreign => "foreign",
+        State::NmiEntry => "nmi-entry",
+    }
+}
+
+/// The roots to strip from one image's absolute source paths `files`, longer first (a kernel
+/// tree may lie inside the module's directory): (key in `source_roots`, directory).
+fn source_roots(image: &str, files: &[String]) -> Vec<(String, String)> {
+    let tree = separate_kernel_tree(files);
+    let own: Vec<&String> = files
+        .iter()
+        .filter(|f| tree.as_ref().is_none_or(|t| !f.starts_with(t.as_str())))
+        .collect();
+    let mut roots = Vec::new();
+    if let Some(prefix) = common_dir(&own) {
+        roots.push((image.to_string(), prefix));
+    }
+    if let Some(t) = tree {
+        roots.push(("kernel-tree".to_string(), t));
+    }
+    roots.sort_by_key(|(_, r)| std::cmp::Reverse(r.len()));
+    roots
+}
+
+/// The kernel tree most of `files` are in, if some files are in one and others are not.
+fn separate_kernel_tree(files: &[String]) -> Option<String> {
+    let mut trees = BTreeMap::<&str, usize>::new();
+    for t in files.iter().filter_map(|f| kernel_tree(f)) {
+        *trees.entry(t).or_default() += 1;
+    }
+    trees
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(t, _)| t.to_string())
+        .filter(|t| t.matches('/').count() >= 2)
+        .filter(|t| files.iter().any(|f| !f.starts_with(t.as_str())))
+}
+
+/// The kernel tree an absolute path is in: the part before its first `/include/` or `/arch/`.
+fn kernel_tree(path: &str) -> Option<&str> {
+    ["/include/", "/arch/"]
+        .iter()
+        .filter_map(|m| path.find(m))
+        .min()
+        .map(|i| &path[..i + 1])
+}
+
+/// The deepest directory (with its trailing `/`) all `files` are in, if it is below the root's
+/// children (a shared `/` or `/home/` says nothing).
+fn common_dir(files: &[&String]) -> Option<String> {
+    let first = files.first()?;
+    let mut prefix = first[..first.rfind('/').unwrap_or(0) + 1].to_string();
+    for f in files {
+        while !f.starts_with(prefix.as_str()) {
+            let cut = prefix[..prefix.len() - 1].rfind('/').map_or(0, |i| i + 1);
+            prefix.truncate(cut);
+        }
+    }
+    (prefix.matches('/').count() >= 2).then_some(prefix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_tree_and_common_dir() {
+        let h = "/root/.cache/linux/arch/x86/include/asm/msr.h";
+        assert_eq!(kernel_tree(h), Some("/root/.cache/linux/"));
+        assert_eq!(
+            kernel_tree("/src/linux/include/linux/list.h"),
+            Some("/src/linux/")
+        );
+        assert_eq!(kernel_tree("/work/m/lbr_crash.c"), None);
+        let own = ["/work/m/a/x.c".to_string(), "/work/m/b/y.c".to_string()];
+        assert_eq!(
+            common_dir(&own.iter().collect::<Vec<_>>()),
+            Some("/work/m/".to_string())
+        );
+        let apart = ["/work/x.c".to_string(), "/root/y.c".to_string()];
+        assert_eq!(common_dir(&apart.iter().collect::<Vec<_>>()), None);
+    }
+
+    #[test]
+    fn a_modules_kernel_headers_are_relative_to_the_kernel_tree() {
+        let files = [
+            "/work/m/a.c",
+            "/work/m/sub/b.c",
+            "/src/linux/include/linux/list.h",
+            "/src/linux/arch/x86/include/asm/msr.h",
+        ]
+        .map(String::from);
+        assert_eq!(
+            source_roots("m", &files),
+            [
+                ("kernel-tree".to_string(), "/src/linux/".to_string()),
+                ("m".to_string(), "/work/m/".to_string())
+            ]
+        );
+    }
+}

@@ -491,6 +491,21 @@ SYM_FUNC_END(lbr_dump_panic_entry)
 _ASM_NOKPROBE(lbr_dump_panic_entry)
 
 /*
+ * LBR_SET_GATE gate, hook: stores the gate quadword prepared at arming (config field `hook`) at
+ * the IDT alias address in config field `gate`, unless that address is 0 (the gate cannot be
+ * hooked). One aligned 8-byte store: a CPU taking that vector sees the old or the new gate, never
+ * half of each. Clobbers rax and rdx (saved by the caller).
+ */
+.macro LBR_SET_GATE gate:req, hook:req
+	movq	lbr_dump_capture+\gate(%rip), %rax
+	testq	%rax, %rax
+	jz	.Lset_gate_done_\@
+	movq	lbr_dump_capture+\hook(%rip), %rdx
+	movq	%rdx, (%rax)
+.Lset_gate_done_\@:
+.endm
+
+/*
  * Stop entry: lbr_dump_stop_entry is attached (ftrace direct call, only while armed) to
  * native_stop_other_cpus() and nmi_shootdown_cpus(), the two ways a panicking CPU stops the
  * others (smp_send_stop(); kdump's and crash_smp_send_stop()'s NMI shootdown). Once a panic or
@@ -519,17 +534,8 @@ SYM_FUNC_START(lbr_dump_stop_entry)
 	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rax
 	movq	$1, LBR_STOP_DONE(%rax)
 .Lstop_entry_gates:
-	movq	lbr_dump_capture+LBR_CFG_NMI_GATE(%rip), %rax
-	testq	%rax, %rax
-	jz	.Lstop_entry_ipi
-	movq	lbr_dump_capture+LBR_CFG_NMI_HOOK(%rip), %rdx
-	movq	%rdx, (%rax)
-.Lstop_entry_ipi:
-	movq	lbr_dump_capture+LBR_CFG_IPI_GATE(%rip), %rax
-	testq	%rax, %rax
-	jz	.Lstop_entry_done
-	movq	lbr_dump_capture+LBR_CFG_IPI_HOOK(%rip), %rdx
-	movq	%rdx, (%rax)
+	LBR_SET_GATE LBR_CFG_NMI_GATE, LBR_CFG_NMI_HOOK
+	LBR_SET_GATE LBR_CFG_IPI_GATE, LBR_CFG_IPI_HOOK
 .Lstop_entry_done:
 	popq	%rdx
 	popq	%rax

@@ -16,9 +16,17 @@ def sext(v, bits):
     return (v - (1 << bits)) & MASK64 if v >> (bits - 1) else v
 
 
+# Arch LBR BR_TYPE (IA32_LBR_x_INFO[59:56], SDM "Branch Type Encodings") by the names lbr-dump
+# prints (`type=`); 0110B-1111B are reserved or OTHER_BRANCH: "other".
+ARCH_BR_TYPES = {0: "jcc", 1: "ind_jmp", 2: "jmp", 3: "ind_call", 4: "call", 5: "ret"}
+# decode_slot's value for an entry that holds no branch but does not end the records.
+NOT_A_BRANCH = "not-a-branch"
+
+
 def decode_slot(flavour, fmt, f, t, inf):
     """One record from its raw FROM/TO/INFO MSR values: a dict with from, to and the flags the
-    format has (mispred, in_tx, abort, cycles, type), or None for an empty entry."""
+    format has (mispred, in_tx, abort, spec, cycles, type), None for an empty entry, or
+    NOT_A_BRANCH (LbrExtV2's erratum-1452 entries)."""
     if flavour == "legacy":
         if fmt == 0:
             r = {"from": sext(f, 32), "to": sext(f >> 32, 32)}
@@ -41,13 +49,28 @@ def decode_slot(flavour, fmt, f, t, inf):
             raise ValueError(fmt)
         return r if r["from"] or r["to"] else None
     if flavour == "arch":
+        # SDM vol. 3B, "Last Branch Records" (Architectural LBR): IA32_LBR_x_FROM_IP == 0 marks an
+        # invalid record, and the stack is newest-first from entry 0. IA32_LBR_x_INFO: bit 63
+        # MISPRED, 62 IN_TSX, 61 TSX_ABORT, 60 CYC_CNT_VALID (15:0 CYC_CNT counts only when set),
+        # 59:56 BR_TYPE.
         if f == 0:
             return None  # FROM == 0 ends the valid records
-        return {"from": f, "to": t, "mispred": inf >> 63, "cycles": inf & 0xFFFF, "type": inf >> 56 & 0xF}
+        r = {"from": f, "to": t, "mispred": inf >> 63, "in_tx": inf >> 62 & 1, "abort": inf >> 61 & 1,
+             "type": ARCH_BR_TYPES.get(inf >> 56 & 0xF, "other")}
+        if inf >> 60 & 1:
+            r["cycles"] = inf & 0xFFFF
+        return r
     if flavour == "amd-v2":
+        # AMD APM vol. 2, "Last Branch Stack Extension" (LbrExtV2): FROM[63] mispredict, the
+        # addresses sign-extended from bit 57 (58-bit linear addresses); TO[63] valid, TO[62]
+        # speculative. valid = spec = 0: no branch recorded. Revision guide for family 19h,
+        # erratum 1452: TO[61] set marks an entry that is not a branch (the kernel's amd/lbr.c
+        # discards it); the entries after it are still records.
         if not t >> 63 and not t >> 62 & 1:
             return None  # valid = 0, spec = 0: empty
-        return {"from": sext(f, 58), "to": sext(t, 58), "mispred": f >> 63}
+        if t >> 61 & 1:
+            return NOT_A_BRANCH
+        return {"from": sext(f, 58), "to": sext(t, 58), "mispred": f >> 63, "spec": t >> 62 & 1}
     return {"from": f, "to": t} if f or t else None
 
 
@@ -56,12 +79,12 @@ def freeze_records(event, flavour, fmt):
     out = []
     for s in event["records"]:
         r = decode_slot(flavour, fmt, int(s["from"], 16), int(s["to"], 16), int(s["info"], 16))
-        if r is not None:
+        if r is not None and r is not NOT_A_BRANCH:
             out.append(r)
     return out
 
 
-PRINTED = re.compile(r"lbr_dump: #(\d+) 0x([0-9a-f]+) -> 0x([0-9a-f]+)((?: [a-z_]+(?:=\d+)?)*) \| (\S+(?: \[\w+\])?) -> (\S+(?: \[\w+\])?)")
+PRINTED = re.compile(r"lbr_dump: #(\d+) 0x([0-9a-f]+) -> 0x([0-9a-f]+)((?: [a-z_]+(?:=\w+)?)*) \| (\S+(?: \[\w+\])?) -> (\S+(?: \[\w+\])?)")
 
 
 def printed_records(text):
@@ -72,7 +95,7 @@ def printed_records(text):
         r = {"index": int(m[1]), "from": int(m[2], 16), "to": int(m[3], 16), "from_sym": m[5], "to_sym": m[6]}
         for tok in m[4].split():
             k, _, v = tok.partition("=")
-            r[k] = int(v) if v else 1
+            r[k] = (int(v) if v.isdigit() else v) if v else 1
         out.append(r)
     return out
 
@@ -102,6 +125,10 @@ def assert_same_recorder(events, printed_flavour, printed_format=None):
         assert int(printed_format) == fmt, f"lbr-dump says format={printed_format}, the emulator presents {fmt}"
 
 
+def show(v):
+    return f"{v:#x}" if isinstance(v, int) else repr(v)
+
+
 def assert_equals_freeze(events, head, printed):
     """The printed records (printed_records) of the snapshot whose header line is `head` equal the
     emulator's record stack at the freeze on its CPU whose newest record is the printed newest one
@@ -123,7 +150,9 @@ def assert_equals_freeze(events, head, printed):
     for p, w in zip(printed, want):
         for k, v in w.items():
             got = p.get(k, 0)
-            assert got == v, f"cpu {cpu} record #{p['index']}: {k} printed {got:#x}, ground truth {v:#x}\n  {p}\n  {w}"
+            assert got == v, f"cpu {cpu} record #{p['index']}: {k} printed {show(got)}, ground truth {show(v)}\n  {p}\n  {w}"
+        extra = set(p) - set(w) - {"index", "from_sym", "to_sym"}
+        assert not extra, f"cpu {cpu} record #{p['index']}: printed {sorted(extra)}, which the record does not hold\n  {p}\n  {w}"
 
 
 def assert_decoded_equals_freeze(events, snap):
@@ -139,5 +168,5 @@ def assert_decoded_equals_freeze(events, snap):
              if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == snap["cpu"]]
     truth = [t for t in truth if t and (t[0]["from"], t[0]["to"]) == got[0][:2]]
     assert truth, f"cpu {snap['cpu']}: no freeze in the emulator's log has the snapshot's newest record"
-    want = [(t["from"], t["to"], t["mispred"], t["cycles"]) for t in truth[-1]]
+    want = [(t["from"], t["to"], t.get("mispred", 0), t.get("cycles")) for t in truth[-1]]
     assert got == want, f"cpu {snap['cpu']}: decoded {got[:3]}..., ground truth {want[:3]}..."

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0
 """Crashes under the branch-record emulator: what lbr-dump prints equals the ground truth.
 
-Each crash runs in its own VM with the emulator presenting an Intel CPU with legacy LBR (formats
-3, 4, 5 and 6: nehalem, haswell, skylake, goldmont-plus). lbr-dump is loaded normally (no
-force=1: the emulated recorder passes its probe). The expected records are the emulator's record
+Each crash runs in its own VM with the emulator presenting a recorder: Intel legacy LBR (formats
+3, 4, 5 and 6: nehalem, haswell, skylake, goldmont-plus), Intel Arch LBR (sapphirerapids, at
+depths 8, 32 and 64), AMD LbrExtV2 (zen4) or the AMD single record (amd). lbr-dump is loaded
+normally (no force=1: the emulated recorder passes its probe), and names the recorder the
+emulator presents (records.assert_same_recorder). The expected records are the emulator's record
 stack at the freeze the entry stub made (its `freeze` event), decoded with tests/records.py from
 the manuals; the printed records must equal them record for record, and the newest must be the
 exception itself (no record of the stub's own branches).
@@ -32,22 +34,30 @@ CRASHES = {  # name: (guest command, vector)
     "select": (f"insmod {CRASH} crash=select", 13),
     "migrate": (f"insmod {CRASH} crash=migrate", 13),
 }
-FORMATS = {"core2": 1, "atom": 2, "nehalem": 3, "haswell": 4, "skylake": 5, "goldmont-plus": 6}
+# Emulator model: (QEMU CPU model, the format lbr-dump prints: legacy LBR's, else 0).
+MODELS = {"core2": ("Skylake-Client", 1), "atom": ("Skylake-Client", 2), "nehalem": ("Skylake-Client", 3),
+          "haswell": ("Skylake-Client", 4), "skylake": ("Skylake-Client", 5), "goldmont-plus": ("Skylake-Client", 6),
+          "sapphirerapids": ("Skylake-Client", 0), "zen4": ("EPYC-Genoa", 0), "amd": ("EPYC-Genoa", 0)}
 
 
-def crash(model, name, before="", tag="", state="complete", smp=1, **kw):
+def crash(model, name, before="", tag="", state="complete", smp=1, depth=None, **kw):
     cmd, vector = CRASHES[name]
-    res = boot(finish=False, name=f"emu-crash-{model}-{name.lower()}{tag}", cpu="Skylake-Client", accel="tcg",
-               emulate=f"model={model}", timeout=240, smp=smp, script=ARM + before + f"sh -c '{cmd}' || true\n",
+    qemu_cpu, fmt = MODELS[model]
+    emulate = f"model={model}" + (f",depth={depth}" if depth else "")
+    tag = (f"-{depth}" if depth else "") + tag
+    res = boot(finish=False, name=f"emu-crash-{model}-{name.lower()}{tag}", cpu=qemu_cpu, accel="tcg",
+               emulate=emulate, timeout=240, smp=smp, script=ARM + before + f"sh -c '{cmd}' || true\n",
                **kw)
     con = res.console
+    start = res.emu_events()[0]
+    assert depth is None or start["depth"] == depth, f"the emulator presents depth {start['depth']}, not {depth}"
     assert "lbr_dump: armed" in con, "lbr_dump did not arm:\n" + "\n".join(kernel_lines(con, "lbr_dump"))
     heads = snapshot_heads(con)
     assert heads, f"no snapshot printed (VM {'timed out' if res.timed_out else 'ended'}):\n" + tail(con)
     head = heads[-1]
     assert f" vector={vector} " in head, head
     assert f"state={state}" in head, head
-    assert f"format={FORMATS[model]}" in head, head
+    assert f"format={fmt} " in head, head
     # The records of the last snapshot printed (its lines up to its end line).
     block = con[con.rindex(head):]
     block = block[:block.index("lbr_dump: end ")]
@@ -63,9 +73,9 @@ def crash(model, name, before="", tag="", state="complete", smp=1, **kw):
     return res, printed
 
 
-def check(model, names):
+def check(model, names, depth=None):
     for name in names:
-        res, _ = crash(model, name)
+        res, _ = crash(model, name, depth=depth)
         assert "[#2]" not in res.console, f"{name}: a second oops:\n" + tail(res.console)
 
 
@@ -83,6 +93,26 @@ def test_haswell_format4(r):
 
 def test_goldmont_plus_format6(r):
     check("goldmont-plus", ["EXCEPTION", "ACCESS_USERSPACE", "EXHAUST_STACK"])
+
+
+def test_arch_lbr_depth8(r):
+    check("sapphirerapids", ["EXCEPTION", "jump"], depth=8)
+
+
+def test_arch_lbr_depth32(r):
+    check("sapphirerapids", ["EXCEPTION", "BUG", "jump"], depth=32)
+
+
+def test_arch_lbr_depth64(r):
+    check("sapphirerapids", ["BUG", "jump"], depth=64)
+
+
+def test_zen4_lbr_v2(r):
+    check("zen4", ["EXCEPTION", "BUG", "jump"])
+
+
+def test_amd_single_record(r):
+    check("amd", ["EXCEPTION", "BUG", "jump"])
 
 
 def test_corrupted_pointer_names_the_caller(r):

@@ -13,7 +13,7 @@ import re
 import time
 
 from harness import assert_clean, boot, kernel_lines
-from records import decode_slot, freeze_records
+from records import NOT_A_BRANCH, decode_slot, freeze_records
 
 CHECK = "/lib/lbr-dump/lbr_check.ko"
 # seq.S, newest first: ret r3 -> a3, call c3 -> leaf, jz j2 -> t2, jmp j1 -> t1.
@@ -55,6 +55,8 @@ def decode(flavour, fmt, reads, depth, bases):
     out = []
     for f, t, inf in raw:
         r = decode_slot(flavour, fmt, f, t, inf)
+        if r is NOT_A_BRANCH:
+            continue
         if r is None:
             if flavour in ("arch", "amd-v2"):
                 break  # the first empty entry ends the valid records
@@ -64,8 +66,6 @@ def decode(flavour, fmt, reads, depth, bases):
     return out
 
 
-# Arch LBR BR_TYPE per kind (SDM): 0 JCC, 2 NEAR_REL_JMP, 4 NEAR_REL_CALL, 5 NEAR_RET.
-ARCH_TYPE = {"jcc": 0, "jmp": 2, "call": 4, "ret": 5}
 # Which records carry the mispredict flag is the emulator's documented choice (indirect
 # branches and returns): checked to prove the flag lands in the manual's bit.
 MISPRED = {"ret": 1, "call": 0, "jcc": 0, "jmp": 0}
@@ -91,7 +91,9 @@ def run_sequence(name, model, cpu, insmod, flavour, fmt, depth, bases=None):
         if "mispred" in flags:
             assert flags["mispred"] == MISPRED[kind], f"{kind}: mispredict flag {flags}"
         if "type" in flags:
-            assert flags["type"] == ARCH_TYPE[kind], f"{kind}: branch type {flags}"
+            # Arch LBR BR_TYPE (SDM: 0 JCC, 2 NEAR_REL_JMP, 4 NEAR_REL_CALL, 5 NEAR_RET), named
+            # as records.ARCH_BR_TYPES names them: the sequence's kinds are those names.
+            assert flags["type"] == kind, f"{kind}: branch type {flags}"
         for bit in ("in_tx", "abort"):
             assert flags.get(bit, 0) == 0, f"{kind}: {bit} set without TSX: {flags}"
     # The freeze the sequence ends with is in the log, with the same newest record.

@@ -491,10 +491,12 @@ SYM_FUNC_END(lbr_dump_panic_entry)
 _ASM_NOKPROBE(lbr_dump_panic_entry)
 
 /*
- * LBR_SET_GATE gate, hook: stores the gate quadword prepared at arming (config field `hook`) at
- * the IDT alias address in config field `gate`, unless that address is 0 (the gate cannot be
- * hooked). One aligned 8-byte store: a CPU taking that vector sees the old or the new gate, never
- * half of each. Clobbers rax and rdx (saved by the caller).
+ * LBR_SET_GATE gate, hook: stores the gate's low quadword prepared at arming (config field
+ * `hook`: the stop stub's offset bits 31:0 with selector and type; offset bits 63:32, in the
+ * high quadword, are the handler's, checked at arming by idt.rs prepare_stop) at the IDT alias
+ * address in config field `gate`, unless that address is 0 (the gate cannot be hooked). One
+ * aligned 8-byte store: a CPU taking that vector sees the old or the new gate, never half of
+ * each. Clobbers rax, rdx and flags (lbr_dump_stop_entry saves them).
  */
 .macro LBR_SET_GATE gate:req, hook:req
 	movq	lbr_dump_capture+\gate(%rip), %rax

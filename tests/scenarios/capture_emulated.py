@@ -95,6 +95,17 @@ def test_goldmont_plus_format6(r):
     check("goldmont-plus", ["EXCEPTION", "ACCESS_USERSPACE", "EXHAUST_STACK"])
 
 
+def test_core2_format1(r):
+    # Core 2 (Penryn): 4 entries at MSRs 0x40/0x60, format 1 (LIP), and no LBR_SELECT: recording
+    # is not filtered by ring (the armed message says so).
+    check("core2", ["EXCEPTION", "BUG", "jump"])
+
+
+def test_atom_format2(r):
+    # Bonnell/Saltwell Atom: 8 entries at 0x40/0x60, format 2 (EIP), no LBR_SELECT.
+    check("atom", ["EXCEPTION", "BUG", "jump"])
+
+
 def test_arch_lbr_depth8(r):
     check("sapphirerapids", ["EXCEPTION", "jump"], depth=8)
 

@@ -2,7 +2,7 @@
 """Crashes under the branch-record emulator: what lbr-dump prints equals the ground truth.
 
 Each crash runs in its own VM with the emulator presenting a recorder: Intel legacy LBR (formats
-3, 4, 5 and 6: nehalem, haswell, skylake, goldmont-plus), Intel Arch LBR (sapphirerapids, at
+1 to 6: core2, atom, nehalem, haswell, skylake, goldmont-plus), Intel Arch LBR (sapphirerapids, at
 depths 8, 32 and 64), AMD LbrExtV2 (zen4) or the AMD single record (amd). lbr-dump is loaded
 normally (no force=1: the emulated recorder passes its probe), and names the recorder the
 emulator presents (records.assert_same_recorder). The expected records are the emulator's record

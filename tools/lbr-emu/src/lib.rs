@@ -6,10 +6,13 @@
 //! freeze, optionally every taken branch) as JSON lines. See the README.
 //!
 //! The pure parts (instruction classes, models and CPUID, the recorder and its encodings,
-//! arguments) are unit-tested on the host; `plugin` and `api` exist only in the plugin build.
+//! arguments, the log's events, the cost probe's measurement) are unit-tested on the host;
+//! `plugin` and `api` (QEMU's plugin API and its safe wrappers) exist only in the plugin build.
 
 pub mod args;
 pub mod classify;
+pub mod cost;
+pub mod event;
 pub mod model;
 pub mod recorder;
 

@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The ground-truth log's events, and their one serialisation ([`Event::to_json`]).
+//!
+//! The log is JSON lines, one object per event, read by the Python tests (tests/records.py,
+//! tests/scenarios/, scripts/vm.py). Each object has `event` (its kind), `seq` (its position in
+//! the log, from 0) and the event's fields. Keys come out sorted (serde_json's default map), and
+//! addresses and MSR values as `0x`-prefixed lowercase hex strings.
+
+use serde_json::{json, Value};
+
+use crate::classify::Kind;
+use crate::model::{Flavour, Model};
+use crate::recorder::{Counts, Slot};
+
+/// How an entry measurement (`cost=on`) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryEnd {
+    /// The handler's far return, `total` instructions after the delivery, to `back`.
+    Return { total: u64, back: u64 },
+    /// Still running after `cost::ENTRY_LIMIT` instructions.
+    Limit,
+    /// Another delivery started before the return.
+    Nested,
+}
+
+/// One line of the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The plugin is installed: the model and the arguments.
+    Start {
+        model: Model,
+        /// The plugin API versions QEMU offers (min, current).
+        api: (i32, i32),
+        vcpus: usize,
+        trace: bool,
+        cost: bool,
+    },
+    /// A system reset: every recorder is back in its power-on state.
+    Reset { cpu: u32 },
+    /// `trace=on`: a taken branch seen while recording was on.
+    Branch {
+        cpu: u32,
+        from: u64,
+        to: u64,
+        kind: Kind,
+        recorded: bool,
+    },
+    /// Recording switched on or off (by `cause` at `pc`), through the MSR `msr`.
+    Switch {
+        cpu: u32,
+        on: bool,
+        cause: &'static str,
+        pc: u64,
+        msr: u32,
+    },
+    /// Recording switched off: the record stack (newest first), LER and counts at that moment.
+    Freeze {
+        cpu: u32,
+        cause: &'static str,
+        pc: u64,
+        tos: usize,
+        records: Vec<Slot>,
+        ler: (u64, u64),
+        counts: Counts,
+    },
+    /// An emulated MSR read.
+    Rdmsr { cpu: u32, msr: u32, value: u64 },
+    /// An emulated MSR write that took effect.
+    Wrmsr { cpu: u32, msr: u32, value: u64 },
+    /// An access the real part would answer with #GP (a read gives 0, a write is ignored).
+    WouldFault { cpu: u32, msr: u32, write: bool },
+    /// `cost=on`: an interrupt or exception delivery from `from` to `to`, measured. Until the
+    /// first far jump (if any): its instruction count and target, and the MSR accesses.
+    Entry {
+        cpu: u32,
+        from: u64,
+        to: u64,
+        first_jmp: Option<(u64, u64)>,
+        rdmsr: u64,
+        wrmsr: u64,
+        end: EntryEnd,
+    },
+    /// A guest marker (`cpuid` with the marker leaf): ECX.
+    Marker { cpu: u32, value: u32 },
+    /// A configuration error the guest cannot see (also printed on QEMU's plugin output).
+    Error { message: String },
+    /// QEMU exits: branches seen and recorded in all.
+    Exit { branches_seen: u64, recorded: u64 },
+}
+
+fn hex(v: u64) -> String {
+    format!("{v:#x}")
+}
+
+/// The model's recorder, as `start` logs it.
+fn flavour_json(m: &Model) -> Value {
+    match m.flavour {
+        Flavour::Legacy {
+            depth,
+            from,
+            to,
+            info,
+            format,
+            ..
+        } => json!({"flavour": "legacy", "depth": depth,
+            "from": hex(from as u64), "to": hex(to as u64), "info": info.map(|i| hex(i as u64)), "format": format}),
+        Flavour::Arch { depth } => json!({"flavour": "arch", "depth": depth}),
+        Flavour::AmdV2 { depth } => json!({"flavour": "amd-v2", "depth": depth}),
+        Flavour::AmdSingle => json!({"flavour": "amd-single", "depth": 1}),
+    }
+}
+
+impl Event {
+    /// Whether the log is flushed after this event: after all but the frequent ones (a traced
+    /// branch, an entry measurement, an MSR write).
+    pub fn flush(&self) -> bool {
+        !matches!(
+            self,
+            Event::Branch { .. } | Event::Entry { .. } | Event::Wrmsr { .. }
+        )
+    }
+
+    /// The event as the log's JSON object, `seq` being its position in the log.
+    pub fn to_json(&self, seq: u64) -> Value {
+        let mut v = match self {
+            Event::Start {
+                model,
+                api,
+                vcpus,
+                trace,
+                cost,
+            } => {
+                let mut start = json!({"event": "start", "model": model.name, "api": [api.0, api.1],
+                                       "vcpus": vcpus, "trace": trace, "cost": cost});
+                if let (Value::Object(s), Value::Object(f)) = (&mut start, flavour_json(model)) {
+                    s.extend(f);
+                }
+                start
+            }
+            Event::Reset { cpu } => json!({"event": "reset", "cpu": cpu}),
+            Event::Branch {
+                cpu,
+                from,
+                to,
+                kind,
+                recorded,
+            } => json!({"event": "branch", "cpu": cpu, "from": hex(*from), "to": hex(*to),
+                        "kind": kind.name(), "recorded": recorded}),
+            Event::Switch {
+                cpu,
+                on,
+                cause,
+                pc,
+                msr,
+            } => json!({"event": "switch", "cpu": cpu, "on": on, "cause": cause, "pc": hex(*pc),
+                        "msr": hex(*msr as u64)}),
+            Event::Freeze {
+                cpu,
+                cause,
+                pc,
+                tos,
+                records,
+                ler: (lf, lt),
+                counts: c,
+            } => {
+                let records: Vec<Value> = records
+                    .iter()
+                    .map(|s| json!({"from": hex(s.from), "to": hex(s.to), "info": hex(s.info)}))
+                    .collect();
+                json!({"event": "freeze", "cpu": cpu, "cause": cause, "pc": hex(*pc),
+                       "tos": tos, "records": records, "ler": [hex(*lf), hex(*lt)],
+                       "counts": {"seen": c.seen, "seen_user": c.seen_user, "recorded": c.recorded,
+                                  "recorded_user": c.recorded_user}})
+            }
+            Event::Rdmsr { cpu, msr, value } => {
+                json!({"event": "rdmsr", "cpu": cpu, "msr": hex(*msr as u64), "value": hex(*value)})
+            }
+            Event::Wrmsr { cpu, msr, value } => {
+                json!({"event": "wrmsr", "cpu": cpu, "msr": hex(*msr as u64), "value": hex(*value)})
+            }
+            Event::WouldFault { cpu, msr, write } => {
+                json!({"event": "would-fault", "cpu": cpu, "msr": hex(*msr as u64),
+                       "op": if *write { "wrmsr" } else { "rdmsr" }})
+            }
+            Event::Entry {
+                cpu,
+                from,
+                to,
+                first_jmp,
+                rdmsr,
+                wrmsr,
+                end,
+            } => {
+                let (insns, next) = match first_jmp {
+                    Some((n, next)) => (json!(n), json!(hex(*next))),
+                    None => (Value::Null, Value::Null),
+                };
+                let (end, total, back) = match end {
+                    EntryEnd::Return { total, back } => ("return", json!(total), json!(hex(*back))),
+                    EntryEnd::Limit => ("limit", Value::Null, Value::Null),
+                    EntryEnd::Nested => ("nested", Value::Null, Value::Null),
+                };
+                json!({"event": "entry", "cpu": cpu, "from": hex(*from), "to": hex(*to),
+                       "insns": insns, "next": next, "rdmsr": rdmsr, "wrmsr": wrmsr,
+                       "total": total, "back": back, "end": end})
+            }
+            Event::Marker { cpu, value } => json!({"event": "marker", "cpu": cpu, "value": value}),
+            Event::Error { message } => json!({"event": "error", "message": message}),
+            Event::Exit {
+                branches_seen,
+                recorded,
+            } => json!({"event": "exit", "branches_seen": branches_seen, "recorded": recorded}),
+        };
+        v["seq"] = json!(seq);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::find;
+
+    fn line(e: &Event, seq: u64) -> String {
+        serde_json::to_string(&e.to_json(seq)).unwrap()
+    }
+
+    // The exact lines (keys sorted) the Python tests parse.
+
+    #[test]
+    fn start_lines() {
+        let start = |name| Event::Start {
+            model: find(name).unwrap(),
+            api: (7, 7),
+            vcpus: 2,
+            trace: false,
+            cost: true,
+        };
+        assert_eq!(
+            line(&start("skylake"), 0),
+            r#"{"api":[7,7],"cost":true,"depth":32,"event":"start","flavour":"legacy","format":5,"from":"0x680","info":"0xdc0","model":"skylake","seq":0,"to":"0x6c0","trace":false,"vcpus":2}"#
+        );
+        assert_eq!(
+            line(&start("haswell"), 0),
+            r#"{"api":[7,7],"cost":true,"depth":16,"event":"start","flavour":"legacy","format":4,"from":"0x680","info":null,"model":"haswell","seq":0,"to":"0x6c0","trace":false,"vcpus":2}"#
+        );
+    }
+
+    #[test]
+    fn record_lines() {
+        let counts = Counts {
+            seen: 10,
+            seen_user: 4,
+            recorded: 9,
+            recorded_user: 3,
+        };
+        let freeze = Event::Freeze {
+            cpu: 1,
+            cause: "wrmsr",
+            pc: 0xffff_ffff_8100_0000,
+            tos: 3,
+            records: vec![Slot {
+                from: 0x401000,
+                to: 0x401010,
+                info: 0x8000_0000_0000_0005,
+            }],
+            ler: (0x10, 0x20),
+            counts,
+        };
+        assert!(freeze.flush());
+        assert_eq!(
+            line(&freeze, 12),
+            r#"{"cause":"wrmsr","counts":{"recorded":9,"recorded_user":3,"seen":10,"seen_user":4},"cpu":1,"event":"freeze","ler":["0x10","0x20"],"pc":"0xffffffff81000000","records":[{"from":"0x401000","info":"0x8000000000000005","to":"0x401010"}],"seq":12,"tos":3}"#
+        );
+        let branch = Event::Branch {
+            cpu: 0,
+            from: 0x1000,
+            to: 0x2000,
+            kind: Kind::CallInd,
+            recorded: true,
+        };
+        assert!(!branch.flush());
+        assert_eq!(
+            line(&branch, 3),
+            r#"{"cpu":0,"event":"branch","from":"0x1000","kind":"call_ind","recorded":true,"seq":3,"to":"0x2000"}"#
+        );
+        let switch = Event::Switch {
+            cpu: 0,
+            on: true,
+            cause: "#DB",
+            pc: 0x1234,
+            msr: 0x1d9,
+        };
+        assert_eq!(
+            line(&switch, 4),
+            r##"{"cause":"#DB","cpu":0,"event":"switch","msr":"0x1d9","on":true,"pc":"0x1234","seq":4}"##
+        );
+        assert_eq!(
+            line(&Event::Reset { cpu: 0 }, 5),
+            r#"{"cpu":0,"event":"reset","seq":5}"#
+        );
+    }
+
+    #[test]
+    fn msr_lines() {
+        let rd = Event::Rdmsr {
+            cpu: 2,
+            msr: 0x680,
+            value: 0xffff_ffff_8100_0000,
+        };
+        assert!(rd.flush());
+        assert_eq!(
+            line(&rd, 0),
+            r#"{"cpu":2,"event":"rdmsr","msr":"0x680","seq":0,"value":"0xffffffff81000000"}"#
+        );
+        let wr = Event::Wrmsr {
+            cpu: 2,
+            msr: 0x1d9,
+            value: 1,
+        };
+        assert!(!wr.flush());
+        assert_eq!(
+            line(&wr, 1),
+            r#"{"cpu":2,"event":"wrmsr","msr":"0x1d9","seq":1,"value":"0x1"}"#
+        );
+        for (write, op) in [(true, "wrmsr"), (false, "rdmsr")] {
+            assert_eq!(
+                line(
+                    &Event::WouldFault {
+                        cpu: 0,
+                        msr: 0x1c8,
+                        write
+                    },
+                    2
+                ),
+                format!(r#"{{"cpu":0,"event":"would-fault","msr":"0x1c8","op":"{op}","seq":2}}"#)
+            );
+        }
+    }
+
+    #[test]
+    fn entry_lines() {
+        let entry = |first_jmp, end| Event::Entry {
+            cpu: 0,
+            from: 0x401000,
+            to: 0xffff_ffff_a000_0000,
+            first_jmp,
+            rdmsr: 2,
+            wrmsr: 1,
+            end,
+        };
+        let ret = entry(
+            Some((40, 0xffff_ffff_8100_0000)),
+            EntryEnd::Return {
+                total: 900,
+                back: 0x401002,
+            },
+        );
+        assert!(!ret.flush());
+        assert_eq!(
+            line(&ret, 7),
+            r#"{"back":"0x401002","cpu":0,"end":"return","event":"entry","from":"0x401000","insns":40,"next":"0xffffffff81000000","rdmsr":2,"seq":7,"to":"0xffffffffa0000000","total":900,"wrmsr":1}"#
+        );
+        for (end, name) in [(EntryEnd::Limit, "limit"), (EntryEnd::Nested, "nested")] {
+            assert_eq!(
+                line(&entry(None, end), 8),
+                format!(
+                    r#"{{"back":null,"cpu":0,"end":"{name}","event":"entry","from":"0x401000","insns":null,"next":null,"rdmsr":2,"seq":8,"to":"0xffffffffa0000000","total":null,"wrmsr":1}}"#
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn other_lines() {
+        assert_eq!(
+            line(&Event::Marker { cpu: 1, value: 3 }, 9),
+            r#"{"cpu":1,"event":"marker","seq":9,"value":3}"#
+        );
+        assert_eq!(
+            line(
+                &Event::Error {
+                    message: "bad".into()
+                },
+                10
+            ),
+            r#"{"event":"error","message":"bad","seq":10}"#
+        );
+        let exit = Event::Exit {
+            branches_seen: 100,
+            recorded: 60,
+        };
+        assert!(exit.flush());
+        assert_eq!(
+            line(&exit, 11),
+            r#"{"branches_seen":100,"event":"exit","recorded":60,"seq":11}"#
+        );
+    }
+}

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! MSR and CPUID emulation: the callbacks that read and write the guest's registers.
+//!
+//! `rdmsr`/`wrmsr` of an emulated MSR are emulated whole: a callback before the instruction does
+//! the access on the emulated recorder, writes RAX/RDX for a read, and resumes after the
+//! instruction (`qemu_plugin_set_pc`). `cpuid` runs in QEMU and is rewritten afterwards, from a
+//! callback on the next instruction (or, when `cpuid` ends its block, on entry to the next
+//! block). A `cpuid` of [`MARKER_LEAF`] logs a marker instead.
+
+use std::ffi::{c_uint, c_void};
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::{emu, outs, sb, Cpu, Emu, Regs, MARKER_LEAF};
+use crate::api::{find_registers, set_pc};
+use crate::event::Event;
+use crate::model::Vendor;
+use crate::recorder::Access;
+
+/// The vCPU starts: finds the registers the emulation uses.
+pub(super) extern "C" fn on_vcpu_init(vcpu: c_uint, _: *mut c_void) {
+    let [rax, rbx, rcx, rdx] = find_registers([&b"rax"[..], b"rbx", b"rcx", b"rdx"]);
+    let e = emu();
+    let (Some(rax), Some(rbx), Some(rcx), Some(rdx)) = (rax, rbx, rcx, rdx) else {
+        outs("vCPU has no rax/rbx/rcx/rdx registers: not an x86-64 target? MSRs and CPUID are not emulated");
+        return;
+    };
+    let Some(cpu) = e.cpus.get(vcpu as usize) else {
+        outs(&format!("vCPU {vcpu} beyond max_vcpus: not emulated"));
+        return;
+    };
+    let mut cpu = cpu.lock().unwrap_or_else(|e| e.into_inner());
+    cpu.regs = Some(Regs { rax, rbx, rcx, rdx });
+}
+
+pub(super) extern "C" fn on_rdmsr(vcpu: c_uint, next: *mut c_void) {
+    msr_access(vcpu, next as u64, false)
+}
+
+pub(super) extern "C" fn on_wrmsr(vcpu: c_uint, next: *mut c_void) {
+    msr_access(vcpu, next as u64, true)
+}
+
+/// Before `rdmsr`/`wrmsr`: emulate the access if the MSR is ours, then resume after it, at
+/// `next`.
+fn msr_access(vcpu: c_uint, next: u64, write: bool) {
+    // (the instruction is 2 bytes; the log names the next one)
+    if emulate_msr(vcpu, next, write) {
+        resume_at(vcpu, next);
+    }
+}
+
+/// Does the access on the emulated recorder; false if the MSR is not one it emulates (QEMU
+/// then executes the instruction). `pc` is the next instruction's address.
+fn emulate_msr(vcpu: c_uint, pc: u64, write: bool) -> bool {
+    let e = emu();
+    let mut cpu = e.cpu(vcpu);
+    let Some(regs) = cpu.regs else { return false };
+    let msr = regs.rcx.read() as u32;
+    if let Some(en) = cpu.entry.as_mut() {
+        en.msr_access(write);
+    }
+    let access = if write {
+        wrmsr(e, vcpu, &mut cpu, regs, msr, pc)
+    } else {
+        rdmsr(e, vcpu, &cpu, regs, msr)
+    };
+    match access {
+        Access::NotOurs => false,
+        Access::Done(..) => true,
+        Access::WouldFault => {
+            would_fault(e, vcpu, regs, msr, write);
+            true
+        }
+    }
+}
+
+/// `wrmsr` of EDX:EAX to `msr`, logged if it took effect, with the switch it made.
+fn wrmsr(e: &Emu, vcpu: c_uint, cpu: &mut Cpu, regs: Regs, msr: u32, pc: u64) -> Access {
+    let v = (regs.rdx.read() << 32) | (regs.rax.read() & 0xffff_ffff);
+    let a = cpu.rec.wrmsr(msr, v);
+    if let Access::Done(_, sw) = a {
+        e.log(Event::Wrmsr {
+            cpu: vcpu,
+            msr,
+            value: v,
+        });
+        e.switched(vcpu, &cpu.rec, sw, "wrmsr", pc);
+    }
+    a
+}
+
+/// `rdmsr` of `msr` into EDX:EAX, logged.
+fn rdmsr(e: &Emu, vcpu: c_uint, cpu: &Cpu, regs: Regs, msr: u32) -> Access {
+    let a = cpu.rec.rdmsr(msr);
+    if let Access::Done(v, _) = a {
+        regs.rax.write(v & 0xffff_ffff);
+        regs.rdx.write(v >> 32);
+        e.log(Event::Rdmsr {
+            cpu: vcpu,
+            msr,
+            value: v,
+        });
+    }
+    a
+}
+
+/// An access the real part would refuse with #GP, which cannot be raised from here: a read
+/// gives 0, a write is ignored; logged.
+fn would_fault(e: &Emu, vcpu: c_uint, regs: Regs, msr: u32, write: bool) {
+    if !write {
+        regs.rax.write(0);
+        regs.rdx.write(0);
+    }
+    e.log(Event::WouldFault {
+        cpu: vcpu,
+        msr,
+        write,
+    });
+}
+
+/// Resumes vCPU `vcpu` at `pc`, after the emulated instruction, which is not a branch.
+fn resume_at(vcpu: c_uint, pc: u64) -> ! {
+    // SAFETY: a callback on vCPU `vcpu`.
+    let s = unsafe { sb(vcpu) };
+    s.ft = pc;
+    s.last_kind = 0;
+    // SAFETY: on_rdmsr/on_wrmsr are registered with CB_RW_REGS_PC; no value with a destructor
+    // is live in this frame or the callers' (the lock and log guards were dropped with
+    // emulate_msr's frame), so leaving them by QEMU's longjmp skips nothing.
+    unsafe { set_pc(pc) }
+}
+
+/// Before `cpuid`: note the leaf. `last` (userdata) says the instruction ends its block.
+pub(super) extern "C" fn on_cpuid(vcpu: c_uint, last: *mut c_void) {
+    let mut cpu = emu().cpu(vcpu);
+    let Some(regs) = cpu.regs else { return };
+    let (leaf, sub) = (regs.rax.read() as u32, regs.rcx.read() as u32);
+    if leaf == MARKER_LEAF {
+        drop(cpu);
+        emu().log(Event::Marker {
+            cpu: vcpu,
+            value: sub,
+        });
+        return;
+    }
+    cpu.cpuid = Some((leaf, sub));
+    if !last.is_null() {
+        // SAFETY: a callback on vCPU `vcpu`.
+        unsafe { sb(vcpu) }.cpuid_pending = 1;
+    }
+}
+
+/// After `cpuid` (on the next instruction, or entering the next block): rewrite its result.
+pub(super) extern "C" fn on_cpuid_done(vcpu: c_uint, _: *mut c_void) {
+    // SAFETY: a callback on vCPU `vcpu`.
+    unsafe { sb(vcpu) }.cpuid_pending = 0;
+    let e = emu();
+    let mut cpu = e.cpu(vcpu);
+    let Some((leaf, sub)) = cpu.cpuid.take() else {
+        return;
+    };
+    let Some(regs) = cpu.regs else { return };
+    let hs = [regs.rax, regs.rbx, regs.rcx, regs.rdx];
+    let old: [u32; 4] = hs.map(|h| h.read() as u32);
+    let range = (leaf >> 31) as usize;
+    if leaf == 0 || leaf == 0x8000_0000 {
+        cpu.orig_max[range].get_or_insert(old[0]);
+    }
+    if leaf == 0 {
+        check_vendor(e, old);
+    }
+    let new = e.model.cpuid(leaf, sub, old, cpu.orig_max[range]);
+    for i in 0..4 {
+        if new[i] != old[i] {
+            hs[i].write(new[i] as u64);
+        }
+    }
+}
+
+/// Leaf 0 answered `regs` (EAX, EBX, ECX, EDX): warns once if its vendor is not the model's,
+/// since the guest's drivers will then not look for the emulated recorder.
+fn check_vendor(e: &Emu, regs: [u32; 4]) {
+    let mut vendor = Vec::new();
+    for r in [regs[1], regs[3], regs[2]] {
+        vendor.extend_from_slice(&r.to_le_bytes());
+    }
+    let want: &[u8] = match e.model.vendor {
+        Vendor::Intel => b"GenuineIntel",
+        Vendor::Amd => b"AuthenticAMD",
+    };
+    if vendor != want && e.vendor_warned.swap(1, Relaxed) == 0 {
+        let msg = format!(
+            "model={} needs a {} -cpu model, but this vCPU says {:?}: the guest will not see the emulated recorder",
+            e.model.name,
+            String::from_utf8_lossy(want),
+            String::from_utf8_lossy(&vendor)
+        );
+        outs(&msg);
+        e.log(Event::Error { message: msg });
+    }
+}

@@ -456,14 +456,9 @@ impl Armed {
     }
 }
 
-/// Arms lbr-dump for `recorder`. `text_base` is the module's text address (for the dump header).
-/// The caller holds the state lock (control.rs).
-pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Result<KBox<Armed>, Error> {
-    let Options {
-        rings,
-        vectors,
-        nmi_freeze,
-    } = options;
+/// Whether the system lets lbr-dump arm at all: ftrace gave back the panic path's call sites, and
+/// the environment is one whose exception entry lbr-dump knows (glue.c).
+fn may_arm() -> Result {
     if DETACH_FAILED.load(Ordering::Relaxed) {
         pr_err!("refusing to arm: ftrace could not detach the panic path's trampolines when disarming (see above); reboot to arm again\n");
         return Err(EBUSY);
@@ -475,6 +470,42 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         pr_err!("refusing to arm: {}\n", unsafe { CStr::from_char_ptr(why) });
         return Err(ENODEV);
     }
+    Ok(())
+}
+
+impl Saved {
+    /// The callbacks' state for `nr_cpus` CPUs: how recording is switched on, the armed control
+    /// value and the MSRs a capture reads.
+    fn new(control: Control, armed: u64, msrs: &[u32], nr_cpus: usize) -> Result<KBox<Saved>> {
+        let mut list = KVec::with_capacity(msrs.len(), GFP_KERNEL)?;
+        for &m in msrs {
+            list.push(m, GFP_KERNEL)?;
+        }
+        let mut before = KVec::with_capacity(nr_cpus, GFP_KERNEL)?;
+        for _ in 0..nr_cpus {
+            before.push([AtomicU64::new(0), AtomicU64::new(0)], GFP_KERNEL)?;
+        }
+        Ok(KBox::new(
+            Saved {
+                control,
+                armed,
+                msrs: list,
+                before,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+}
+
+/// Arms lbr-dump for `recorder`. `text_base` is the module's text address (for the dump header).
+/// The caller holds the state lock (control.rs).
+pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Result<KBox<Armed>, Error> {
+    let Options {
+        rings,
+        vectors,
+        nmi_freeze,
+    } = options;
+    may_arm()?;
     // TSX is not enumerated yet: format 4's FROM bits 62:61 decode as sign extension, as on the
     // parts without TSX (the kernel's lbr_from_signext_quirk).
     let Some(layout) = record::layout(recorder, Tsx::Absent) else {
@@ -506,23 +537,7 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
     let armed_value = control.armed(rdmsr_on_this_cpu(control.switch.msr)?);
     write_header(&area, &control, armed_value, &msrs[..n], text_base);
 
-    let mut list = KVec::with_capacity(n, GFP_KERNEL)?;
-    for &m in &msrs[..n] {
-        list.push(m, GFP_KERNEL)?;
-    }
-    let mut before = KVec::with_capacity(nr_cpus, GFP_KERNEL)?;
-    for _ in 0..nr_cpus {
-        before.push([AtomicU64::new(0), AtomicU64::new(0)], GFP_KERNEL)?;
-    }
-    let saved = KBox::new(
-        Saved {
-            control,
-            armed: armed_value,
-            msrs: list,
-            before,
-        },
-        GFP_KERNEL,
-    )?;
+    let saved = Saved::new(control, armed_value, &msrs[..n], nr_cpus)?;
     let stop_save = Pages::new(nr_cpus * layout::stop::CPU_SIZE).inspect_err(|_| {
         pr_err!("refusing to arm: cannot allocate the stop stubs' save areas\n")
     })?;

@@ -67,84 +67,17 @@ pub enum ImageKind {
 impl Image {
     /// Reads the ELF file at `path`: its function symbols, and its DWARF if it has any.
     pub fn load(path: &Path, kind: ImageKind) -> Result<Image> {
-        let module = kind == ImageKind::Module;
         let data =
             std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        let file = object::File::parse(&*data)
-            .with_context(|| format!("{}: not an ELF file", path.display()))?;
-        if file.architecture() != object::Architecture::X86_64 {
-            bail!(
-                "{}: a {:?} file, not x86-64",
-                path.display(),
-                file.architecture()
-            );
-        }
-        let mut syms: Vec<Sym> = file
-            .symbols()
-            // Every named symbol in an executable section, as kallsyms has them (assembly entry
-            // points are often STT_NOTYPE).
-            .filter(|s| {
-                !s.is_undefined()
-                    && matches!(
-                        s.kind(),
-                        SymbolKind::Text | SymbolKind::Unknown | SymbolKind::Label
-                    )
-                    && s.section_index()
-                        .and_then(|i| file.section_by_index(i).ok())
-                        .is_some_and(|sec| sec.kind() == object::SectionKind::Text)
-                    && s.name()
-                        .is_ok_and(|n| !n.is_empty() && !n.starts_with(".L"))
-            })
-            .filter_map(|s| {
-                Some(Sym {
-                    addr: s.address(),
-                    size: s.size(),
-                    name: s.name().ok()?.to_string(),
-                    // vmlinux is linked: one address space. A module's symbols are section
-                    // offsets, each section loaded on its own.
-                    section: if module { s.section_index() } else { None },
-                })
-            })
-            .collect();
-        syms.sort_by_key(|s| (s.section.map(|i| i.0), s.addr));
-        syms.dedup_by_key(|s| (s.section.map(|i| i.0), s.addr));
-        // Sizes as the kernel's %pS computes them (kallsyms): up to the next symbol, padding
-        // included, so that recomputed symbols compare equal to printed ones. For vmlinux, the
-        // next symbol in the link; for a module (kernel/module/kallsyms.c,
-        // find_kallsyms_symbol), the next symbol in the memory region as the loader laid it out
-        // (core or init text), the last one up to the region's page-aligned end.
+        let file = parse_x86_64(path, &data)?;
+        let mut syms = text_symbols(&file, kind);
         let (core, init) = text_layout(&file);
-        if module {
-            for (layout, end) in [&core, &init] {
-                let place = |s: &Sym| {
-                    let sec = s.section?;
-                    layout
-                        .iter()
-                        .find(|(i, _)| *i == sec)
-                        .map(|(_, off)| off + s.addr)
-                };
-                let mut at: Vec<(u64, usize)> = syms
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, s)| place(s).map(|a| (a, i)))
-                    .collect();
-                at.sort();
-                let end = end.next_multiple_of(4096);
-                for k in 0..at.len() {
-                    let next = at[k + 1..]
-                        .iter()
-                        .map(|&(a, _)| a)
-                        .find(|&a| a > at[k].0)
-                        .unwrap_or(end);
-                    syms[at[k].1].size = next - at[k].0;
-                }
-            }
-        } else {
-            for i in 0..syms.len().saturating_sub(1) {
-                if syms[i + 1].addr > syms[i].addr {
-                    syms[i].size = syms[i + 1].addr - syms[i].addr;
-                }
-            }
+        match kind {
+            ImageKind::Module => size_module_symbols(&mut syms, &core, &init),
+            ImageKind::Vmlinux => size_vmlinux_symbols(&mut syms),
+        }
+        if syms.is_empty() {
+            bail!("{}: no function symbols (stripped?)", path.display());
         }
         let by_name = syms
             .iter()
@@ -154,47 +87,27 @@ impl Image {
         let has_dwarf = file
             .section_by_name(".debug_info")
             .is_some_and(|s| s.size() > 0);
-        let name = if module {
-            module_name(&file).unwrap_or_else(|| {
+        let name = match kind {
+            ImageKind::Module => module_name(&file).unwrap_or_else(|| {
                 path.file_stem()
                     .map(|s| s.to_string_lossy().replace('-', "_"))
                     .unwrap_or_default()
-            })
-        } else {
-            "vmlinux".to_string()
+            }),
+            ImageKind::Vmlinux => "vmlinux".to_string(),
         };
-        if syms.is_empty() {
-            bail!("{}: no function symbols (stripped?)", path.display());
-        }
-        // A module's sections all start at address 0, so its DWARF addresses of .text and
-        // .init.text coincide: DWARF is read from a copy whose text sections are made distinct.
-        let mut section_base = HashMap::new();
-        let mut relocated = None;
-        let dwarf_path = if has_dwarf && module {
-            let (copy, bases) = distinct_sections(&data, &file, &core, &init)
-                .with_context(|| format!("{}: placing its text sections", path.display()))?;
-            let mut f = tempfile::Builder::new()
-                .prefix("lbr-decode-")
-                .suffix(".ko")
-                .tempfile()
-                .context("creating a temporary file")?;
-            std::io::Write::write_all(&mut f, &copy).context("writing a temporary file")?;
-            section_base = bases;
-            let p = f.path().to_path_buf();
-            relocated = Some(f);
-            p
-        } else {
-            path.to_path_buf()
-        };
-        let loader = if has_dwarf {
-            Some(
-                addr2line::Loader::new(&dwarf_path)
-                    .map_err(|e| anyhow::anyhow!("{}: reading its DWARF: {e}", path.display()))?,
-            )
+        let dwarf = if has_dwarf {
+            Some(Dwarf::load(path, &data, &file, kind, &core, &init)?)
         } else {
             None
         };
-        let text_layout = if module { core.0 } else { Vec::new() };
+        let (loader, relocated, section_base) = match dwarf {
+            Some(d) => (Some(d.loader), d.relocated, d.section_base),
+            None => (None, None, HashMap::new()),
+        };
+        let text_layout = match kind {
+            ImageKind::Module => core.0,
+            ImageKind::Vmlinux => Vec::new(),
+        };
         Ok(Image {
             name,
             path: path.to_path_buf(),
@@ -367,6 +280,138 @@ pub fn parse_printed(s: &str) -> Option<Printed<'_>> {
         size: hex(size)?,
         module,
     })
+}
+
+/// `data` parsed as an x86-64 ELF file (`path` for messages).
+fn parse_x86_64<'d>(path: &Path, data: &'d [u8]) -> Result<object::File<'d>> {
+    let file = object::File::parse(data)
+        .with_context(|| format!("{}: not an ELF file", path.display()))?;
+    if file.architecture() != object::Architecture::X86_64 {
+        bail!(
+            "{}: a {:?} file, not x86-64",
+            path.display(),
+            file.architecture()
+        );
+    }
+    Ok(file)
+}
+
+/// Every named symbol in an executable section, as kallsyms has them (assembly entry points are
+/// often STT_NOTYPE), sorted by place, without sizes yet.
+fn text_symbols(file: &object::File<'_>, kind: ImageKind) -> Vec<Sym> {
+    let mut syms: Vec<Sym> = file
+        .symbols()
+        .filter(|s| {
+            !s.is_undefined()
+                && matches!(
+                    s.kind(),
+                    SymbolKind::Text | SymbolKind::Unknown | SymbolKind::Label
+                )
+                && s.section_index()
+                    .and_then(|i| file.section_by_index(i).ok())
+                    .is_some_and(|sec| sec.kind() == object::SectionKind::Text)
+                && s.name()
+                    .is_ok_and(|n| !n.is_empty() && !n.starts_with(".L"))
+        })
+        .filter_map(|s| {
+            Some(Sym {
+                addr: s.address(),
+                size: s.size(),
+                name: s.name().ok()?.to_string(),
+                // vmlinux is linked: one address space. A module's symbols are section
+                // offsets, each section loaded on its own.
+                section: match kind {
+                    ImageKind::Module => s.section_index(),
+                    ImageKind::Vmlinux => None,
+                },
+            })
+        })
+        .collect();
+    syms.sort_by_key(|s| (s.section.map(|i| i.0), s.addr));
+    syms.dedup_by_key(|s| (s.section.map(|i| i.0), s.addr));
+    syms
+}
+
+/// Sizes as the kernel's %pS computes them (kallsyms): up to the next symbol, padding included,
+/// so that recomputed symbols compare equal to printed ones. For a module
+/// (kernel/module/kallsyms.c, find_kallsyms_symbol): the next symbol in the memory region as the
+/// loader laid it out (core or init text), the last one up to the region's page-aligned end.
+fn size_module_symbols(syms: &mut [Sym], core: &Region, init: &Region) {
+    for (layout, end) in [core, init] {
+        let place = |s: &Sym| {
+            let sec = s.section?;
+            layout
+                .iter()
+                .find(|(i, _)| *i == sec)
+                .map(|(_, off)| off + s.addr)
+        };
+        let mut at: Vec<(u64, usize)> = syms
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| place(s).map(|a| (a, i)))
+            .collect();
+        at.sort();
+        let end = end.next_multiple_of(4096);
+        for k in 0..at.len() {
+            let next = at[k + 1..]
+                .iter()
+                .map(|&(a, _)| a)
+                .find(|&a| a > at[k].0)
+                .unwrap_or(end);
+            syms[at[k].1].size = next - at[k].0;
+        }
+    }
+}
+
+/// Sizes as kallsyms computes them for vmlinux: up to the next symbol in the link.
+fn size_vmlinux_symbols(syms: &mut [Sym]) {
+    for i in 0..syms.len().saturating_sub(1) {
+        if syms[i + 1].addr > syms[i].addr {
+            syms[i].size = syms[i + 1].addr - syms[i].addr;
+        }
+    }
+}
+
+/// An image's DWARF reader, and for a module the copy it reads and where its sections are.
+struct Dwarf {
+    loader: addr2line::Loader,
+    relocated: Option<tempfile::NamedTempFile>,
+    section_base: HashMap<SectionIndex, u64>,
+}
+
+impl Dwarf {
+    /// A module's sections all start at address 0, so its DWARF addresses of .text and
+    /// .init.text coincide: DWARF is read from a copy whose text sections are made distinct.
+    fn load(
+        path: &Path,
+        data: &[u8],
+        file: &object::File<'_>,
+        kind: ImageKind,
+        core: &Region,
+        init: &Region,
+    ) -> Result<Dwarf> {
+        let (dwarf_path, relocated, section_base) = match kind {
+            ImageKind::Module => {
+                let (copy, bases) = distinct_sections(data, file, core, init)
+                    .with_context(|| format!("{}: placing its text sections", path.display()))?;
+                let mut f = tempfile::Builder::new()
+                    .prefix("lbr-decode-")
+                    .suffix(".ko")
+                    .tempfile()
+                    .context("creating a temporary file")?;
+                std::io::Write::write_all(&mut f, &copy).context("writing a temporary file")?;
+                (f.path().to_path_buf(), Some(f), bases)
+            }
+            ImageKind::Vmlinux => (path.to_path_buf(), None, HashMap::new()),
+        };
+        let loader = addr2line::Loader::new(&dwarf_path)
+            .map_err(|e| anyhow::anyhow!("{}: reading its DWARF: {e}", path.display()))?;
+        Ok(Dwarf {
+            loader,
+            relocated,
+            section_base,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ impl State {
     }
 
     /// Arms or disarms; a no-op if already in that state.
-    pub(crate) fn set(&mut self, on: bool) -> Result {
+    pub(crate) fn set_enabled(&mut self, on: bool) -> Result {
         match (on, self.armed.is_some()) {
             (true, false) => {
                 let armed = capture::arm(&self.found.recorder, self.options, self.text_base)?;
@@ -120,7 +120,7 @@ fn control() -> Option<&'static Mutex<State>> {
 #[no_mangle]
 pub(crate) extern "C" fn lbr_dump_set_enabled(on: bool) -> c_int {
     match control() {
-        Some(c) => match c.lock().set(on) {
+        Some(c) => match c.lock().set_enabled(on) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         },

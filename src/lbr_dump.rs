@@ -149,7 +149,7 @@ fn start(this: Pin<&mut LbrDump>) -> Result {
         let mut state = this.state.lock();
         let _ = write!(facility, "{}", state.found);
         if arm_at_init() {
-            state.set(true)?;
+            state.set_enabled(true)?;
         }
     }
     control::publish(this);
@@ -179,7 +179,7 @@ impl PinnedDrop for LbrDump {
         unsafe { ffi::lbr_dump_sysfs_remove() };
         control::withdraw(self.as_ref());
         let mut state = self.state.lock();
-        let _ = state.set(false);
+        let _ = state.set_enabled(false);
         pr_info!("unloaded ({})\n", state.found.recorder.flavour().title());
     }
 }

@@ -52,7 +52,7 @@ fn scan(dir: &Path, gib: u64) -> anyhow::Result<()> {
             x ^= x << 17;
             b.copy_from_slice(&x.to_le_bytes());
         }
-        let a = fixture::area(32, 4, 1, false);
+        let a = fixture::area(32, 4, 1, fixture::Slots::Empty);
         for i in 0..size >> 20 {
             if i == (size >> 20) - 1 {
                 chunk[..a.len()].copy_from_slice(&a);

@@ -308,7 +308,7 @@ mod tests {
     use crate::fixture::core;
 
     fn area(claimed_cpus: u32) -> Vec<u8> {
-        crate::fixture::area(4, 2, claimed_cpus, true)
+        crate::fixture::area(4, 2, claimed_cpus, crate::fixture::Slots::OneSnapshot)
     }
 
     fn open(bytes: &[u8]) -> Result<Dump> {

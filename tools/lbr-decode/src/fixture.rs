@@ -6,12 +6,21 @@
 
 use lbr_core::layout::{checksum, cpu, hdr, snap, Geometry, HEADER_SIZE, MAGIC, VERSION};
 
+/// What the ring of a fixture area holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slots {
+    /// Nothing captured yet.
+    Empty,
+    /// One snapshot, in slot 1.
+    OneSnapshot,
+}
+
 /// One CPU's area for Intel LBR format 5 at `depth` entries and `ring` snapshots per CPU, with
 /// LBR_SELECT as the filter MSR (armed value 2), whose header claims `claimed_cpus` CPUs (1 for
 /// a valid area; anything else tests the validation).
-/// With `snapshot`, slot 1 holds snapshot seq 3 of a #PF with TOS 1 and entry 1 the branch
-/// 0xffffffff81000010 -> 0xffffffffc0000000 and the filter value 2 (needs `ring` >= 2).
-pub fn area(depth: u32, ring: usize, claimed_cpus: u32, snapshot: bool) -> Vec<u8> {
+/// With [`Slots::OneSnapshot`], slot 1 holds snapshot seq 3 of a #PF with TOS 1 and entry 1 the
+/// branch 0xffffffff81000010 -> 0xffffffffc0000000 and the filter value 2 (needs `ring` >= 2).
+pub fn area(depth: u32, ring: usize, claimed_cpus: u32, slots: Slots) -> Vec<u8> {
     let nr_values = 1 + 3 * depth as usize + 1;
     let g = Geometry {
         nr_cpus: 1,
@@ -44,7 +53,7 @@ pub fn area(depth: u32, ring: usize, claimed_cpus: u32, snapshot: bool) -> Vec<u
     put(hdr::ANCHOR_ADDR, &0xffff_ffff_8200_0000u64.to_le_bytes());
     put(hdr::ANCHOR_NAME, b"_printk");
     put(hdr::MODULE_NAME, b"lbr_dump");
-    if snapshot {
+    if slots == Slots::OneSnapshot {
         let d = depth as usize;
         put(g.cpu_block(0) + cpu::COUNT, &1u64.to_le_bytes());
         let s = g.snapshot(0, 1);

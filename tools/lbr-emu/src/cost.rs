@@ -12,6 +12,7 @@
 
 use crate::classify::Kind;
 use crate::event::{EntryEnd, Event};
+use crate::recorder::MsrOp;
 
 /// An entry measurement that has seen this many instructions without returning ends.
 pub const ENTRY_LIMIT: u64 = 200_000;
@@ -48,13 +49,12 @@ impl Entry {
         }
     }
 
-    /// An emulated `rdmsr` (`write` false) or `wrmsr`: counted until the first far jump.
-    pub fn msr_access(&mut self, write: bool) {
+    /// An emulated `rdmsr` or `wrmsr`: counted until the first far jump.
+    pub fn msr_access(&mut self, op: MsrOp) {
         if self.first_jmp.is_none() {
-            *if write {
-                &mut self.wrmsr
-            } else {
-                &mut self.rdmsr
+            *match op {
+                MsrOp::Write => &mut self.wrmsr,
+                MsrOp::Read => &mut self.rdmsr,
             } += 1;
         }
     }
@@ -102,14 +102,14 @@ mod tests {
     #[test]
     fn stub_then_kernel_then_return() {
         let mut e = Entry::start(0x401000, HANDLER, 100);
-        e.msr_access(false);
+        e.msr_access(MsrOp::Read);
         // A short jump within the stub, then a call: neither leaves it.
         assert_eq!(e.taken(105, Kind::JmpRel.code(), HANDLER + 0x40), None);
         assert_eq!(e.taken(108, Kind::CallRel.code(), KERNEL), None);
-        e.msr_access(true);
+        e.msr_access(MsrOp::Write);
         assert_eq!(e.taken(110, Kind::JmpInd.code(), KERNEL), None);
         // After the far jump, MSR accesses and jumps are not counted.
-        e.msr_access(true);
+        e.msr_access(MsrOp::Write);
         assert_eq!(e.taken(120, Kind::JmpRel.code(), HANDLER), None);
         let end = e.taken(150, Kind::Far.code(), 0x401002);
         assert_eq!(

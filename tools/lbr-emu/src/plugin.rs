@@ -197,8 +197,17 @@ unsafe fn sb(vcpu: c_uint) -> &'static mut Sb {
     unsafe { &mut *emu().sb.entry(vcpu) }
 }
 
+/// What moved the vCPU to a new place.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// A branch instruction.
+    Instruction,
+    /// An interrupt or exception delivered (QEMU's discontinuity callback).
+    Delivery,
+}
+
 /// Records a taken branch on vCPU `vcpu`.
-fn take_branch(vcpu: c_uint, s: &mut Sb, from: u64, to: u64, kind: Kind, event: bool) {
+fn take_branch(vcpu: c_uint, s: &mut Sb, from: u64, to: u64, kind: Kind, cause: Cause) {
     let e = emu();
     let b = Branch {
         from,
@@ -211,10 +220,9 @@ fn take_branch(vcpu: c_uint, s: &mut Sb, from: u64, to: u64, kind: Kind, event: 
         return;
     }
     e.seen.fetch_add(1, Relaxed);
-    let recorded = if event {
-        cpu.rec.event(&b)
-    } else {
-        cpu.rec.branch(&b)
+    let recorded = match cause {
+        Cause::Delivery => cpu.rec.event(&b),
+        Cause::Instruction => cpu.rec.branch(&b),
     };
     if recorded {
         s.insns_at_record = s.insns;
@@ -259,7 +267,7 @@ extern "C" fn on_block(vcpu: c_uint, userdata: *mut c_void) {
     }
     if let Some(kind) = Kind::from_code(s.last_kind) {
         let from = s.last_pc;
-        take_branch(vcpu, s, from, to, kind, false);
+        take_branch(vcpu, s, from, to, kind, Cause::Instruction);
     }
     s.last_kind = 0;
     s.ft = to;
@@ -273,7 +281,7 @@ extern "C" fn on_discon(vcpu: c_uint, kind: c_int, from: u64, to: u64, _: *mut c
     if let Some(k) = Kind::from_code(s.last_kind) {
         if from != s.ft && from != s.last_pc {
             let last = s.last_pc;
-            take_branch(vcpu, s, last, from, k, false);
+            take_branch(vcpu, s, last, from, k, Cause::Instruction);
         }
     }
     s.last_kind = 0;
@@ -295,7 +303,7 @@ extern "C" fn on_discon(vcpu: c_uint, kind: c_int, from: u64, to: u64, _: *mut c
         e.switched(vcpu, &cpu.rec, sw, "#DB", from);
         return;
     }
-    take_branch(vcpu, s, from, to, Kind::Far, true);
+    take_branch(vcpu, s, from, to, Kind::Far, Cause::Delivery);
 }
 
 /// Is an exception delivered to `to` a #DB? Compares with gate 1 of the IDT last loaded.

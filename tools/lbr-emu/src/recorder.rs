@@ -184,6 +184,15 @@ pub struct Switch {
     pub now_on: bool,
 }
 
+/// Which way an MSR access goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MsrOp {
+    /// `rdmsr`.
+    Read,
+    /// `wrmsr`.
+    Write,
+}
+
 /// Outcome of an MSR access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {

@@ -15,7 +15,7 @@ use super::{emu, outs, sb, Cpu, Emu, Regs, MARKER_LEAF};
 use crate::api::{find_registers, set_pc};
 use crate::event::Event;
 use crate::model::Vendor;
-use crate::recorder::Access;
+use crate::recorder::{Access, MsrOp};
 
 /// The vCPU starts: finds the registers the emulation uses.
 pub(super) extern "C" fn on_vcpu_init(vcpu: c_uint, _: *mut c_void) {
@@ -34,42 +34,41 @@ pub(super) extern "C" fn on_vcpu_init(vcpu: c_uint, _: *mut c_void) {
 }
 
 pub(super) extern "C" fn on_rdmsr(vcpu: c_uint, next: *mut c_void) {
-    msr_access(vcpu, next as u64, false)
+    msr_access(vcpu, next as u64, MsrOp::Read)
 }
 
 pub(super) extern "C" fn on_wrmsr(vcpu: c_uint, next: *mut c_void) {
-    msr_access(vcpu, next as u64, true)
+    msr_access(vcpu, next as u64, MsrOp::Write)
 }
 
 /// Before `rdmsr`/`wrmsr`: emulate the access if the MSR is ours, then resume after it, at
 /// `next`.
-fn msr_access(vcpu: c_uint, next: u64, write: bool) {
+fn msr_access(vcpu: c_uint, next: u64, op: MsrOp) {
     // (the instruction is 2 bytes; the log names the next one)
-    if emulate_msr(vcpu, next, write) {
+    if emulate_msr(vcpu, next, op) {
         resume_at(vcpu, next);
     }
 }
 
 /// Does the access on the emulated recorder; false if the MSR is not one it emulates (QEMU
 /// then executes the instruction). `pc` is the next instruction's address.
-fn emulate_msr(vcpu: c_uint, pc: u64, write: bool) -> bool {
+fn emulate_msr(vcpu: c_uint, pc: u64, op: MsrOp) -> bool {
     let e = emu();
     let mut cpu = e.cpu(vcpu);
     let Some(regs) = cpu.regs else { return false };
     let msr = regs.rcx.read() as u32;
     if let Some(en) = cpu.entry.as_mut() {
-        en.msr_access(write);
+        en.msr_access(op);
     }
-    let access = if write {
-        wrmsr(e, vcpu, &mut cpu, regs, msr, pc)
-    } else {
-        rdmsr(e, vcpu, &cpu, regs, msr)
+    let access = match op {
+        MsrOp::Write => wrmsr(e, vcpu, &mut cpu, regs, msr, pc),
+        MsrOp::Read => rdmsr(e, vcpu, &cpu, regs, msr),
     };
     match access {
         Access::NotOurs => false,
         Access::Done(..) => true,
         Access::WouldFault => {
-            would_fault(e, vcpu, regs, msr, write);
+            would_fault(e, vcpu, regs, msr, op);
             true
         }
     }
@@ -107,15 +106,15 @@ fn rdmsr(e: &Emu, vcpu: c_uint, cpu: &Cpu, regs: Regs, msr: u32) -> Access {
 
 /// An access the real part would refuse with #GP, which cannot be raised from here: a read
 /// gives 0, a write is ignored; logged.
-fn would_fault(e: &Emu, vcpu: c_uint, regs: Regs, msr: u32, write: bool) {
-    if !write {
+fn would_fault(e: &Emu, vcpu: c_uint, regs: Regs, msr: u32, op: MsrOp) {
+    if op == MsrOp::Read {
         regs.rax.write(0);
         regs.rdx.write(0);
     }
     e.log(Event::WouldFault {
         cpu: vcpu,
         msr,
-        write,
+        write: op == MsrOp::Write,
     });
 }
 

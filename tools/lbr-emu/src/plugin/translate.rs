@@ -23,7 +23,7 @@ pub(super) extern "C" fn on_translate(tb: *mut Tb, _: *mut c_void) {
     instrument_block(e, tb);
     let n = tb.n_insns();
     for i in 0..n {
-        instrument_insn(e, tb, i, i + 1 == n);
+        instrument_insn(e, tb, i);
     }
 }
 
@@ -58,8 +58,9 @@ fn instrument_block(e: &Emu, tb: TbHandle<'_>) {
     );
 }
 
-/// Instruction `i` of `tb`; `last` says it ends the block.
-fn instrument_insn(e: &Emu, tb: TbHandle<'_>, i: usize, last: bool) {
+/// Instruction `i` of `tb`.
+fn instrument_insn(e: &Emu, tb: TbHandle<'_>, i: usize) {
+    let last = i + 1 == tb.n_insns(); // it ends the block
     let insn = tb.insn(i);
     if e.cost {
         insn.register_exec_inline_per_vcpu(INLINE_ADD_U64, e.field(offset_of!(Sb, cost_insns)), 1);

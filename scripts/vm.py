@@ -130,6 +130,17 @@ class Vm:
             raise ValueError(f"kernel must be one of {VARIANTS}, not {self.kernel!r}")
         run_dir = OUT / "vm" / self.name
         run_dir.mkdir(parents=True, exist_ok=True)
+        # One VM per name at a time: two would share the run directory (console log, emulator
+        # log, initramfs) and each read the other's ground truth.
+        with open(run_dir / ".lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RuntimeError(f"VM name {self.name!r} is in use by another running VM "
+                                   f"(its run directory {run_dir} would be shared): give this one another name")
+            return self._run(run_dir)
+
+    def _run(self, run_dir: Path) -> Result:
         kdir = kernel_dir(self.kernel)
         base = prepare_initramfs(self.kernel)
         initrd = run_dir / "initrd.cpio"

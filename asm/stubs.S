@@ -73,6 +73,28 @@ SYM_DATA_END(lbr_dump_capture)
 
 
 /*
+ * LBR_THIS_CPU reg: \reg = this CPU's number, found without %gs: the limit of the per-CPU GDT
+ * entry __CPUNODE_SEG (asm/cpu.S). Uses only \reg.
+ */
+.macro LBR_THIS_CPU reg:req
+	movq	$__CPUNODE_SEG, \reg
+	lsl	\reg, \reg
+	andq	$VDSO_CPUNODE_MASK, \reg
+.endm
+
+/*
+ * LBR_STOP_AREA reg, fail: with \reg = this CPU's number, makes \reg = its save areas in the
+ * stop stubs' pages (layout.rs `stop`); goes to \fail, \reg unchanged, if the CPU has none.
+ * Uses only \reg and flags.
+ */
+.macro LBR_STOP_AREA reg:req, fail:req
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), \reg
+	jae	\fail
+	imulq	$LBR_STOP_CPU_SIZE, \reg, \reg
+	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), \reg
+.endm
+
+/*
  * LBR_CLAIM_SLOT fail: with r9 = this CPU's number, makes r9 = its block in the snapshot area,
  * marked busy, and rsi = the snapshot slot this capture fills (count % ring), invalidated (seq 0)
  * until it is complete. Goes to \fail, changing nothing, if the CPU has no block or a capture is
@@ -262,9 +284,7 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	pushq	%r10
 
 	/* This CPU's block, found without %gs (see asm/cpu.S). */
-	movq	$__CPUNODE_SEG, %r9
-	lsl	%r9, %r9
-	andq	$VDSO_CPUNODE_MASK, %r9
+	LBR_THIS_CPU %r9
 	LBR_CLAIM_SLOT .Lunfreeze_\vec
 	movl	$\vec, LBR_SNAP_VECTOR(%rsi)
 .if \err
@@ -429,9 +449,7 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	CALL_DEPTH_ACCOUNT			/* ftrace's call into here was not accounted */
 
 	/* Claim the panic capture for this CPU (number + 1). */
-	movq	$__CPUNODE_SEG, %r9
-	lsl	%r9, %r9
-	andq	$VDSO_CPUNODE_MASK, %r9
+	LBR_THIS_CPU %r9
 	leaq	1(%r9), %rcx
 	xorl	%eax, %eax
 	lock cmpxchgq %rcx, lbr_dump_capture+LBR_CFG_PANIC_CPU(%rip)
@@ -527,13 +545,8 @@ SYM_FUNC_START(lbr_dump_stop_entry)
 	CALL_DEPTH_ACCOUNT			/* ftrace's call into here was not accounted */
 	cmpq	$0, lbr_dump_capture+LBR_CFG_PANIC_CPU(%rip)
 	je	.Lstop_entry_done		/* no panic: a reboot */
-	movq	$__CPUNODE_SEG, %rax
-	lsl	%rax, %rax
-	andq	$VDSO_CPUNODE_MASK, %rax	/* this CPU, the one that stops the others */
-	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %rax
-	jae	.Lstop_entry_gates
-	imulq	$LBR_STOP_CPU_SIZE, %rax, %rax
-	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rax
+	LBR_THIS_CPU %rax	/* this CPU, the one that stops the others */
+	LBR_STOP_AREA %rax, .Lstop_entry_gates
 	movq	$1, LBR_STOP_DONE(%rax)
 .Lstop_entry_gates:
 	LBR_SET_GATE LBR_CFG_NMI_GATE, LBR_CFG_NMI_HOOK
@@ -586,13 +599,8 @@ SYM_CODE_START(lbr_dump_stop_\name)
 	movq	%dr7, %rax
 	testb	$DR7_ENABLED, %al
 	jnz	.Lstop_skip_\name		/* a breakpoint is armed: load nothing of ours */
-	movq	$__CPUNODE_SEG, %rax
-	lsl	%rax, %rax
-	andq	$VDSO_CPUNODE_MASK, %rax	/* rax = this CPU's number, without %gs */
-	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %rax
-	jae	.Lstop_skip_\name
-	imulq	$LBR_STOP_CPU_SIZE, %rax, %rax
-	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rax	/* this CPU's save areas */
+	LBR_THIS_CPU %rax	/* rax = this CPU's number, without %gs */
+	LBR_STOP_AREA %rax, .Lstop_skip_\name	/* this CPU's save areas */
 	cmpq	$0, LBR_STOP_DONE(%rax)
 	jne	.Lstop_skip_\name		/* stopped and captured before: go on */
 	movq	$1, LBR_STOP_DONE(%rax)
@@ -610,9 +618,7 @@ SYM_CODE_START(lbr_dump_stop_\name)
 	movq	%r9, LBR_STOP_R9(%r11)
 	movq	%r10, LBR_STOP_R10(%r11)
 
-	movq	$__CPUNODE_SEG, %r9
-	lsl	%r9, %r9
-	andq	$VDSO_CPUNODE_MASK, %r9
+	LBR_THIS_CPU %r9
 	LBR_CLAIM_SLOT .Lstop_put_back_\name	/* r9 = CPU block, rsi = snapshot */
 	movl	$\vec, LBR_SNAP_VECTOR(%rsi)
 	movq	$0, LBR_SNAP_ERROR(%rsi)
@@ -675,13 +681,8 @@ SYM_CODE_START(lbr_dump_nmi_watch)
 	movq	%dr7, %rax
 	testb	$DR7_ENABLED, %al
 	jnz	.Lwatch_skip			/* a breakpoint is armed: load nothing of ours */
-	movq	$__CPUNODE_SEG, %rax
-	lsl	%rax, %rax
-	andq	$VDSO_CPUNODE_MASK, %rax
-	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %rax
-	jae	.Lwatch_skip
-	imulq	$LBR_STOP_CPU_SIZE, %rax, %rax
-	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rax
+	LBR_THIS_CPU %rax
+	LBR_STOP_AREA %rax, .Lwatch_skip
 	movq	%rcx, LBR_STOP_NMI+LBR_STOP_RCX(%rax)
 	movq	%rdx, LBR_STOP_NMI+LBR_STOP_RDX(%rax)
 	movq	%rsi, LBR_STOP_NMI+LBR_STOP_RSI(%rax)
@@ -719,13 +720,8 @@ _ASM_NOKPROBE(lbr_dump_nmi_watch)
  * rax, rcx, rdx, rsi, rdi and flags.
  */
 SYM_FUNC_START(lbr_dump_nmi_thaw)
-	movq	$__CPUNODE_SEG, %rsi
-	lsl	%rsi, %rsi
-	andq	$VDSO_CPUNODE_MASK, %rsi
-	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %rsi
-	jae	.Lthaw_done
-	imulq	$LBR_STOP_CPU_SIZE, %rsi, %rsi
-	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rsi
+	LBR_THIS_CPU %rsi
+	LBR_STOP_AREA %rsi, .Lthaw_done
 	movq	LBR_STOP_WATCH(%rsi), %rdi	/* the value found at the NMI's entry, or 0 */
 	testq	%rdi, %rdi
 	jz	.Lthaw_done

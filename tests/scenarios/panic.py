@@ -215,6 +215,15 @@ def test_nmis_before_the_stop_are_not_taken_for_it(r):
     assert "NMI backtrace for cpu 1" in res.console, "no NMI backtrace before the stop"
 
 
+def nmi_load_ran_clean(con):
+    """The 20 sysrq-l rounds on 4 vCPUs ran (3 other CPUs' NMI backtraces each), and nothing
+    warned or oopsed before the panic."""
+    assert con.count("NMI backtrace for cpu") >= 20 * 3, "the NMI load did not run:\n" + tail(con)
+    before = con[:con.index("Kernel panic")]
+    bad = [l for l in before.splitlines() if re.search(r"WARNING: CPU:|BUG:|Oops:|general protection", l)]
+    assert not bad, bad
+
+
 def lockup(name, what, detected, append):
     """lkdtm `what` on 2 CPUs with the watchdog on; the run, its snapshots, the stuck CPU (from the
     watchdog's report, which must match `detected`) and the panic snapshot."""
@@ -302,10 +311,7 @@ echo captures=$(cat /sys/kernel/lbr_dump/captures)
 echo c > /proc/sysrq-trigger
 """, smp=4)
     con = res.console
-    assert con.count("NMI backtrace for cpu") >= 20 * 3, "the NMI load did not run:\n" + tail(con)
-    before = con[:con.index("Kernel panic")]
-    bad = [l for l in before.splitlines() if re.search(r"WARNING: CPU:|BUG:|Oops:|general protection", l)]
-    assert not bad, bad
+    nmi_load_ran_clean(con)
     [s] = [s for s in snaps if s["vector"] == PANIC]
     check_panic_snapshot(res, s, "sysrq_handle_crash")
     check_stopped(res, snaps, [c for c in range(4) if c != s["cpu"]])
@@ -442,10 +448,7 @@ sleep 3
 echo c > /proc/sysrq-trigger
 """, smp=4, arm_args=" nmi_freeze=1")
     con = res.console
-    assert con.count("NMI backtrace for cpu") >= 20 * 3, "the NMI load did not run:\n" + tail(con)
-    before = con[:con.index("Kernel panic")]
-    bad = [l for l in before.splitlines() if re.search(r"WARNING: CPU:|BUG:|Oops:|general protection", l)]
-    assert not bad, bad
+    nmi_load_ran_clean(con)
     watch = int(re.search(r"^([0-9a-f]{16}) [tT] lbr_dump_nmi_watch\s", con, re.M)[1], 16)
     frozen = [e for e in res.emu_events() if e["event"] == "freeze" and 0 <= int(e["pc"], 16) - watch < 0x200]
     assert len(frozen) >= 20 * 3, f"only {len(frozen)} freezes by the watch stub"

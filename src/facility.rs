@@ -122,11 +122,6 @@ impl Flavour {
         }
     }
 
-    /// The flavour with `name`, if any.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.name() == name)
-    }
-
     /// The title in messages ("Intel Arch LBR").
     pub const fn title(self) -> &'static str {
         match self {
@@ -135,12 +130,6 @@ impl Flavour {
             Self::AmdLbrV2 => "AMD LbrExtV2",
             Self::AmdLbr => "AMD LastBranch record",
         }
-    }
-}
-
-impl fmt::Display for Flavour {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -8,6 +8,10 @@ snapshots).
 
 import functools
 import json
+import struct
+import subprocess
+import tempfile
+from pathlib import Path
 
 from harness import CRASH, MODULE, boot, decode, kdump, symbols, tail
 from records import assert_decoded_equals_freeze
@@ -153,3 +157,184 @@ def test_bad_inputs_get_clear_errors(r):
     code, _, err = decode(empty)
     assert code != 0 and "no lbr-dump snapshot" in err, (code, err)
     assert "panicked" not in err
+
+
+# An outside oracle for symbolization (issue 13, item 4): every address of the crash symbolized
+# again by LLVM's llvm-symbolizer (the build root's, run there through scripts/common.sh in_root),
+# on the same vmlinux and .ko files. It shares no code with lbr-decode: its own DWARF reader
+# (LLVM's, not the addr2line crate), its own relocation of the modules' DWARF (LLVM applies the
+# relocations of a relocatable object itself, with the section addresses GNU objcopy set), and
+# the addresses it is given are computed here from the ELF symbol tables (read below, not through
+# the object crate) and the symbols the kernel printed (%pS, which lbr-decode's JSON repeats
+# when it recomputed the same: "printed" absent), not from lbr-decode's image lookup.
+
+def in_root(*cmd, stdin: str = "") -> str:
+    """Runs `cmd` in the build root (scripts/common.sh in_root, as QEMU runs); its stdout."""
+    p = subprocess.run(["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_", *map(str, cmd)],
+                       cwd=REPO, input=stdin, text=True, capture_output=True)
+    assert p.returncode == 0, f"{' '.join(map(str, cmd))} failed ({p.returncode}): {p.stderr}"
+    return p.stdout
+
+
+def elf_text_symbols(path: Path) -> tuple[dict[int, str], dict[str, list[tuple[int, int]]]]:
+    """An ELF64 (little-endian) file's executable sections {index: name} and its named symbols in
+    them {name: [(section index, value)]}, read with struct from the section headers and .symtab."""
+    data = path.read_bytes()
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3a)
+    # (sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, ...)
+    shdrs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+
+    def string(table: int, off: int) -> str:
+        start = shdrs[table][4] + off
+        return data[start:data.index(b"\0", start)].decode()
+
+    text = {i: string(shstrndx, h[0]) for i, h in enumerate(shdrs) if h[2] & 0x4}  # SHF_EXECINSTR
+    syms: dict[str, list[tuple[int, int]]] = {}
+    for h in (h for h in shdrs if h[1] == 2):  # SHT_SYMTAB
+        for st_name, info, _, shndx, value, _ in struct.iter_unpack("<IBBHQQ", data[h[4]:h[4] + h[5]]):
+            if st_name and shndx in text and info & 0xf in (0, 2):  # STT_NOTYPE, STT_FUNC
+                syms.setdefault(string(h[6], st_name), []).append((shndx, value))
+    return text, syms
+
+
+def llvm_frames(obj: Path, addrs: list[int], functions: str) -> list[list[tuple]]:
+    """llvm-symbolizer --inlining's frames (function, file, line), innermost first, for each of
+    `addrs` in `obj`; [] where it knows nothing. `functions`: "short", DWARF's DW_AT_name only;
+    "linkage" (its default), DWARF's linkage names, demangled, and the outermost frame named
+    from the ELF symbol table."""
+    out = in_root("llvm-symbolizer", "--inlining", "--output-style=JSON", f"--obj={obj}",
+                  f"--functions={functions}", stdin="".join(f"{a:#x}\n" for a in addrs))
+    answers = [json.loads(l) for l in out.splitlines() if l.strip()]
+    assert [int(a["Address"], 16) for a in answers] == addrs, (addrs, out)
+    res = []
+    for a in answers:
+        frames = [(f["FunctionName"] or None, f["FileName"] or None, f["Line"] or None) for f in a["Symbol"]]
+        res.append([] if frames == [(None, None, None)] else frames)
+    return res
+
+
+def test_symbols_agree_with_llvm_symbolizer(r):
+    """Every address of a crash's records, symbolized by lbr-decode and by llvm-symbolizer on the
+    same vmlinux and modules (see the oracle above): the same frames, inlined ones included, in
+    the same order, each with the same function, file and line. Line 0 (no line) is lbr-decode's
+    null. Files: lbr-decode prints them relative to the source root of their image
+    (`source_roots`), llvm-symbolizer absolute: one of the roots plus lbr-decode's path must be
+    llvm-symbolizer's. Functions are DWARF's: the name llvm-symbolizer gives with
+    --functions=short (DW_AT_name) or with its default --functions=linkage (the linkage name,
+    demangled, as lbr-decode prints Rust's), except that the latter names the outermost frame
+    from the symbol table (the alias init_module of lbr_crash_init); lbr-decode's
+    function_source is "dwarf" there. Where DWARF names no function (assembly: the stubs, the
+    thunks), the function must be the one llvm-symbolizer names from the symbol table, or an
+    alias of it (a symbol at the same address, such as the %pS name
+    __pi___x86_indirect_thunk_r11 of __x86_indirect_thunk_r11), with function_source "symtab".
+    An address in no image (the corrupted pointer) has no frames in either."""
+    res = crashed()
+    code, out, err = decode(*symbols(), res.log)
+    assert code == 0, err
+    doc = json.loads(out)
+    [snap] = doc["snapshots"]
+    places = [p for rec in snap["records"] for p in (rec["from"], rec["to"])]
+    assert all("printed" not in p for p in places), "a symbol differs from the kernel's %pS"
+    roots = list(doc["source_roots"].values())
+    args = symbols()
+    vmlinux = Path(args[1])
+    kos = {ko.stem.replace("-", "_"): ko for d in args[3::2] for ko in Path(d).glob("*.ko")}
+
+    def split(sym: str) -> tuple[str, int, str | None]:
+        """`name+0xoff/0xsize [module]` -> (name, off, module)."""
+        s, _, module = sym.partition(" [")
+        name, _, rest = s.rpartition("+")
+        return name, int(rest.split("/")[0], 16), module.rstrip("]") or None
+
+    # The KASLR offset: runtime address minus link address of every vmlinux %pS symbol.
+    _, ksyms = elf_text_symbols(vmlinux)
+    offsets = set()
+    for p in places:
+        if p["symbol"] and split(p["symbol"])[2] is None:
+            name, off, _ = split(p["symbol"])
+            if len(ksyms.get(name, ())) == 1:
+                offsets.add(int(p["addr"], 16) - ksyms[name][0][1] - off)
+    assert len(offsets) == 1, f"the vmlinux symbols give KASLR offsets {sorted(map(hex, offsets))}"
+    [kaslr] = offsets
+    assert doc["kaslr_offset"] == hex(kaslr), (doc["kaslr_offset"], hex(kaslr))
+
+    # Per object file, the address each place has there: vmlinux's link address; a module's
+    # symbol's section offset plus the address that section got in a copy whose executable
+    # sections objcopy placed apart (all start at 0 in a .ko, where .text and .init.text offsets
+    # coincide).
+    with tempfile.TemporaryDirectory(dir=REPO / "out", prefix="llvm-oracle-") as tmp:
+        objs: dict[str, tuple[Path, dict]] = {"vmlinux": (vmlinux, ksyms)}
+        bases: dict[str, dict[int, int]] = {}
+        query: list[tuple[str, int]] = []  # per place: (object, address in it)
+        for p in places:
+            name, off, module = split(p["symbol"]) if p["symbol"] else (None, 0, None)
+            if module is None:  # vmlinux, or no symbol: looked up in vmlinux (where it is not)
+                query.append(("vmlinux", int(p["addr"], 16) - kaslr))
+                continue
+            if module not in objs:
+                assert module in kos, f"no .ko for module {module} in {args[3::2]}"
+                text, syms = elf_text_symbols(kos[module])
+                assert len(set(text.values())) == len(text), f"{kos[module]}: duplicate section names {text}"
+                bases[module] = {i: (k + 1) << 32 for k, i in enumerate(sorted(text))}
+                copy = Path(tmp) / kos[module].name
+                in_root("objcopy", *(a for i, n in text.items()
+                                     for a in ("--change-section-address", f"{n}={bases[module][i]:#x}")),
+                        kos[module], copy)
+                objs[module] = (copy, syms)
+            found = objs[module][1].get(name, [])
+            assert len(found) == 1, f"{p['symbol']}: {len(found)} symbols {name} in {kos[module]}"
+            [(sec, value)] = found
+            query.append((module, bases[module][sec] + value + off))
+        # llvm-symbolizer's frames for each place, with short and with linkage names.
+        short: dict[tuple[str, int], list] = {}
+        linkage: dict[tuple[str, int], list] = {}
+        for obj, (path, _) in objs.items():
+            addrs = sorted({a for o, a in query if o == obj})
+            for table, kind in ((short, "short"), (linkage, "linkage")):
+                table.update(zip(((obj, a) for a in addrs), llvm_frames(path, addrs, kind)))
+
+    def aliases(obj: str, a: str, b: str) -> bool:
+        """`a` and `b` are symbols at the same address of `obj`."""
+        syms = objs[obj][1]
+        return bool(set(syms.get(a, ())) & set(syms.get(b, ())))
+
+    mismatches: dict[str, list[str]] = {}
+
+    def mismatch(kind: str, p: dict, what: str) -> None:
+        line = f"{p['addr']} ({p['symbol']}): {what}"
+        if line not in mismatches.setdefault(kind, []):  # once per address
+            mismatches[kind].append(line)
+
+    frames_checked = 0
+    for p, q in zip(places, query):
+        ours = [(f["function"], f["file"], f["line"]) for f in p["frames"]]
+        sources = [f.get("function_source") for f in p["frames"]]
+        theirs = short[q]
+        if len(ours) != len(theirs) or len(linkage[q]) != len(theirs):
+            mismatch("frames", p, f"lbr-decode {ours}, llvm-symbolizer {theirs} / {linkage[q]}")
+            continue
+        for i, ((fn, file, line), (lfn, lfile, lline)) in enumerate(zip(ours, theirs)):
+            frames_checked += 1
+            named = linkage[q][i][0]
+            at = f"frame {i}: lbr-decode {(fn, file, line)}, llvm-symbolizer {(lfn, lfile, lline)}" + \
+                (f" (linkage: {named})" if named != lfn else "")
+            if file != lfile and not (file and lfile and any(lfile == root + file for root in roots)):
+                mismatch("file", p, at)
+            if line != lline:
+                mismatch("line", p, at)
+            if lfn is not None:
+                if fn not in (lfn, named) or sources[i] != "dwarf":
+                    mismatch("function", p, f"{at}, function_source {sources[i]!r}")
+            elif named is None:
+                if fn is not None:
+                    mismatch("function", p, at)
+            elif fn != named and not (fn and aliases(q[0], fn, named)) or sources[i] != "symtab":
+                # No DWARF function (assembly): the symbol table's, as llvm-symbolizer names it,
+                # and lbr-decode says where its name came from.
+                mismatch("function where DWARF has none", p, f"frame {i}: lbr-decode {fn!r} "
+                         f"(function_source {sources[i]!r}), llvm-symbolizer {named!r} (from the symbol table)")
+    checked = f"{len(places)} places ({len(set(query))} addresses), {frames_checked} frames compared"
+    assert frames_checked >= len(places) // 2, f"too few frames: {checked}"
+    assert not mismatches, f"lbr-decode and llvm-symbolizer disagree ({checked}):\n" + "\n".join(
+        f"{kind} ({len(ms)}):\n  " + "\n  ".join(ms) for kind, ms in mismatches.items())

@@ -22,8 +22,8 @@ use crate::symbols::Frame;
 /// The JSON output's schema version.
 pub const VERSION: u32 = 1;
 
-/// Fields added within [`VERSION`] (1: [`SnapshotOut::kind`]).
-pub const MINOR_VERSION: u32 = 1;
+/// Fields added within [`VERSION`] (1: [`SnapshotOut::kind`]; 2: frames' `function_source`).
+pub const MINOR_VERSION: u32 = 2;
 
 /// Where an address is, once symbolized.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -119,7 +119,7 @@ pub struct SnapshotOut {
 pub struct Output {
     /// [`VERSION`].
     pub version: u32,
-    /// Fields added within `version` (1: `kind`).
+    /// Fields added within `version` (1: `kind`; 2: `function_source`).
     pub minor_version: u32,
     /// Per image, the directory its source paths are relative to.
     pub source_roots: BTreeMap<String, String>,

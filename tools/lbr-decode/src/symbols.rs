@@ -29,10 +29,24 @@ pub struct Sym {
 pub struct Frame {
     /// The function (the inlined one, for an inlined frame).
     pub function: Option<String>,
+    /// Where `function` comes from (absent when it is `None`; JSON schema 1.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function_source: Option<FunctionSource>,
     /// The source file.
     pub file: Option<String>,
     /// The line in `file`.
     pub line: Option<u32>,
+}
+
+/// Where a [`Frame`]'s function name comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FunctionSource {
+    /// DWARF: the subprogram, or the inlined subroutine's origin, that covers the address.
+    Dwarf,
+    /// The ELF symbol table: code that DWARF has lines for but no subprogram (assembly), named
+    /// as llvm-symbolizer and addr2line name it, by the symbol that contains the address.
+    Symtab,
 }
 
 /// One ELF image: vmlinux or a module.
@@ -137,8 +151,22 @@ impl Image {
     }
 
     /// Source lines and inlined frames for a link address (vmlinux: `section` is None) or a
-    /// module's section offset.
+    /// module's section offset. Where DWARF has the line but no function for it (assembly: the
+    /// line table covers it, no subprogram does), the outermost frame is named after the
+    /// symbol `containing` finds, as llvm-symbolizer does ([`FunctionSource::Symtab`]).
     pub fn frames(&self, section: Option<SectionIndex>, addr: u64) -> Vec<Frame> {
+        let mut frames = self.dwarf_frames(section, addr);
+        if let Some(outer) = frames.last_mut().filter(|f| f.function.is_none()) {
+            if let Some(sym) = self.containing(addr, section) {
+                outer.function = Some(sym.name.clone());
+                outer.function_source = Some(FunctionSource::Symtab);
+            }
+        }
+        frames
+    }
+
+    /// The frames DWARF has for an address, innermost first.
+    fn dwarf_frames(&self, section: Option<SectionIndex>, addr: u64) -> Vec<Frame> {
         let Some(loader) = &self.loader else {
             return Vec::new();
         };
@@ -156,12 +184,14 @@ impl Image {
         }
         if let Ok(mut it) = r {
             while let Ok(Some(f)) = it.next() {
+                let function = f
+                    .function
+                    .as_ref()
+                    .and_then(|n| n.demangle().ok())
+                    .map(|n| n.into_owned());
                 out.push(Frame {
-                    function: f
-                        .function
-                        .as_ref()
-                        .and_then(|n| n.demangle().ok())
-                        .map(|n| n.into_owned()),
+                    function_source: function.as_ref().map(|_| FunctionSource::Dwarf),
+                    function,
                     file: f.location.as_ref().and_then(|l| l.file).map(str::to_string),
                     line: f.location.as_ref().and_then(|l| l.line),
                 });

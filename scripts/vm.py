@@ -11,6 +11,10 @@ QEMU runs inside the pinned build root (scripts/common.sh in_root): its own PID 
 killing the run (timeout, Ctrl-C, a crash of this script) leaves no QEMU behind. The console is
 written to --log as it arrives and returned. A run ends when the guest reboots (the test /init
 reboots after its script; panic=-1 reboots on panic; QEMU runs with -no-reboot) or on timeout.
+With `boots=2` the guest may reboot once (a warm reset: QEMU's system reset keeps guest RAM, so
+what the first kernel left in memory, such as a ramoops record, is there for the second), and
+the run ends at the second reboot; each boot's console (and ground truth, under the emulator) is
+kept apart.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import dataclasses
 import fcntl
 import functools
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -82,17 +87,41 @@ class Result:
     emu_log: Path | None = None  # the emulator's ground truth (JSON lines), when it ran
     dump: Path | None = None  # the guest memory dump, when one was asked for and made
 
-    def emu_events(self) -> list[dict]:
-        """The emulator's log, parsed (each line one JSON object; see tools/lbr-emu)."""
+    def emu_events(self, boot: int | None = None) -> list[dict]:
+        """The emulator's log, parsed (each line one JSON object; see tools/lbr-emu). With `boot`
+        (1 for the first), only that boot's events, after its `start` event: a boot's events run
+        from its system reset (the emulator's `reset` event, logged when the boot CPU executes
+        the reset vector: at power-on and at every reboot) to the next."""
         import json
         if self.emu_log is None or not self.emu_log.exists():
             return []
-        return [json.loads(l) for l in self.emu_log.read_text().splitlines() if l.strip()]
+        events = [json.loads(l) for l in self.emu_log.read_text().splitlines() if l.strip()]
+        if boot is None:
+            return events
+        resets = [i for i, e in enumerate(events) if e["event"] == "reset"] + [len(events)]
+        if not 1 <= boot < len(resets):
+            raise ValueError(f"the emulator's log has {len(resets) - 1} boot(s), not a boot {boot}")
+        start = [e for e in events[:resets[0]] if e["event"] == "start"]
+        return start + events[resets[boot - 1]:resets[boot]]
+
+    @property
+    def boots(self) -> list[str]:
+        """The console of each boot, in order: the log split before each kernel's first line
+        (`[    0.000000] Linux version`; the firmware prints nothing on the serial port)."""
+        starts = [m.start() for m in BANNER.finditer(self.console)]
+        if not starts:
+            return [self.console]
+        cuts = [0] + starts[1:] + [len(self.console)]
+        return [self.console[a:b] for a, b in zip(cuts, cuts[1:])]
 
     @property
     def finished(self) -> bool:
-        """The guest's /init ran its script to the end."""
-        return "lbr-dump-vm: done" in self.console
+        """The guest's /init ran its script to the end (in the last boot)."""
+        return "lbr-dump-vm: done" in self.boots[-1]
+
+
+# A kernel's first console line: where a boot's console output starts.
+BANNER = re.compile(r"^\[\s*0\.000000\] Linux version ", re.M)
 
 
 @dataclasses.dataclass
@@ -124,6 +153,12 @@ class Vm:
     # When the console first shows this text, inject an NMI into the guest (QMP inject-nmi: on
     # x86, into every vCPU), a second later.
     nmi_on: str | None = None
+    # How many times the guest boots in this run: 1 (a reboot ends the VM, QEMU's -no-reboot),
+    # or 2: the first reboot (a panic with panic=-1, a reboot -f) is a warm system reset that
+    # keeps guest RAM, and once the second kernel is up a reboot ends the VM again (QMP
+    # set-action reboot=shutdown). The guest's script runs at each boot; it tells them apart
+    # itself (for example by what the first left in pstore).
+    boots: int = 1
 
     def run(self) -> Result:
         if self.kernel not in VARIANTS:
@@ -153,10 +188,15 @@ class Vm:
             raise ValueError("the branch-record emulator is a TCG plugin: it cannot run with KVM")
         watchdog = "" if self.watchdog else "nowatchdog "
         append = f"console=ttyS0 panic=-1 pti={self.pti} {watchdog}{self.append}".strip()
+        if self.boots not in (1, 2):
+            raise ValueError(f"boots must be 1 or 2, not {self.boots}")
+        # -no-reboot is QEMU's `-action reboot=shutdown`; a VM that boots twice starts with the
+        # default (reboot=reset) and switches to shutdown once its second kernel is up.
+        reboot = ["-no-reboot"] if self.boots == 1 else ["-action", "reboot=reset"]
         cmd = [
             "qemu-system-x86_64", "-M", "q35", "-cpu", self.cpu, "-smp", str(self.smp),
             "-m", self.memory, "-accel", accel, "-display", "none", "-monitor", "none",
-            "-serial", "stdio", "-no-reboot", "-kernel", str(kdir / "arch/x86/boot/bzImage"),
+            "-serial", "stdio", *reboot, "-kernel", str(kdir / "arch/x86/boot/bzImage"),
             "-initrd", str(initrd), "-append", append,
             # CPU resets (the guest's final reboot, a triple fault) with the CPU state, so that a
             # VM that ends early can be told apart from one that rebooted as planned.
@@ -210,6 +250,19 @@ class Vm:
                     time.sleep(1)
                     qmp(sock, [("qmp_capabilities", {}), ("inject-nmi", {})])
                 return False
+        if self.boots > 1:
+            if on_console is not None or self.dump_after is not None:
+                raise ValueError("boots=2 cannot be combined with dump_after, wake_on or nmi_on")
+            sock = run_dir / "qmp.sock"
+            sock.unlink(missing_ok=True)
+            cmd += ["-qmp", f"unix:{sock},server=on,wait=off"]
+
+            def on_console(text: str) -> bool:
+                # The last boot's kernel is up (its first line printed): its reboot ends the VM.
+                if len(BANNER.findall(text)) < self.boots:
+                    return False
+                qmp(sock, [("qmp_capabilities", {}), ("set-action", {"reboot": "shutdown"})])
+                return True
         if self.dump_after is not None:
             dump.unlink(missing_ok=True)
             sock = run_dir / "qmp.sock"
@@ -226,6 +279,10 @@ class Vm:
         r = run_qemu(cmd, run_dir / "console.log", self.timeout, on_console)
         r.emu_log = emu_log
         r.dump = dump if dump.exists() else None
+        if self.boots > 1:
+            # Each boot's console on its own too (console-1.log, ...), for reading by hand.
+            for i, text in enumerate(r.boots, 1):
+                (run_dir / f"console-{i}.log").write_text(text)
         return r
 
 

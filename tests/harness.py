@@ -80,6 +80,69 @@ sleep 600
     return res, disk
 
 
+# Ramoops' memory: reserved from the kernel's use (memmap=SIZE$ADDR, an E820 reserved range,
+# which KASLR's choice of the kernel's physical address avoids too:
+# arch/x86/boot/compressed/kaslr.c mem_avoid_memmap) at an address the test VM's 512 MiB hold
+# and neither QEMU's -kernel/-initrd loading (the initrd goes to the top of RAM) nor the firmware
+# touch, so what the first kernel wrote there is there after the warm reset.
+RAMOOPS_ADDR = 0x10000000
+RAMOOPS_SIZE = MIB
+
+
+def pstore(name: str, script: str, record_size: int, compress: bool = True, append: str = "",
+           **kw) -> tuple[Result, dict[str, bytes]]:
+    """pstore across a warm reboot, as users read oopses after the fact: one VM boots twice
+    (scripts/vm.py boots=2). ramoops is configured on the command line with the whole of its
+    memory for dmesg records of `record_size` bytes (fs/pstore/ram.c: mem_size minus the console,
+    ftrace and pmsg zones, here 0, is cut into record_size zones; one zone per kmsg dump, only
+    its Part1), oopses and panics dumped (max_reason=2, KMSG_DUMP_OOPS), deflate compression
+    (pstore.compress, fs/pstore/platform.c) unless `compress` is False. The first boot, finding
+    no dmesg record in pstore, runs `script` (which should crash the kernel: panic=-1 then
+    resets the VM at once); the second boot finds the records and writes /sys/fs/pstore as a
+    tar archive to a virtio disk (byte-exact, unlike the console). Returns the run and the
+    files, by name (dmesg-ramoops-N, ...)."""
+    import tarfile
+    run_dir = REPO / "out" / "vm" / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    disk = run_dir / "pstore.img"
+    with open(disk, "wb") as f:
+        f.truncate(16 * MIB)
+    params = (f"memmap={RAMOOPS_SIZE}${RAMOOPS_ADDR:#x} ramoops.mem_address={RAMOOPS_ADDR:#x} "
+              f"ramoops.mem_size={RAMOOPS_SIZE} ramoops.record_size={record_size} "
+              "ramoops.console_size=0 ramoops.ftrace_size=0 ramoops.pmsg_size=0 "
+              f"ramoops.max_reason=2 pstore.compress={'deflate' if compress else 'none'}")
+    guest = f"""mount -t pstore pstore /sys/fs/pstore
+cd /sys/module/ramoops/parameters
+echo "pstore-test: ramoops mem_address=$(cat mem_address) mem_size=$(cat mem_size) record_size=$(cat record_size) max_reason=$(cat max_reason) compress=$(cat /sys/module/pstore/parameters/compress)"
+cd /
+if ls /sys/fs/pstore | grep -q '^dmesg-ramoops-'; then
+  echo "pstore-test: boot 2, pstore holds: $(ls /sys/fs/pstore | tr '\n' ' ')"
+  tar -cf /dev/vda -C /sys/fs/pstore .
+  sync
+  echo "pstore-test: saved"
+else
+  echo "pstore-test: boot 1, pstore empty"
+{script}
+fi
+"""
+    res = boot(finish=False, name=name, boots=2, append=f"{params} {append}".strip(), script=guest,
+               qemu_args=["-drive", f"file={disk},format=raw,if=none,id=d0",
+                          "-device", "virtio-blk-pci,drive=d0"], **kw)
+    boots = res.boots
+    assert len(boots) == 2, (f"the VM booted {len(boots)} time(s), not twice (log {res.log}):\n"
+                             + tail(res.console))
+    assert "pstore-test: boot 1, pstore empty" in boots[0], "the first boot did not run the crash:\n" + tail(boots[0])
+    assert "pstore-test: saved" in boots[1], (
+        "the second boot found no dmesg record in pstore, or did not save it:\n" + tail(boots[1]))
+    assert "lbr-dump-vm: done" in boots[1], "the second boot did not finish:\n" + tail(boots[1])
+    files = {}
+    with tarfile.open(disk) as t:
+        for m in t.getmembers():
+            if m.isfile():
+                files[Path(m.name).name] = t.extractfile(m).read()
+    return res, files
+
+
 class Results:
     """PASS/FAIL lines as they happen, and the counts."""
 

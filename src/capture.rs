@@ -506,12 +506,14 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         nmi_freeze,
     } = options;
     may_arm()?;
-    // TSX is not enumerated yet: format 4's FROM bits 62:61 decode as sign extension, as on the
-    // parts without TSX (the kernel's lbr_from_signext_quirk).
-    let Some(layout) = record::layout(recorder, Tsx::Absent) else {
-        pr_err!("refusing to arm: the LBR format is unknown or unsupported, or the depth is 0\n");
-        return Err(ENODEV);
-    };
+    // TSX is not enumerated yet: format 4's IN_TX/ABORT (FROM bits 62:61) are not reported, as
+    // the kernel reads them as off on parts without TSX (lbr_from_signext_quirk_rd()); the
+    // address is bits 60:0 either way. The probe refused unsupported recorders already (`force`
+    // skips only its switch check), so this names the reason again for a forced arm.
+    let layout = record::layout(recorder, Tsx::Absent).map_err(|why| {
+        pr_err!("refusing to arm: {}\n", format_args!("{why}"));
+        ENODEV
+    })?;
     let control = Control::new(recorder, rings);
     let (msrs, n) = capture_msrs(recorder, &layout, &control);
     if n == 0 {

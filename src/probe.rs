@@ -11,6 +11,7 @@ use kernel::{cpu::CpuId, prelude::*};
 
 use crate::facility::{self, msr, Bts, Cpuid, CpuidRegs, Facility, Recorder, Switch};
 use crate::ffi;
+use crate::record::{self, Tsx};
 
 /// The `cpuid` instruction of the CPU this runs on.
 pub(crate) struct CpuidInsn;
@@ -129,6 +130,8 @@ pub(crate) enum Refusal {
     Capabilities(Facility, MsrError),
     /// An access to the switch or the records failed.
     Access(Facility, Recorder, MsrError),
+    /// The recorder works, but lbr-dump cannot capture its records (format 0, no PDCM, ...).
+    Unsupported(Facility, Recorder, record::Unsupported),
     /// The switch was written on and reads back off.
     DoesNotStick {
         facility: Facility,
@@ -175,6 +178,8 @@ pub(crate) fn probe(cpu: CpuId) -> Result<Found, Refusal> {
         }
     }
     read_msr(cpu, recorder.first_record_msr()).map_err(access)?;
+    record::layout(&recorder, Tsx::Absent)
+        .map_err(|why| Refusal::Unsupported(facility, recorder, why))?;
     Ok(Found {
         facility,
         recorder,
@@ -238,6 +243,7 @@ impl fmt::Display for Refusal {
                 "{}: {rec}: {e} (a hypervisor without branch-record pass-through?)",
                 fac.signature
             )?,
+            Self::Unsupported(fac, rec, why) => write!(f, "{}: {rec}: {why}", fac.signature)?,
             Self::DoesNotStick {
                 facility,
                 recorder,

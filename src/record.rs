@@ -61,7 +61,8 @@ impl Encoding {
         let depth = u8::try_from(depth).ok()?;
         let l = match Flavour::from_code(flavour)? {
             Flavour::IntelLbr => Self::IntelLegacy {
-                format: u8::try_from(format).ok().filter(|f| *f <= 7)?,
+                // Formats 1-7: lbr-dump captures no other (see [`Unsupported`]).
+                format: u8::try_from(format).ok().filter(|f| (1..=7).contains(f))?,
                 depth,
                 info: flags & LAYOUT_INFO != 0,
                 tsx: flags & LAYOUT_TSX != 0,
@@ -123,17 +124,62 @@ pub enum Tsx {
     Present,
 }
 
-/// The encoding for a recorder, or `None` when its format is unknown (no PDCM) or unsupported.
-pub fn layout(recorder: &Recorder, tsx: Tsx) -> Option<Encoding> {
-    Some(match recorder {
+/// Why a recorder's records cannot be captured and decoded: the one-line reason the module gives
+/// with -ENODEV.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unsupported {
+    /// CPUID.1:ECX.PDCM is clear: IA32_PERF_CAPABILITIES, which names the record format, does
+    /// not exist.
+    NoFormat,
+    /// Format 0, LBR_FORMAT_32: one MSR per entry with the low 32 bits of each address.
+    Format32,
+    /// A format number the SDM does not define (8..=63).
+    UnknownFormat(u8),
+    /// A legacy depth that is not a power of two (the TOS arithmetic needs one).
+    Depth(u8),
+    /// CPUID offers no depth (Arch LBR leaf 0x1C, AMD leaf 0x80000022 report 0 entries).
+    NoDepth,
+}
+
+impl core::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NoFormat => f.write_str(
+                "the LBR record format is unknown: CPUID.1:ECX.PDCM is clear, so \
+                 IA32_PERF_CAPABILITIES, which holds it, does not exist",
+            ),
+            // SDM vol. 3B, IA32_PERF_CAPABILITIES.LBR_FMT 000000B "32-bit record format", the
+            // MSR_LASTBRANCH_x layout of Core Solo and Core Duo: FROM in 31:0, TO in 63:32.
+            Self::Format32 => f.write_str(
+                "LBR format 0 keeps only the low 32 bits of each address (FROM in bits 31:0 and \
+                 TO in 63:32 of one MSR, SDM IA32_PERF_CAPABILITIES.LBR_FMT 000000B): no 64-bit \
+                 kernel address fits",
+            ),
+            Self::UnknownFormat(n) => write!(
+                f,
+                "LBR format {n} (IA32_PERF_CAPABILITIES[5:0]) is not one the SDM defines (0-7)"
+            ),
+            Self::Depth(d) => write!(f, "an LBR depth of {d} is not a power of two"),
+            Self::NoDepth => f.write_str("CPUID offers no record depth (0 entries)"),
+        }
+    }
+}
+
+/// The encoding for a recorder, or why lbr-dump cannot capture its records.
+pub fn layout(recorder: &Recorder, tsx: Tsx) -> Result<Encoding, Unsupported> {
+    Ok(match recorder {
         Recorder::IntelLegacy(l) => {
-            let format = l.format?;
-            let n = format.number();
-            if n > 7 || !l.depth.is_power_of_two() {
-                return None;
+            let format = l.format.ok_or(Unsupported::NoFormat)?;
+            match format {
+                LbrFormat::Bits32 => return Err(Unsupported::Format32),
+                LbrFormat::Unknown(n) => return Err(Unsupported::UnknownFormat(n)),
+                _ => {}
+            }
+            if !l.depth.is_power_of_two() {
+                return Err(Unsupported::Depth(l.depth));
             }
             Encoding::IntelLegacy {
-                format: n,
+                format: format.number(),
                 depth: l.depth,
                 info: l.info.is_some() && matches!(format, LbrFormat::Info | LbrFormat::Info2),
                 tsx: tsx == Tsx::Present,
@@ -141,11 +187,11 @@ pub fn layout(recorder: &Recorder, tsx: Tsx) -> Option<Encoding> {
         }
         // A depth of 0 (CPUID says no depth is supported) records nothing: no layout, so that
         // arming never builds an empty MSR list.
-        Recorder::IntelArch(_) if recorder.depth() == 0 => return None,
+        Recorder::IntelArch(_) if recorder.depth() == 0 => return Err(Unsupported::NoDepth),
         Recorder::IntelArch(_) => Encoding::IntelArch {
             depth: recorder.depth(),
         },
-        Recorder::AmdLbrV2 { depth: 0 } => return None,
+        Recorder::AmdLbrV2 { depth: 0 } => return Err(Unsupported::NoDepth),
         Recorder::AmdLbrV2 { depth } => Encoding::AmdLbrV2 { depth: *depth },
         Recorder::AmdSingle => Encoding::AmdSingle,
     })
@@ -452,8 +498,6 @@ impl Iterator for Records<'_> {
 /// "LBR Stack" (IA32_PERF_CAPABILITIES.LBR_FMT) and "Filtering of Last Branch Records".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct LegacyCaps {
-    /// Format 0 (LBR_FORMAT_32): FROM holds both addresses, from in 31:0 and to in 63:32.
-    packed32: bool,
     /// FROM's address bits, sign-extended above: 63 with a mispredict bit (3, 6), 61 with the
     /// TSX bits (4), else 64.
     from_bits: u32,
@@ -477,7 +521,6 @@ impl LegacyCaps {
             _ => 64,
         };
         LegacyCaps {
-            packed32: format == 0,
             from_bits,
             from_mispred: matches!(format, 3 | 4 | 6),
             from_tsx: format == 4 && tsx,
@@ -489,13 +532,6 @@ impl LegacyCaps {
 
     /// Decodes one record's MSR values (`info`: its LBR_INFO value, when captured).
     fn decode(&self, from: u64, to: u64, info: Option<u64>) -> Branch {
-        if self.packed32 {
-            return Branch {
-                from: from & 0xffff_ffff,
-                to: from >> 32,
-                ..Branch::default()
-            };
-        }
         let mut b = Branch {
             from: sign_extend(from, self.from_bits),
             to,

@@ -29,14 +29,20 @@ def decode_slot(flavour, fmt, f, t, inf):
     NOT_A_BRANCH (LbrExtV2's erratum-1452 entries)."""
     if flavour == "legacy":
         if fmt == 0:
+            # SDM LBR_FMT 000000B, "32-bit record format" (Core Solo/Duo): FROM in 31:0, TO in
+            # 63:32 of one MSR. Only the emulator's own test (emulator.py) reads it: lbr-dump
+            # refuses format 0 (a 32-bit address cannot be a 64-bit kernel one), so no test
+            # compares lbr-dump's records with this. Sign extension recovers the -2 GiB kernel
+            # text mapping, which the emulator's test runs in.
             r = {"from": sext(f, 32), "to": sext(f >> 32, 32)}
         elif fmt in (1, 2):
             r = {"from": f, "to": t}
         elif fmt == 3:
             r = {"from": sext(f, 63), "to": t, "mispred": f >> 63}
         elif fmt == 4:
-            # SDM: bit 62 IN_TX, 61 TSX_ABORT, address in 60:0. The emulated CPUs have no TSX;
-            # there bits 62:61 read as sign extension, not flags (kernel: lbr_from_signext_quirk).
+            # SDM "LBR Stack" (format 000100B): bit 63 MISPRED, 62 IN_TX, 61 TSX_ABORT, address
+            # in 60:0. The emulated CPUs have no TSX: the flags are 0 (the kernel's lbr.c: branch
+            # captures leave bits 62:61 off on parts without TSX) and not reported.
             r = {"from": sext(f, 61), "to": t, "mispred": f >> 63}
         elif fmt == 5:
             r = {"from": f, "to": t, "mispred": inf >> 63, "in_tx": inf >> 62 & 1, "abort": inf >> 61 & 1,

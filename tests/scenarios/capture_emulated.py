@@ -14,7 +14,7 @@ exception itself (no record of the stub's own branches).
 import re
 
 from harness import MODULE, boot, kernel_lines, snapshot_heads, tail
-from records import assert_equals_freeze, freeze_records, printed_records
+from records import assert_equals_freeze, freeze_records, printed_records, sext
 
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
@@ -40,11 +40,16 @@ MODELS = {"core2": ("Skylake-Client", 1), "atom": ("Skylake-Client", 2), "nehale
           "sapphirerapids": ("Skylake-Client", 0), "zen4": ("EPYC-Genoa", 0), "amd": ("EPYC-Genoa", 0)}
 
 
-def crash(model, name, before="", tag="", state="complete", smp=1, depth=None, **kw):
+def crash(model, name, before="", tag="", state="complete", smp=1, depth=None, option=None, fmt=None,
+          **kw):
+    """One crash under the emulator presenting `model` (`depth`: Arch LBR depth; `option`: another
+    emulator option, e.g. "timed=off"; `fmt`: the legacy format lbr-dump must print when `option`
+    overrides the model's)."""
     cmd, vector = CRASHES[name]
-    qemu_cpu, fmt = MODELS[model]
-    emulate = f"model={model}" + (f",depth={depth}" if depth else "")
-    tag = (f"-{depth}" if depth else "") + tag
+    qemu_cpu, model_fmt = MODELS[model]
+    fmt = model_fmt if fmt is None else fmt
+    emulate = f"model={model}" + (f",depth={depth}" if depth else "") + (f",{option}" if option else "")
+    tag = (f"-{depth}" if depth else "") + ("-" + option.replace("=", "") if option else "") + tag
     res = boot(finish=False, name=f"emu-crash-{model}-{name.lower()}{tag}", cpu=qemu_cpu, accel="tcg",
                emulate=emulate, timeout=240, smp=smp, script=ARM + before + f"sh -c '{cmd}' || true\n",
                **kw)
@@ -73,10 +78,11 @@ def crash(model, name, before="", tag="", state="complete", smp=1, depth=None, *
     return res, printed
 
 
-def check(model, names, depth=None):
+def check(model, names, depth=None, **kw):
     for name in names:
-        res, _ = crash(model, name, depth=depth)
+        res, _ = crash(model, name, depth=depth, **kw)
         assert "[#2]" not in res.console, f"{name}: a second oops:\n" + tail(res.console)
+    return res
 
 
 def test_skylake_format5_every_crash(r):
@@ -113,6 +119,63 @@ def test_zen4_lbr_v2(r):
 
 def test_amd_single_record(r):
     check("amd", ["EXCEPTION", "BUG", "jump"])
+
+
+def test_legacy_format7_info2(r):
+    # Format 7 (LBR_FORMAT_INFO2: format 5's LBR_INFO without IN_TX/TSX_ABORT; the kernel's
+    # lbr.c since commit 1ac7fd8159a8, "v5 modulo TSX") on the MSR layout of the parts that
+    # report LBR_INFO formats (32 entries, FROM 0x680, TO 0x6c0, INFO 0xdc0). No model in the
+    # emulator's table reports it by default: none of the parts whose format we could confirm
+    # from the SDM and the kernel has it, so the format is set with format=7.
+    check("goldmont-plus", ["EXCEPTION", "BUG", "jump"], option="format=7", fmt=7)
+
+
+def test_legacy_format0_is_refused_with_its_reason(r):
+    # Format 0 (SDM IA32_PERF_CAPABILITIES.LBR_FMT 000000B, "32-bit record format": one MSR per
+    # entry, FROM in bits 31:0 and TO in 63:32, the layout of Core Solo/Duo, which have no 64-bit
+    # mode) cannot hold a 64-bit kernel address: lbr-dump refuses it at load, with the reason, and
+    # the machine runs on. The emulator presents it (format=0) and must have been asked for it.
+    res = boot(name="emu-format0-refused", cpu="Skylake-Client", accel="tcg", emulate="model=skylake,format=0",
+               timeout=180, script=f"insmod {MODULE} enable=1 || echo insmod=$?\necho still-running\n")
+    start = res.emu_events()[0]
+    assert (start["flavour"], start["format"]) == ("legacy", 0), start
+    con = res.console
+    m = re.search(r"insmod=(\d+)", con)
+    assert m and m[1] != "0", "insmod of lbr_dump did not fail:\n" + tail(con)
+    lines = kernel_lines(con, "lbr_dump")
+    assert any("LBR format 0 keeps only the low 32 bits of each address" in ln
+               and "no 64-bit kernel address fits" in ln for ln in lines), "\n".join(lines)
+    assert "No such device" in con, tail(con)
+    assert "lbr_dump: armed" not in con
+    assert "still-running" in con
+
+
+def test_arch_lbr_without_timed_lbr(r):
+    # CPUID.(0x1C,0):ECX[1] clear (timed=off): every record's IA32_LBR_x_INFO.CYC_CNT_VALID is
+    # clear (SDM, Architectural LBR "IA32_LBR_x_INFO"), so no record may print cycles; the records
+    # still equal the ground truth. The emulator must really present an untimed model.
+    for name in ("EXCEPTION", "jump"):
+        res, printed = crash("sapphirerapids", name, option="timed=off")
+        start = res.emu_events()[0]
+        assert start["timed"] is False, start
+        assert not any("cycles" in p for p in printed), printed[:3]
+
+
+def test_zen4_erratum1452_entries_are_skipped(r):
+    # LbrExtV2 entries with TO[61] set are erroneous (erratum 1452; amd/lbr.c discards them). The
+    # emulator inserts one before every 3rd branch (erratum1452=3); the ground truth's freeze must
+    # hold such entries (else this proves nothing), and the printed records equal the freeze's
+    # branches without them, in order.
+    for name in ("EXCEPTION", "jump"):
+        res, printed = crash("zen4", name, option="erratum1452=3")
+        start = res.emu_events()[0]
+        assert start["erratum1452"] == 3, start
+        stub = [e for e in res.emu_events() if e["event"] == "freeze" and e["cause"] == "wrmsr"][-1]
+        bogus = [s for s in stub["records"] if int(s["to"], 16) >> 61 & 1]
+        assert bogus, "the stub's freeze holds no erratum-1452 entry: " + str(stub["records"][:4])
+        # crash() compared the printed records with the freeze's branches; none is a bogus one.
+        pairs = {(sext(int(b["from"], 16), 58), sext(int(b["to"], 16), 58)) for b in bogus}
+        assert not pairs & {(p["from"], p["to"]) for p in printed}, "an erratum-1452 entry was printed"
 
 
 def test_corrupted_pointer_names_the_caller(r):

@@ -338,14 +338,14 @@ fn arch_lbr_without_a_supported_depth_is_no_recorder() {
     let arch = Recorder::IntelArch(arch_lbr(0));
     assert_eq!(
         lbr_core::record::layout(&arch, lbr_core::record::Tsx::Absent),
-        None
+        Err(lbr_core::record::Unsupported::NoDepth)
     );
     assert_eq!(
         lbr_core::record::layout(
             &Recorder::AmdLbrV2 { depth: 0 },
             lbr_core::record::Tsx::Absent
         ),
-        None
+        Err(lbr_core::record::Unsupported::NoDepth)
     );
 }
 

@@ -152,10 +152,35 @@ fn format6_cycles_in_to() {
 }
 
 #[test]
-fn format0_packs_both_addresses_in_from() {
-    let v = [0, 0x8100_0020_8100_0010, 0, 0, 0, 0, 0, 0, 0];
-    let r = all(legacy(0, 4, false, false), &v);
-    assert_eq!((r[0].from, r[0].to), (0x8100_0010, 0x8100_0020));
+fn format0_and_unknown_formats_have_no_layout() {
+    // Format 0 holds 32-bit addresses (SDM LBR_FMT 000000B): lbr-dump refuses it, and a dump
+    // header claiming it is foreign. 8..=63 are not defined.
+    let r = |format| {
+        Recorder::IntelLegacy(LegacyLbr {
+            generation: "Core",
+            depth: 4,
+            from: 0x40,
+            to: 0x60,
+            info: None,
+            select: None,
+            format,
+        })
+    };
+    assert_eq!(
+        layout(&r(Some(LbrFormat::Bits32)), Tsx::Absent),
+        Err(Unsupported::Format32)
+    );
+    assert_eq!(
+        layout(&r(Some(LbrFormat::Unknown(9))), Tsx::Absent),
+        Err(Unsupported::UnknownFormat(9))
+    );
+    assert_eq!(layout(&r(None), Tsx::Absent), Err(Unsupported::NoFormat));
+    assert!(layout(&r(Some(LbrFormat::Lip)), Tsx::Absent).is_ok());
+    assert_eq!(Encoding::from_codes(1, 0, 4, 0), None);
+    assert!(Encoding::from_codes(1, 1, 4, 0).is_some());
+    assert!(Unsupported::Format32
+        .to_string()
+        .contains("no 64-bit kernel address fits"));
 }
 
 #[test]

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Finding lbr-dump's snapshot areas in ELF memory dumps: kdump's `/proc/vmcore`, makedumpfile's
-//! ELF output, QEMU's `dump-guest-memory`. No kernel debug info is needed: the area is physically
-//! contiguous and page-aligned, starts with a magic and describes itself (src/layout.rs, read
-//! with the module's own code). The dump's PT_LOAD segments map physical addresses (`p_paddr`) to
-//! file offsets; every page-aligned physical address is checked for the magic.
+//! Finding lbr-dump's snapshot areas in memory dumps: ELF (kdump's `/proc/vmcore`, makedumpfile's
+//! ELF output, QEMU's `dump-guest-memory`) and makedumpfile's kdump-compressed dumps, plain or
+//! flattened ([`crate::kdump`]); the format is told by the file's magic. No kernel debug info is
+//! needed: the area is physically contiguous and page-aligned, starts with a magic and describes
+//! itself (src/layout.rs, read with the module's own code). An ELF dump's PT_LOAD segments map
+//! physical addresses (`p_paddr`) to file offsets, a kdump-compressed dump's bitmap and page
+//! descriptors page frames to (compressed) page data; every page in the dump is checked for the
+//! magic at its start.
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -17,6 +20,7 @@ use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::Endianness;
 
+use crate::kdump::{self, Kdump, Kind};
 use crate::log::{Record, Snapshot};
 
 const PAGE: u64 = 4096;
@@ -30,7 +34,7 @@ struct Segment {
 }
 
 /// The dump's bytes: mapped from a file, or owned (tests, fuzzing).
-enum Bytes {
+pub(crate) enum Bytes {
     Map(Mmap),
     Owned(Vec<u8>),
 }
@@ -47,8 +51,15 @@ impl std::ops::Deref for Bytes {
 
 /// A memory dump.
 pub struct Dump {
-    map: Bytes,
-    segments: Vec<Segment>,
+    memory: Memory,
+}
+
+/// Where a dump keeps its memory.
+enum Memory {
+    /// An ELF core file's PT_LOAD segments.
+    Elf { map: Bytes, segments: Vec<Segment> },
+    /// A kdump-compressed dump's pages.
+    Kdump(Kdump),
 }
 
 /// One snapshot area found in a dump.
@@ -63,9 +74,18 @@ pub struct Area {
     pub snapshots: Vec<Snapshot>,
 }
 
+/// Whether a file starting with `head` (its first 16 bytes or more) is a memory dump lbr-decode
+/// reads: ELF, kdump-compressed or flattened.
+pub fn is_dump(head: &[u8]) -> bool {
+    kdump::kind(head).is_some()
+}
+
+/// Damaged pages reported one by one before the rest are only counted.
+const PAGE_WARNINGS: usize = 10;
+
 impl Dump {
-    /// Maps `path` and reads its program headers. Errors name what is wrong: not ELF, not a core
-    /// file, another architecture, segments beyond the end of the file (a truncated dump).
+    /// Maps `path` and reads its headers. Errors name what is wrong: not a dump format, not a
+    /// core file, another architecture, memory beyond the end of the file (a truncated dump).
     pub fn open(path: &Path) -> Result<Dump> {
         let file = std::fs::File::open(path)
             .with_context(|| format!("{}: cannot open", path.display()))?;
@@ -83,6 +103,19 @@ impl Dump {
     }
 
     fn parse(map: Bytes, name: &str) -> Result<Dump> {
+        let memory = match kdump::kind(&map) {
+            Some(Kind::Elf) => Self::parse_elf(map, name)?,
+            Some(Kind::Kdump) => Memory::Kdump(Kdump::parse(map, name)?),
+            Some(Kind::Flat) => Memory::Kdump(Kdump::parse_flat(map, name)?),
+            None => bail!(
+                "{name}: not a memory dump lbr-decode reads (ELF, makedumpfile kdump-compressed or flattened): it starts with {:02x?}",
+                &map[..map.len().min(16)]
+            ),
+        };
+        Ok(Dump { memory })
+    }
+
+    fn parse_elf(map: Bytes, name: &str) -> Result<Memory> {
         let data: &[u8] = &map;
         let hdr = elf::FileHeader64::<Endianness>::parse(data)
             .with_context(|| format!("{}: not a 64-bit ELF file", name))?;
@@ -131,65 +164,107 @@ impl Dump {
             bail!("{}: a core file without memory (no PT_LOAD segment)", name);
         }
         segments.sort_by_key(|s| s.paddr);
-        Ok(Dump { map, segments })
+        Ok(Memory::Elf { map, segments })
     }
 
     /// Total bytes of memory in the dump.
     pub fn memory_size(&self) -> u64 {
-        self.segments.iter().map(|s| s.size as u64).sum()
+        match &self.memory {
+            Memory::Elf { segments, .. } => segments.iter().map(|s| s.size as u64).sum(),
+            Memory::Kdump(k) => k.memory_size(),
+        }
     }
 
-    /// `len` bytes of physical memory at `paddr`, borrowed when one segment holds them, copied
-    /// when they span adjacent segments; `None` if some byte is not in the dump.
-    fn read_phys(&self, paddr: u64, len: usize) -> Option<Cow<'_, [u8]>> {
-        let find = |a: u64| {
-            self.segments
-                .iter()
-                .find(|s| a >= s.paddr && a - s.paddr < s.size as u64)
-        };
-        let s = find(paddr)?;
-        let at = s.offset + (paddr - s.paddr) as usize;
-        let here = s.size - (paddr - s.paddr) as usize;
-        if here >= len {
-            return Some(Cow::Borrowed(&self.map[at..at + len]));
+    /// `len` bytes of physical memory at `paddr`; the error says why some are not in the dump.
+    fn read_phys(&self, paddr: u64, len: usize) -> std::result::Result<Cow<'_, [u8]>, String> {
+        match &self.memory {
+            Memory::Elf { map, segments } => read_elf(map, segments, paddr, len).ok_or_else(|| {
+                format!(
+                    "some of physical {paddr:#x}..{:#x} is in no segment",
+                    paddr + len as u64
+                )
+            }),
+            Memory::Kdump(k) => {
+                let mut dec = kdump::Decoders::default();
+                let mut page = Box::new([0u8; kdump::PAGE]);
+                let mut v = Vec::with_capacity(len);
+                while v.len() < len {
+                    let a = paddr + v.len() as u64;
+                    k.page(a / PAGE, &mut page, &mut dec)?;
+                    let from = (a % PAGE) as usize;
+                    let n = (kdump::PAGE - from).min(len - v.len());
+                    v.extend_from_slice(&page[from..from + n]);
+                }
+                Ok(Cow::Owned(v))
+            }
         }
-        let mut v = self.map[at..at + here].to_vec();
-        while v.len() < len {
-            let a = paddr + v.len() as u64;
-            let s = find(a)?;
-            let at = s.offset + (a - s.paddr) as usize;
-            let n = (s.size - (a - s.paddr) as usize).min(len - v.len());
-            v.extend_from_slice(&self.map[at..at + n]);
-        }
-        Some(Cow::Owned(v))
     }
 
     /// Physical addresses of every page that starts with the magic.
     pub fn candidates(&self) -> Vec<u64> {
-        self.candidates_with(&mut |_| {})
+        self.candidates_with(&mut Vec::new(), &mut |_| {})
     }
 
     /// [`Dump::candidates`], telling `progress` how many bytes of memory were scanned every
-    /// 64 MiB and at the end.
-    fn candidates_with(&self, progress: &mut dyn FnMut(u64)) -> Vec<u64> {
+    /// 64 MiB and at the end; pages that cannot be read (damaged compressed data) go to
+    /// `warnings`.
+    fn candidates_with(
+        &self,
+        warnings: &mut Vec<String>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Vec<u64> {
         const REPORT_PAGES: u64 = (64 << 20) / PAGE;
         let mut out = Vec::new();
         let (mut done, mut pages) = (0u64, 0u64);
-        for s in &self.segments {
-            let first = s.paddr.next_multiple_of(PAGE);
-            let mut off = (first - s.paddr) as usize;
-            let bytes = &self.map[s.offset..s.offset + s.size];
-            while off + MAGIC.len() <= bytes.len() {
-                if bytes[off..off + MAGIC.len()] == MAGIC {
-                    out.push(s.paddr + off as u64);
-                }
-                off += PAGE as usize;
-                pages += 1;
-                if pages % REPORT_PAGES == 0 {
-                    progress(done + off as u64);
+        match &self.memory {
+            Memory::Elf { map, segments } => {
+                for s in segments {
+                    let first = s.paddr.next_multiple_of(PAGE);
+                    let mut off = (first - s.paddr) as usize;
+                    let bytes = &map[s.offset..s.offset + s.size];
+                    while off + MAGIC.len() <= bytes.len() {
+                        if bytes[off..off + MAGIC.len()] == MAGIC {
+                            out.push(s.paddr + off as u64);
+                        }
+                        off += PAGE as usize;
+                        pages += 1;
+                        if pages % REPORT_PAGES == 0 {
+                            progress(done + off as u64);
+                        }
+                    }
+                    done += s.size as u64;
                 }
             }
-            done += s.size as u64;
+            Memory::Kdump(k) => {
+                if k.incomplete() {
+                    warnings.push("makedumpfile marked the dump incomplete (it ran out of space): the pages it did not write are missing".to_string());
+                }
+                let mut bad = 0usize;
+                k.for_each_page(
+                    &mut |pfn, page| {
+                        if page[..MAGIC.len()] == MAGIC {
+                            out.push(pfn * PAGE);
+                        }
+                        pages += 1;
+                        if pages % REPORT_PAGES == 0 {
+                            progress(pages * PAGE);
+                        }
+                    },
+                    &mut |e| {
+                        bad += 1;
+                        if bad <= PAGE_WARNINGS {
+                            warnings.push(format!("{e}; the page is not scanned"));
+                        }
+                    },
+                );
+                if bad > PAGE_WARNINGS {
+                    warnings.push(format!(
+                        "{} more pages could not be read and were not scanned",
+                        bad - PAGE_WARNINGS
+                    ));
+                }
+                done = k.memory_size();
+            }
         }
         progress(done);
         // A kdump vmcore maps the kernel image's physical pages twice (its text segment and the
@@ -213,10 +288,13 @@ impl Dump {
         progress: &mut dyn FnMut(u64),
     ) -> Vec<Area> {
         let mut out = Vec::new();
-        for paddr in self.candidates_with(progress) {
-            let Some(head) = self.read_phys(paddr, HEADER_SIZE) else {
-                warnings.push(format!("physical {paddr:#x}: magic, but the header is cut off by the end of the dump's memory"));
-                continue;
+        for paddr in self.candidates_with(warnings, progress) {
+            let head = match self.read_phys(paddr, HEADER_SIZE) {
+                Ok(head) => head,
+                Err(e) => {
+                    warnings.push(format!("physical {paddr:#x}: magic, but the header is cut off by the end of the dump's memory ({e})"));
+                    continue;
+                }
             };
             let h = match AreaHeader::parse(&head) {
                 Ok(h) => h,
@@ -227,12 +305,15 @@ impl Dump {
                     continue;
                 }
             };
-            let Some(bytes) = self.read_phys(paddr, h.area_size) else {
-                warnings.push(format!(
-                    "physical {paddr:#x}: the area's {} bytes are not all in the dump (a filtered or truncated dump?)",
-                    h.area_size
-                ));
-                continue;
+            let bytes = match self.read_phys(paddr, h.area_size) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    warnings.push(format!(
+                        "physical {paddr:#x}: the area's {} bytes are not all in the dump (a filtered or truncated dump?): {e}",
+                        h.area_size
+                    ));
+                    continue;
+                }
             };
             let h = AreaHeader::parse(&bytes).expect("validated above");
             out.push(Area {
@@ -244,6 +325,37 @@ impl Dump {
         }
         out
     }
+}
+
+/// `len` bytes of physical memory at `paddr` in an ELF dump's segments, borrowed when one
+/// segment holds them, copied when they span adjacent segments; `None` if some byte is not in
+/// the dump.
+fn read_elf<'a>(
+    map: &'a [u8],
+    segments: &[Segment],
+    paddr: u64,
+    len: usize,
+) -> Option<Cow<'a, [u8]>> {
+    let find = |a: u64| {
+        segments
+            .iter()
+            .find(|s| a >= s.paddr && a - s.paddr < s.size as u64)
+    };
+    let s = find(paddr)?;
+    let at = s.offset + (paddr - s.paddr) as usize;
+    let here = s.size - (paddr - s.paddr) as usize;
+    if here >= len {
+        return Some(Cow::Borrowed(&map[at..at + len]));
+    }
+    let mut v = map[at..at + here].to_vec();
+    while v.len() < len {
+        let a = paddr + v.len() as u64;
+        let s = find(a)?;
+        let at = s.offset + (a - s.paddr) as usize;
+        let n = (s.size - (a - s.paddr) as usize).min(len - v.len());
+        v.extend_from_slice(&map[at..at + n]);
+    }
+    Some(Cow::Owned(v))
 }
 
 fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>) -> Vec<Snapshot> {

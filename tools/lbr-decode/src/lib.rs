@@ -3,8 +3,8 @@
 //! lbr-decode as a library, for the command (`main.rs`), the fuzz targets (`fuzz/`) and the
 //! benchmarks. From input to output:
 //!
-//! - [`log`] finds the snapshots printed in kernel logs, [`dump`] the snapshot areas in ELF
-//!   memory dumps;
+//! - [`log`] finds the snapshots printed in kernel logs, [`dump`] the snapshot areas in memory
+//!   dumps (ELF, or makedumpfile's kdump-compressed format read by [`kdump`]);
 //! - [`symbols`] reads vmlinux and module .ko files (symbol tables, DWARF), and
 //!   [`symbolize::Symbolizer`] maps the inputs' runtime addresses onto them;
 //! - [`output::Output`] is what is printed: the snapshots symbolized (its serde form is the JSON
@@ -15,6 +15,7 @@
 pub mod dump;
 #[doc(hidden)]
 pub mod fixture;
+pub mod kdump;
 pub mod log;
 pub mod output;
 pub mod render;

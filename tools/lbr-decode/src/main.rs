@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! lbr-decode: finds lbr-dump's branch-record snapshots in kernel logs (serial consoles, dmesg,
-//! journalctl -k, pstore) and in ELF memory dumps (kdump vmcore, QEMU dump-guest-memory), and
+//! journalctl -k, pstore) and in memory dumps (ELF: kdump vmcore, QEMU dump-guest-memory;
+//! makedumpfile's kdump-compressed and flattened formats), and
 //! prints them symbolized against vmlinux and module .ko files.
 //!
 //! ```text
@@ -31,7 +32,8 @@ use lbr_decode::symbolize::Symbolizer;
     about = "Decode lbr-dump branch records from kernel logs, symbolized"
 )]
 struct Cli {
-    /// Kernel logs or ELF memory dumps to read ("-" or none: standard input, a log).
+    /// Kernel logs or memory dumps (ELF, makedumpfile kdump-compressed or flattened) to read
+    /// ("-" or none: standard input, a log).
     inputs: Vec<PathBuf>,
     /// The kernel's vmlinux (with DWARF for source lines; without, symbols only).
     #[arg(short = 'k', long)]
@@ -175,22 +177,23 @@ impl Inputs {
 enum Input {
     /// A kernel log's text.
     Log(String),
-    /// An ELF memory dump, mapped.
+    /// A memory dump, mapped.
     Dump(dump::Dump),
 }
 
-/// Reads `path` ("-": standard input): an ELF file is a memory dump, anything else a log.
+/// Reads `path` ("-": standard input): a file starting with a dump format's magic (ELF,
+/// kdump-compressed, flattened) is a memory dump, anything else a log.
 fn read_input(path: &Path) -> Result<Input> {
     let bytes = if path.as_os_str() == "-" {
         read_stdin()?
     } else {
-        if is_elf(path)? {
+        if is_dump(path)? {
             return Ok(Input::Dump(dump::Dump::open(path)?));
         }
         std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?
     };
-    if bytes.starts_with(b"\x7fELF") {
-        bail!("standard input is an ELF file: give memory dumps as file arguments (they are mapped, not read)");
+    if dump::is_dump(&bytes) {
+        bail!("standard input is a memory dump: give memory dumps as file arguments (they are mapped, not read)");
     }
     // Logs may hold stray binary bytes (a console's noise): decode lossily, never fail on them.
     Ok(Input::Log(String::from_utf8_lossy(&bytes).into_owned()))
@@ -204,15 +207,15 @@ fn read_stdin() -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Whether the file starts with the ELF magic.
-fn is_elf(path: &Path) -> Result<bool> {
-    let mut f =
+/// Whether the file starts with a memory dump format's magic.
+fn is_dump(path: &Path) -> Result<bool> {
+    let f =
         std::fs::File::open(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    let mut magic = [0u8; 4];
-    let n = f
-        .read(&mut magic)
+    let mut magic = Vec::with_capacity(16);
+    f.take(16)
+        .read_to_end(&mut magic)
         .with_context(|| format!("{}: cannot read", path.display()))?;
-    Ok(n == 4 && &magic == b"\x7fELF")
+    Ok(dump::is_dump(&magic))
 }
 
 /// A progress bar on stderr for scanning a dump of `size` bytes: drawn only on a terminal, and

@@ -4,8 +4,8 @@
 
 use crate::model::{self, Model};
 
-/// Plugin arguments: `model=NAME` (required), `format=N`, `depth=N`, `log=PATH`, `trace=on|off`,
-/// `cost=on|off`.
+/// Plugin arguments: `model=NAME` (required), `format=N`, `depth=N`, `timed=on|off` (Arch LBR),
+/// `erratum1452=N` (LbrExtV2), `log=PATH`, `trace=on|off`, `cost=on|off`.
 pub struct Config {
     pub model: Model,
     pub log: Option<String>,
@@ -16,6 +16,7 @@ pub struct Config {
 pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config, String> {
     let mut model = None;
     let (mut format, mut depth, mut log, mut trace, mut cost) = (None, None, None, false, false);
+    let (mut timed, mut erratum1452) = (None, None);
     for arg in args {
         let (k, v) = arg
             .split_once('=')
@@ -38,12 +39,15 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             }
             "format" => format = Some(num(v)?),
             "depth" => depth = Some(num(v)?),
+            "timed" => timed = Some(on_off(v)?),
+            "erratum1452" => erratum1452 = Some(num(v)?),
             "log" => log = Some(v.to_string()),
             "trace" => trace = on_off(v)?,
             "cost" => cost = on_off(v)?,
             _ => {
                 return Err(format!(
-                    "unknown argument {k:?} (model, format, depth, log, trace, cost)"
+                    "unknown argument {k:?} (model, format, depth, timed, erratum1452, log, trace, \
+                     cost)"
                 ))
             }
         }
@@ -54,6 +58,12 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
     }
     if let Some(d) = depth {
         model = model.with_depth(d)?;
+    }
+    if let Some(t) = timed {
+        model = model.with_timed(t)?;
+    }
+    if let Some(n) = erratum1452 {
+        model = model.with_erratum1452(n)?;
     }
     Ok(Config {
         model,
@@ -81,7 +91,29 @@ mod tests {
         assert_eq!(c.log.as_deref(), Some("/tmp/x.jsonl"));
         assert!(c.trace && c.cost);
         let c = parse_args(["model=sapphirerapids", "depth=64"]).unwrap();
-        assert_eq!(c.model.flavour, model::Flavour::Arch { depth: 64 });
+        assert_eq!(
+            c.model.flavour,
+            model::Flavour::Arch {
+                depth: 64,
+                timed: true
+            }
+        );
+        let c = parse_args(["model=sapphirerapids", "timed=off"]).unwrap();
+        assert_eq!(
+            c.model.flavour,
+            model::Flavour::Arch {
+                depth: 32,
+                timed: false
+            }
+        );
+        let c = parse_args(["model=zen4", "erratum1452=3"]).unwrap();
+        assert_eq!(
+            c.model.flavour,
+            model::Flavour::AmdV2 {
+                depth: 16,
+                erratum1452: Some(3)
+            }
+        );
     }
 
     #[test]
@@ -109,6 +141,18 @@ mod tests {
             (&["model"], "argument \"model\" is not key=value"),
             (&["model=skylake", "trace=yes"], "trace=yes: on or off"),
             (&["model=skylake", "cost=1"], "cost=1: on or off"),
+            (
+                &["model=skylake", "timed=off"],
+                "timed= applies to Arch LBR models",
+            ),
+            (
+                &["model=sapphirerapids", "erratum1452=2"],
+                "erratum1452= applies to AMD LbrExtV2 models",
+            ),
+            (
+                &["model=zen4", "erratum1452=0"],
+                "erratum1452=0: N is 1 or more",
+            ),
         ] {
             let err = parse_args(args.iter().copied()).err().unwrap();
             assert!(err.starts_with(msg), "{args:?}: {err}");

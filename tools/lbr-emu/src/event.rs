@@ -105,8 +105,12 @@ fn flavour_json(m: &Model) -> Value {
             ..
         } => json!({"flavour": "legacy", "depth": depth,
             "from": hex(from as u64), "to": hex(to as u64), "info": info.map(|i| hex(i as u64)), "format": format}),
-        Flavour::Arch { depth } => json!({"flavour": "arch", "depth": depth}),
-        Flavour::AmdV2 { depth } => json!({"flavour": "amd-v2", "depth": depth}),
+        Flavour::Arch { depth, timed } => {
+            json!({"flavour": "arch", "depth": depth, "timed": timed})
+        }
+        Flavour::AmdV2 { depth, erratum1452 } => {
+            json!({"flavour": "amd-v2", "depth": depth, "erratum1452": erratum1452})
+        }
         Flavour::AmdSingle => json!({"flavour": "amd-single", "depth": 1}),
     }
 }

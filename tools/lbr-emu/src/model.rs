@@ -49,9 +49,17 @@ pub enum Flavour {
         select: bool,
     },
     /// Architectural LBR, up to `depth` entries (the largest depth CPUID 0x1C offers).
-    Arch { depth: usize },
-    /// AMD LbrExtV2 (Zen 4): 16 entries.
-    AmdV2 { depth: usize },
+    /// `timed`: CPUID.(0x1C,0):ECX[1] "timed LBRs", so that records carry a valid cycle count
+    /// (IA32_LBR_x_INFO.CYC_CNT_VALID); without it every record's CYC_CNT_VALID is clear.
+    Arch { depth: usize, timed: bool },
+    /// AMD LbrExtV2 (Zen 4): 16 entries. `erratum1452`: every Nth recorded branch is preceded by
+    /// an erroneous entry, marked by TO[61] (the kernel's amd/lbr.c: "if reserved = 1 then an
+    /// erroneous branch was recorded (see Erratum 1452)", and it discards the entry; AMD family
+    /// 19h revision guide, erratum 1452); None: no such entries.
+    AmdV2 {
+        depth: usize,
+        erratum1452: Option<u32>,
+    },
     /// The single LastBranch/LastException record pair every AMD64 CPU has.
     AmdSingle,
 }
@@ -128,13 +136,19 @@ pub const MODELS: &[Model] = &[
         name: "sapphirerapids",
         vendor: Vendor::Intel,
         model: Some(0x8f),
-        flavour: Flavour::Arch { depth: 32 },
+        flavour: Flavour::Arch {
+            depth: 32,
+            timed: true,
+        },
     },
     Model {
         name: "zen4",
         vendor: Vendor::Amd,
         model: None,
-        flavour: Flavour::AmdV2 { depth: 16 },
+        flavour: Flavour::AmdV2 {
+            depth: 16,
+            erratum1452: None,
+        },
     },
     Model {
         name: "amd",
@@ -167,13 +181,46 @@ impl Model {
     /// The model with another Arch LBR depth (`depth=N`, a multiple of 8 up to 64).
     pub fn with_depth(mut self, depth: usize) -> Result<Model, String> {
         match &mut self.flavour {
-            Flavour::Arch { depth: d } if depth % 8 == 0 && (8..=64).contains(&depth) => *d = depth,
+            Flavour::Arch { depth: d, .. } if depth % 8 == 0 && (8..=64).contains(&depth) => {
+                *d = depth
+            }
             Flavour::Arch { .. } => {
                 return Err(format!("depth={depth}: Arch LBR depths are 8, 16, ... 64"))
             }
             _ => {
                 return Err(format!(
                     "depth= applies to Arch LBR models, not {}: their depth is the model's",
+                    self.name
+                ))
+            }
+        }
+        Ok(self)
+    }
+
+    /// The Arch LBR model without timed LBRs (`timed=off`).
+    pub fn with_timed(mut self, on: bool) -> Result<Model, String> {
+        match &mut self.flavour {
+            Flavour::Arch { timed, .. } => *timed = on,
+            _ => {
+                return Err(format!(
+                    "timed= applies to Arch LBR models, not {}",
+                    self.name
+                ))
+            }
+        }
+        Ok(self)
+    }
+
+    /// The LbrExtV2 model with erratum-1452 entries before every `n`th branch (`erratum1452=N`).
+    pub fn with_erratum1452(mut self, n: usize) -> Result<Model, String> {
+        match &mut self.flavour {
+            Flavour::AmdV2 { erratum1452, .. } if n >= 1 => {
+                *erratum1452 = Some(u32::try_from(n).unwrap_or(u32::MAX))
+            }
+            Flavour::AmdV2 { .. } => return Err("erratum1452=0: N is 1 or more".to_string()),
+            _ => {
+                return Err(format!(
+                    "erratum1452= applies to AMD LbrExtV2 models, not {}",
                     self.name
                 ))
             }
@@ -239,15 +286,15 @@ impl Model {
                 }
             }
             (7, Flavour::Arch { .. }) if subleaf == 0 => d |= 1 << 19,
-            (0x1c, Flavour::Arch { depth }) => {
+            (0x1c, Flavour::Arch { depth, timed }) => {
                 // EAX[7:0]: depth n*8 supported for bit n-1; EBX: CPL filter, branch filter,
-                // call-stack mode; ECX: mispredict bit, timed LBR, branch type.
+                // call-stack mode; ECX: mispredict bit [0], timed LBR [1], branch type [2].
                 a = (1u32 << (depth / 8)) - 1;
                 b = 0b111;
-                c = 0b111;
+                c = if timed { 0b111 } else { 0b101 };
                 d = 0;
             }
-            (0x8000_0022, Flavour::AmdV2 { depth }) => {
+            (0x8000_0022, Flavour::AmdV2 { depth, .. }) => {
                 a |= 1 << 1; // LbrExtV2
                 b = (b & !(0x3f << 4)) | ((depth as u32) << 4);
             }
@@ -295,6 +342,10 @@ mod tests {
         );
         assert!(m.with_depth(12).is_err());
         assert_eq!(m.perf_capabilities(), Some(0x3f));
+        // timed=off clears ECX[1] only.
+        let untimed = m.with_timed(false).unwrap();
+        assert_eq!(untimed.cpuid(0x1c, 0, [0; 4], Some(0xd)), [0xf, 7, 5, 0]);
+        assert!(find("zen4").unwrap().with_timed(false).is_err());
     }
 
     #[test]
@@ -314,5 +365,14 @@ mod tests {
             [0xa10f11, 0, 0, 0]
         );
         assert!(m.with_format(3).is_err());
+        assert_eq!(
+            m.with_erratum1452(5).unwrap().flavour,
+            Flavour::AmdV2 {
+                depth: 16,
+                erratum1452: Some(5)
+            }
+        );
+        assert!(m.with_erratum1452(0).is_err());
+        assert!(find("skylake").unwrap().with_erratum1452(3).is_err());
     }
 }

@@ -121,11 +121,13 @@ pub fn encode_legacy(format: u8, b: &Branch) -> Slot {
             info: 0,
         },
         // EIP_FLAGS2: FROM[63] mispredict, [62] IN_TX, [61] ABORT, address in [60:0]. No
-        // emulated CPU has TSX (TCG implements none; CPUID.7 HLE/RTM read 0), and on TSX-less
-        // parts bits 62:61 read as the sign extension of the address (what the kernel's
-        // lbr_from_signext_quirk handles): copies of bit 60.
+        // emulated CPU has TSX (TCG implements none; CPUID.7 HLE/RTM read 0), so IN_TX and ABORT
+        // are 0. On TSX-less parts "for HW updates (branch captures) bits 61:62 are always OFF
+        // and are not part of the sign extension" (the kernel's lbr.c, above
+        // lbr_from_signext_quirk_needed(); only values software wrote with WRMSR have them as
+        // sign extension): a reader must take the address from bits 60:0.
         4 => Slot {
-            from: (b.from & low_bits(61)) | ((b.from >> 60 & 1) * 0b11) << 61 | m << 63,
+            from: (b.from & low_bits(61)) | m << 63,
             to: b.to,
             info: 0,
         },
@@ -147,12 +149,14 @@ pub fn encode_legacy(format: u8, b: &Branch) -> Slot {
 }
 
 /// Encodes an Arch LBR record: FROM/TO whole; INFO[63] mispredict, [60] CYC_CNT_VALID,
-/// [59:56] BR_TYPE, [15:0] CYC_CNT.
-pub fn encode_arch(b: &Branch) -> Slot {
+/// [59:56] BR_TYPE, [15:0] CYC_CNT. Without timed LBRs (CPUID.(0x1C,0):ECX[1] clear)
+/// CYC_CNT_VALID is clear and CYC_CNT reads 0.
+pub fn encode_arch(b: &Branch, timed: bool) -> Slot {
+    let cycles = if timed { 1 << 60 | b.cycles16() } else { 0 };
     Slot {
         from: b.from,
         to: b.to,
-        info: (b.mispredicted() as u64) << 63 | 1 << 60 | arch_br_type(b.kind) << 56 | b.cycles16(),
+        info: (b.mispredicted() as u64) << 63 | arch_br_type(b.kind) << 56 | cycles,
     }
 }
 
@@ -165,6 +169,21 @@ pub fn encode_amd_v2(b: &Branch) -> Slot {
         to: (b.to & low_bits(61)) | 1 << 63,
         info: 0,
     }
+}
+
+/// An LbrExtV2 entry of erratum 1452 (`erratum1452=N`): valid, with TO[61] set, which marks it
+/// as an erroneous branch that software discards. Its addresses are the next branch's own with
+/// the low bits scrambled, so that a reader that kept it would print a record the ground truth's
+/// branches do not have.
+pub fn encode_amd_v2_erratum(b: &Branch) -> Slot {
+    let bogus = Branch {
+        from: b.from ^ 0x5a5,
+        to: b.to ^ 0xa5a,
+        ..*b
+    };
+    let mut s = encode_amd_v2(&bogus);
+    s.to |= 1 << 61;
+    s
 }
 
 /// Branches seen and recorded since recording was last switched on (for the ground truth: a
@@ -227,9 +246,9 @@ pub struct Recorder {
 impl Recorder {
     pub fn new(model: Model) -> Recorder {
         let depth = match model.flavour {
-            Flavour::Legacy { depth, .. } | Flavour::Arch { depth } | Flavour::AmdV2 { depth } => {
-                depth
-            }
+            Flavour::Legacy { depth, .. }
+            | Flavour::Arch { depth, .. }
+            | Flavour::AmdV2 { depth, .. } => depth,
             Flavour::AmdSingle => 0,
         };
         Recorder {
@@ -309,15 +328,18 @@ impl Recorder {
                 self.tos = (self.tos + 1) % depth;
                 self.slots[self.tos] = encode_legacy(format, b);
             }
-            Flavour::Arch { .. } => {
+            Flavour::Arch { timed, .. } => {
                 // Entry 0 is the newest: shift the valid entries down by one.
                 let d = self.arch_depth;
                 self.slots[..d].rotate_right(1);
-                self.slots[0] = encode_arch(b);
+                self.slots[0] = encode_arch(b, timed);
             }
-            Flavour::AmdV2 { .. } => {
-                let d = self.slots.len();
-                self.slots[..d].rotate_right(1);
+            Flavour::AmdV2 { erratum1452, .. } => {
+                if erratum1452.is_some_and(|n| self.counts.recorded % u64::from(n) == 0) {
+                    self.slots.rotate_right(1);
+                    self.slots[0] = encode_amd_v2_erratum(b);
+                }
+                self.slots.rotate_right(1);
                 self.slots[0] = encode_amd_v2(b);
             }
             Flavour::AmdSingle => self.last = (b.from, b.to),
@@ -380,11 +402,11 @@ impl Recorder {
                 .map(|i| (i, 0))
                 .or_else(|| idx(to, depth, 1).map(|i| (i, 1)))
                 .or_else(|| info.and_then(|b| idx(b, depth, 1)).map(|i| (i, 2))),
-            Flavour::Arch { depth } => idx(MSR_ARCH_LBR_FROM_0, depth, 1)
+            Flavour::Arch { depth, .. } => idx(MSR_ARCH_LBR_FROM_0, depth, 1)
                 .map(|i| (i, 0))
                 .or_else(|| idx(MSR_ARCH_LBR_TO_0, depth, 1).map(|i| (i, 1)))
                 .or_else(|| idx(MSR_ARCH_LBR_INFO_0, depth, 1).map(|i| (i, 2))),
-            Flavour::AmdV2 { depth } => idx(MSR_AMD_LBR_FROM_0, depth, 2)
+            Flavour::AmdV2 { depth, .. } => idx(MSR_AMD_LBR_FROM_0, depth, 2)
                 .map(|i| (i, 0))
                 .or_else(|| idx(MSR_AMD_LBR_FROM_0 + 1, depth, 2).map(|i| (i, 1))),
             Flavour::AmdSingle => None,
@@ -439,7 +461,7 @@ impl Recorder {
             (MSR_LBR_SELECT, Flavour::Legacy { .. }) => self.lbr_select = v & 0x3ff,
             (MSR_LBR_TOS, Flavour::Legacy { depth, .. }) => self.tos = (v as usize) % depth,
             (MSR_ARCH_LBR_CTL, Flavour::Arch { .. }) => self.arch_ctl = v,
-            (MSR_ARCH_LBR_DEPTH, Flavour::Arch { depth }) => {
+            (MSR_ARCH_LBR_DEPTH, Flavour::Arch { depth, .. }) => {
                 let d = v as usize;
                 if d == 0 || d % 8 != 0 || d > depth {
                     return Access::WouldFault;
@@ -537,10 +559,10 @@ mod tests {
         // 3: bit 63 is the flag, bits 62:0 the sign-extended address.
         assert_eq!(encode_legacy(3, &ret).from, 0xffff_ffff_8100_1234);
         assert_eq!(encode_legacy(3, &jmp).from, 0x7fff_ffff_8100_1234);
-        // 4 without TSX: bit 63 mispredict, bits 62:61 the sign extension of bit 60 (SDM: no
-        // TSX flags; kernel: lbr_from_signext_quirk), bits 60:0 address.
-        assert_eq!(encode_legacy(4, &ret).from, 0xffff_ffff_8100_1234);
-        assert_eq!(encode_legacy(4, &jmp).from, 0x7fff_ffff_8100_1234);
+        // 4 without TSX: bit 63 mispredict, bits 62:61 (IN_TX, ABORT) clear as branch captures
+        // leave them (kernel lbr.c), bits 60:0 address.
+        assert_eq!(encode_legacy(4, &ret).from, 0x9fff_ffff_8100_1234);
+        assert_eq!(encode_legacy(4, &jmp).from, 0x1fff_ffff_8100_1234);
         let user = Branch {
             from: 0x40_1000,
             ..jmp
@@ -569,12 +591,40 @@ mod tests {
     }
 
     #[test]
+    fn untimed_arch_records_have_no_valid_cycle_count() {
+        // SDM IA32_LBR_x_INFO: CYC_CNT_VALID [60] clear, CYC_CNT [15:0] then meaningless (0
+        // here); the other fields as with timed LBRs.
+        let call = br(K_FROM, K_TO, Kind::CallInd, 3);
+        assert_eq!(encode_arch(&call, false).info, 0x8300_0000_0000_0000);
+    }
+
+    #[test]
+    fn erratum1452_entries_precede_every_nth_branch() {
+        let m = find("zen4").unwrap().with_erratum1452(2).unwrap();
+        let mut r = Recorder::new(m);
+        on(&mut r);
+        for i in 0..3u64 {
+            r.branch(&br(K_FROM + i, K_TO + i, Kind::JmpRel, 0));
+        }
+        // Branches 1 and 3 are recorded plainly, branch 2 after an erroneous entry: newest
+        // first, branch 3, branch 2, the erratum entry (TO[61] set, valid), branch 1.
+        let s = r.stack();
+        let to61 = |x: &Slot| x.to >> 61 & 1;
+        assert_eq!(s[0].from & 0xff, 0x34 + 2);
+        assert_eq!((s[1].from & 0xff, to61(&s[1])), (0x34 + 1, 0));
+        assert_eq!((to61(&s[2]), s[2].to >> 63), (1, 1));
+        assert_ne!(s[2].from, s[1].from);
+        assert_eq!((s[3].from & 0xff, to61(&s[3])), (0x34, 0));
+        assert_eq!(s[4].to, 0, "nothing older");
+    }
+
+    #[test]
     fn arch_and_amd_by_hand() {
         let call = br(K_FROM, K_TO, Kind::CallInd, 3);
         // INFO: 63 mispredict, 60 cycle count valid, 59:56 type 3 (NEAR_IND_CALL), cycles 3.
-        assert_eq!(encode_arch(&call).info, 0x9300_0000_0000_0003);
+        assert_eq!(encode_arch(&call, true).info, 0x9300_0000_0000_0003);
         assert_eq!(
-            encode_arch(&br(K_FROM, K_TO, Kind::Far, 0)).info >> 56 & 0xf,
+            encode_arch(&br(K_FROM, K_TO, Kind::Far, 0), true).info >> 56 & 0xf,
             8
         );
         // AMD: FROM 63 mispredict + sign-extended address in 62:0; TO 63 valid, 62 spec = 0,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The dump scanner: any bytes as an ELF core file, then every area found in it.
+//! The dump scanner: any bytes as a memory dump (ELF seeds; the kdump target has the
+//! kdump-compressed ones), then every area found in it.
 
 #![no_main]
 

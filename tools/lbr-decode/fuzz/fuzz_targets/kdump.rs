@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The kdump-compressed and flattened readers: any bytes as a dump (its format told by its
+//! magic, like `lbr-decode FILE`), then every area found in it, every page decompressed. Seeds:
+//! one dump per page compression and a flattened one (fuzz/seeds/kdump, written by
+//! src/kdump.rs's tests).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(d) = lbr_decode::dump::Dump::from_vec(data.to_vec(), "fuzz") {
+        let mut warnings = Vec::new();
+        for a in d.areas(&mut warnings) {
+            for s in &a.snapshots {
+                assert!(s.records.len() <= 64);
+            }
+        }
+    }
+});

@@ -6,7 +6,7 @@
 //! prints them symbolized against vmlinux and module .ko files.
 //!
 //! ```text
-//! lbr-decode [--vmlinux PATH] [--modules PATH]... [--format text|json|annotate] [LOG|DUMP]...
+//! lbr-decode [--vmlinux PATH] [--modules PATH]... [--format text|compact|json|annotate] [--raw] [LOG|DUMP]...
 //! ```
 //!
 //! The command line over the library (lib.rs): it reads the inputs, hands their snapshots to the
@@ -23,7 +23,7 @@ use clap::{Parser, ValueEnum};
 use lbr_decode::dump::{self, Area};
 use lbr_decode::log::{parse_log, Parsed, Snapshot};
 use lbr_decode::output::Output;
-use lbr_decode::render::{self, LogText, Style};
+use lbr_decode::render::{self, LogText, Records, Style};
 use lbr_decode::symbolize::Symbolizer;
 
 #[derive(Parser)]
@@ -41,9 +41,15 @@ struct Cli {
     /// Module .ko files, or directories searched for them (repeatable).
     #[arg(short = 'm', long = "modules")]
     modules: Vec<PathBuf>,
-    /// Output: aligned text, JSON (schema version 1, see README), or the input annotated in place.
+    /// Output: aligned text (newest first), compact (oldest first, retsnoop's style, inlined
+    /// frames on their own lines), JSON (schema version 1, see README), or the input annotated
+    /// in place.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Text and compact: every record on its own line, mitigation-thunk hops too (by default a
+    /// branch through a return or retpoline thunk is one line, marked, naming its records).
+    #[arg(long)]
+    raw: bool,
     /// Colour the text output.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     color: Color,
@@ -52,6 +58,7 @@ struct Cli {
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Format {
     Text,
+    Compact,
     Json,
     Annotate,
 }
@@ -253,9 +260,15 @@ fn print_output(cli: &Cli, logs: &[LogText], out: &Output) -> Result<()> {
     let stdout = std::io::stdout();
     let style = text_style(cli.color, &stdout);
     let mut w = stdout.lock();
+    let records = if cli.raw {
+        Records::Raw
+    } else {
+        Records::Folded
+    };
     match cli.format {
         Format::Json => render::write_json(&mut w, out),
-        Format::Text => render::write_text(&mut w, out, style),
+        Format::Text => render::write_text(&mut w, out, style, records),
+        Format::Compact => render::write_compact(&mut w, out, style, records),
         Format::Annotate => render::write_annotated(&mut w, logs, out),
     }
 }

@@ -5,8 +5,9 @@
 //! (schema version [`VERSION`].[`MINOR_VERSION`], see the README); the text and annotate
 //! renderers ([`crate::render`]) print the same models.
 //!
-//! [`Output::build`] symbolizes every record through a [`Symbolizer`] and then makes the source
-//! paths relative to the directory each image's paths share ([`Output::source_roots`]), as
+//! [`Output::build`] symbolizes every record through a [`Symbolizer`], groups the records of
+//! one branch through a mitigation thunk ([`fold`]), and then makes the source paths relative
+//! to the directory each image's paths share ([`Output::source_roots`]), as
 //! scripts/decode_stacktrace.sh prints them.
 
 use std::collections::BTreeMap;
@@ -19,10 +20,14 @@ use crate::log::{Record, Snapshot};
 use crate::symbolize::Symbolizer;
 use crate::symbols::Frame;
 
+pub mod fold;
+use fold::Via;
+
 /// The JSON output's schema version.
 pub const VERSION: u32 = 1;
 
-/// Fields added within [`VERSION`] (1: [`SnapshotOut::kind`]; 2: frames' `function_source`).
+/// Fields added within [`VERSION`] (1: [`SnapshotOut::kind`]; 2: frames' `function_source`,
+/// [`RecordOut::group`] and [`SnapshotOut::groups`]).
 pub const MINOR_VERSION: u32 = 2;
 
 /// Where an address is, once symbolized.
@@ -72,6 +77,29 @@ pub struct RecordOut {
     /// Branch type (Arch LBR).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch_type: Option<&'static str>,
+    /// The [`GroupOut::id`] of the thunk group this record belongs to (schema 1.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
+}
+
+/// Records that are one branch through a mitigation thunk (see [`fold`]).
+#[derive(Serialize)]
+pub struct GroupOut {
+    /// Its number in the snapshot, from 0 (the newest group).
+    pub id: u32,
+    /// "return", "indirect-call", "indirect-jump" or "indirect" (a call or a jump).
+    pub kind: &'static str,
+    /// The thunk (`its_return_thunk`, `__x86_indirect_thunk_r11`, ...).
+    pub thunk: String,
+    /// The records' indices, newest first: the branch goes from the last one's `from` to the
+    /// first one's `to`.
+    pub records: Vec<u32>,
+    /// What kind of branch it is.
+    #[serde(skip)]
+    pub via: Via,
+    /// Its records' positions in [`SnapshotOut::records`]: `start..end`.
+    #[serde(skip)]
+    pub span: std::ops::Range<usize>,
 }
 
 /// One snapshot: the exception it was taken at, and its records.
@@ -112,6 +140,8 @@ pub struct SnapshotOut {
     pub complete: bool,
     /// The records.
     pub records: Vec<RecordOut>,
+    /// The records that are one branch through a mitigation thunk (schema 1.2).
+    pub groups: Vec<GroupOut>,
 }
 
 /// Everything lbr-decode prints: the JSON document, and what the other formats render.
@@ -119,7 +149,7 @@ pub struct SnapshotOut {
 pub struct Output {
     /// [`VERSION`].
     pub version: u32,
-    /// Fields added within `version` (1: `kind`; 2: `function_source`).
+    /// Fields added within `version` (1: `kind`; 2: `function_source`, `group`, `groups`).
     pub minor_version: u32,
     /// Per image, the directory its source paths are relative to.
     pub source_roots: BTreeMap<String, String>,
@@ -228,11 +258,15 @@ impl SnapshotOut {
         symbolizer: &Symbolizer,
         warnings: &mut Vec<String>,
     ) -> SnapshotOut {
-        let records = s
+        let mut records: Vec<RecordOut> = s
             .records
             .iter()
             .map(|r| RecordOut::symbolized(source, r, symbolizer, warnings))
             .collect();
+        let groups = group_records(&mut records, |at| {
+            let b = &s.records[at];
+            symbolizer.code(b.branch.from, b.from_sym.as_deref(), 8)
+        });
         SnapshotOut {
             source: source.to_string(),
             line: s.line,
@@ -250,8 +284,38 @@ impl SnapshotOut {
             nest: s.nest,
             complete: s.complete,
             records,
+            groups,
         }
     }
+}
+
+/// The thunk groups of `records`, each record of a group labelled with its id. An indirect
+/// branch whose kind the recorder did not say is a call or a jump by the instruction that
+/// entered the thunk, when `code(position of its record)` has its bytes.
+fn group_records(
+    records: &mut [RecordOut],
+    code: impl Fn(usize) -> Option<Vec<u8>>,
+) -> Vec<GroupOut> {
+    (0..)
+        .zip(fold::groups(records))
+        .map(|(id, mut g)| {
+            if g.via == Via::Indirect(None) {
+                let entry = code(g.end - 1);
+                g.via = Via::Indirect(entry.as_deref().and_then(fold::transfer_of));
+            }
+            for r in &mut records[g.start..g.end] {
+                r.group = Some(id);
+            }
+            GroupOut {
+                id,
+                kind: g.via.name(),
+                thunk: g.thunk,
+                records: records[g.start..g.end].iter().map(|r| r.index).collect(),
+                via: g.via,
+                span: g.start..g.end,
+            }
+        })
+        .collect()
 }
 
 impl RecordOut {
@@ -276,6 +340,7 @@ impl RecordOut {
             spec: b.spec,
             cycles: b.cycles,
             branch_type: b.branch_type.map(|t| t.name()),
+            group: None,
         }
     }
 }

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The three ways to print an [`Output`]: `--format text` ([`write_text`]: one aligned table per
-//! snapshot), `--format annotate` ([`write_annotated`]: the input logs with each record line
-//! followed by its source locations, the way scripts/decode_stacktrace.sh annotates stack
-//! traces) and `--format json` ([`write_json`]).
+//! The four ways to print an [`Output`]: `--format text` ([`write_text`]: one aligned table per
+//! snapshot, newest record first), `--format compact` ([`write_compact`]: oldest first, in
+//! retsnoop's LBR style, inlined frames on continuation lines), `--format annotate`
+//! ([`write_annotated`]: the input logs with each record line followed by its source locations,
+//! the way scripts/decode_stacktrace.sh annotates stack traces) and `--format json`
+//! ([`write_json`]). Text and compact print the records of one branch through a mitigation
+//! thunk ([`crate::output::fold`]) as one line, marked, unless asked for the [`Records::Raw`].
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -11,7 +14,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::log;
-use crate::output::{Output, Place, RecordOut, SnapshotOut};
+use crate::output::{GroupOut, Output, Place, RecordOut, SnapshotOut};
 use crate::symbols::Frame;
 
 /// How [`write_text`] marks up its output.
@@ -21,6 +24,15 @@ pub enum Style {
     Plain,
     /// ANSI escape sequences: snapshot headers bold, record flags and source lines dim.
     Ansi,
+}
+
+/// Whether [`write_text`] and [`write_compact`] fold thunk groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Records {
+    /// A branch through a mitigation thunk on one line (`--format text`, `compact`).
+    Folded,
+    /// Every record on its own line (`--raw`).
+    Raw,
 }
 
 /// A log as read, for [`write_annotated`].
@@ -57,15 +69,106 @@ pub fn write_json(w: &mut impl Write, out: &Output) -> Result<()> {
 }
 
 /// Each snapshot as a header line and one aligned line per record (symbols, flags, source
-/// locations), followed by an empty line.
-pub fn write_text(w: &mut impl Write, out: &Output, style: Style) -> Result<()> {
+/// locations), or per thunk group unless `records` is [`Records::Raw`], followed by an empty
+/// line.
+pub fn write_text(w: &mut impl Write, out: &Output, style: Style, records: Records) -> Result<()> {
     let sgr = Sgr::of(style);
     for s in &out.snapshots {
         write_header(w, s, &sgr)?;
-        write_records(w, &s.records, &sgr)?;
+        write_rows(w, &rows(s, records), &sgr)?;
         writeln!(w)?;
     }
     Ok(())
+}
+
+/// One line of the text and compact outputs: a record, or a thunk group's records.
+struct Row<'a> {
+    /// `#N`, or for a group `#OLDEST-#NEWEST`.
+    label: String,
+    /// Retsnoop's `[#NN]`, or for a group `[#OLDEST-#NEWEST]`.
+    compact_label: String,
+    /// Where the branch is from: the record's, or the group's oldest record's, source.
+    from: &'a Place,
+    /// Its target: the record's, or the group's newest record's.
+    to: &'a Place,
+    /// The record's flags, or the group's (see [`group_flags`]).
+    flags: String,
+    /// For a group: what it is and which records it folds.
+    note: Option<String>,
+}
+
+/// A snapshot's lines, newest first: each record, or each thunk group as one line.
+fn rows(s: &SnapshotOut, records: Records) -> Vec<Row<'_>> {
+    let mut rows = Vec::new();
+    let mut at = 0;
+    while at < s.records.len() {
+        let r = &s.records[at];
+        let group = r
+            .group
+            .filter(|_| records == Records::Folded)
+            .and_then(|id| s.groups.iter().find(|g| g.id == id))
+            .filter(|g| g.span.start == at);
+        match group {
+            Some(g) => {
+                rows.push(group_row(&s.records[g.span.clone()], g));
+                at = g.span.end;
+            }
+            None => {
+                rows.push(Row {
+                    label: format!("#{}", r.index),
+                    compact_label: format!("[#{:02}]", r.index),
+                    from: &r.from,
+                    to: &r.to,
+                    flags: flags(r),
+                    note: None,
+                });
+                at += 1;
+            }
+        }
+    }
+    rows
+}
+
+/// The line of group `g`, whose records (newest first) are `recs`.
+fn group_row<'a>(recs: &'a [RecordOut], g: &GroupOut) -> Row<'a> {
+    let (newest, oldest) = (&recs[0], &recs[recs.len() - 1]);
+    let list: Vec<String> = recs.iter().rev().map(|r| format!("#{}", r.index)).collect();
+    Row {
+        label: format!("#{}-#{}", oldest.index, newest.index),
+        compact_label: format!("[#{:02}-#{:02}]", oldest.index, newest.index),
+        from: &oldest.from,
+        to: &newest.to,
+        flags: group_flags(recs),
+        note: Some(format!(
+            "({} via {}, records {})",
+            g.via.describe(),
+            g.thunk,
+            list.join(",")
+        )),
+    }
+}
+
+/// A group's flags: each of mispred, in_tx, abort and spec when any of its records has it,
+/// and the cycles of all its records added up (when each has a count): the time from the
+/// record before the group to the branch's target. The branch types are the thunk's own.
+fn group_flags(recs: &[RecordOut]) -> String {
+    let any = |f: fn(&RecordOut) -> Option<bool>| recs.iter().any(|r| f(r) == Some(true));
+    let mut flags = Vec::new();
+    for (set, name) in [
+        (any(|r| r.mispred), "mispred"),
+        (any(|r| r.in_tx), "in_tx"),
+        (any(|r| r.abort), "abort"),
+        (any(|r| r.spec), "spec"),
+    ] {
+        if set {
+            flags.push(name.to_string());
+        }
+    }
+    let cycles: Option<u32> = recs.iter().map(|r| r.cycles.map(u32::from)).sum();
+    if let Some(c) = cycles {
+        flags.push(format!("cycles={c}"));
+    }
+    flags.join(" ")
 }
 
 /// A snapshot's header line: where it is, the exception, and how the capture went.
@@ -102,29 +205,138 @@ fn nest_note(nest: Option<u32>) -> String {
     }
 }
 
-/// One line per record, the from and to columns as wide as their longest entry.
-fn write_records(w: &mut impl Write, records: &[RecordOut], sgr: &Sgr) -> Result<()> {
+/// One line per row, the label, from and to columns as wide as their longest entry (the label
+/// at least 4 wide: `#31 `), then a group's note, the flags and the source locations.
+fn write_rows(w: &mut impl Write, rows: &[Row], sgr: &Sgr) -> Result<()> {
     let Sgr { dim, reset, .. } = sgr;
-    let wf = records
-        .iter()
-        .map(|r| label(&r.from).len())
-        .max()
-        .unwrap_or(0);
-    let wt = records
-        .iter()
-        .map(|r| label(&r.to).len())
-        .max()
-        .unwrap_or(0);
-    for r in records {
+    let width = |f: &dyn Fn(&Row) -> usize| rows.iter().map(f).max().unwrap_or(0);
+    let wl = width(&|r| r.label.len()).max(4);
+    let wf = width(&|r| label(r.from).len());
+    let wt = width(&|r| label(r.to).len());
+    for r in rows {
         writeln!(
             w,
-            "  #{:<3} {:<wf$} -> {:<wt$}  {dim}{}{}{reset}",
-            r.index,
-            label(&r.from),
-            label(&r.to),
-            flags(r),
-            sources(r).map(|s| format!("  {s}")).unwrap_or_default(),
+            "  {:<wl$} {:<wf$} -> {:<wt$}  {}{dim}{}{}{reset}",
+            r.label,
+            label(r.from),
+            label(r.to),
+            r.note.as_ref().map(|n| format!("{n} ")).unwrap_or_default(),
+            r.flags,
+            sources(r.from, r.to)
+                .map(|s| format!("  {s}"))
+                .unwrap_or_default(),
         )?;
+    }
+    Ok(())
+}
+
+/// Each snapshot as its header line and then, oldest first, one line per record (or thunk
+/// group, unless `records` is [`Records::Raw`]) in retsnoop's LBR style:
+/// `[#NN] from+0xoff (file:line)  ->  to+0xoff (file:line)`, each end's source the outermost
+/// frame's (`function @ file:line` when the function is not the symbol's), its inlined frames
+/// on continuation lines (`. function (file:line)`, outer to inner), followed by an empty line.
+pub fn write_compact(
+    w: &mut impl Write,
+    out: &Output,
+    style: Style,
+    records: Records,
+) -> Result<()> {
+    let sgr = Sgr::of(style);
+    for s in &out.snapshots {
+        write_header(w, s, &sgr)?;
+        let mut rows = rows(s, records);
+        rows.reverse();
+        write_compact_rows(w, &rows, &sgr)?;
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// One end of a compact line and its continuation lines: (symbol column, source column).
+fn compact_end(p: &Place) -> Vec<(String, String)> {
+    let symbol = p.symbol.as_deref().map(without_size);
+    let mut lines = vec![(
+        symbol.clone().unwrap_or_else(|| p.addr.clone()),
+        String::new(),
+    )];
+    let Some((outer, inlined)) = p.frames.split_last() else {
+        return lines;
+    };
+    let name = symbol.as_deref().and_then(|s| s.split('+').next());
+    let at = match outer.function.as_deref() {
+        Some(f) if Some(f) != name => format!("{f} @ "),
+        _ => String::new(),
+    };
+    lines[0].1 = format!("({at}{})", location(outer));
+    for f in inlined.iter().rev() {
+        lines.push((
+            format!(". {}", f.function.as_deref().unwrap_or("??")),
+            format!("({})", location(f)),
+        ));
+    }
+    lines
+}
+
+/// `file:line` of a frame (`??` for what it lacks).
+fn location(f: &Frame) -> String {
+    let line = f.line.map_or_else(|| "?".to_string(), |l| l.to_string());
+    format!("{}:{line}", f.file.as_deref().unwrap_or("??"))
+}
+
+/// `name+0xoff/0xsize [module]` without its `/0xsize`, as retsnoop prints symbols.
+fn without_size(symbol: &str) -> String {
+    let (sym, module) = match symbol.split_once(" [") {
+        Some((s, m)) => (s, Some(m)),
+        None => (symbol, None),
+    };
+    let sym = sym.rsplit_once('/').map_or(sym, |(s, _)| s);
+    match module {
+        Some(m) => format!("{sym} [{m}"),
+        None => sym.to_string(),
+    }
+}
+
+/// The compact lines of `rows`, the columns as wide as their longest entry.
+fn write_compact_rows(w: &mut impl Write, rows: &[Row], sgr: &Sgr) -> Result<()> {
+    let Sgr { dim, reset, .. } = sgr;
+    let ends: Vec<_> = rows
+        .iter()
+        .map(|r| (compact_end(r.from), compact_end(r.to)))
+        .collect();
+    let all = |f: fn(&(String, String)) -> usize, from: bool| {
+        ends.iter()
+            .flat_map(|(a, b)| if from { a } else { b })
+            .map(f)
+            .max()
+            .unwrap_or(0)
+    };
+    let wl = rows
+        .iter()
+        .map(|r| r.compact_label.len())
+        .max()
+        .unwrap_or(0);
+    let (ws1, wc1) = (all(|e| e.0.len(), true), all(|e| e.1.len(), true));
+    let (ws2, wc2) = (all(|e| e.0.len(), false), all(|e| e.1.len(), false));
+    for (r, (from, to)) in rows.iter().zip(&ends) {
+        for i in 0..from.len().max(to.len()) {
+            let blank = (String::new(), String::new());
+            let (s1, c1) = from.get(i).unwrap_or(&blank);
+            let (s2, c2) = to.get(i).unwrap_or(&blank);
+            let (label, arrow) = if i == 0 {
+                (r.compact_label.as_str(), "->")
+            } else {
+                ("", "  ")
+            };
+            // The last column padded only where a group's note follows it.
+            let (wc2, note) = match (i, &r.note) {
+                (0, Some(n)) => (wc2, format!("  {n}")),
+                _ => (0, String::new()),
+            };
+            let line = format!(
+                "{label:<wl$} {s1:<ws1$} {dim}{c1:<wc1$}{reset}  {arrow}  {s2:<ws2$} {dim}{c2:<wc2$}{reset}{note}"
+            );
+            writeln!(w, "{}", line.trim_end())?;
+        }
     }
     Ok(())
 }
@@ -154,9 +366,9 @@ fn flags(r: &RecordOut) -> String {
     flags.join(" ")
 }
 
-/// `from -> to` source locations of a record, if either end has any.
-fn sources(r: &RecordOut) -> Option<String> {
-    let src = [frames_text(&r.from.frames), frames_text(&r.to.frames)];
+/// `from -> to` source locations of a branch, if either end has any.
+fn sources(from: &Place, to: &Place) -> Option<String> {
+    let src = [frames_text(&from.frames), frames_text(&to.frames)];
     src.iter()
         .any(|s| !s.is_empty())
         .then(|| format!("{} -> {}", src[0], src[1]))
@@ -192,7 +404,7 @@ fn annotations(out: &Output) -> HashMap<(&str, usize), String> {
     let mut by_line = HashMap::new();
     for s in &out.snapshots {
         for r in &s.records {
-            if let Some(a) = sources(r) {
+            if let Some(a) = sources(&r.from, &r.to) {
                 by_line.insert((s.source.as_str(), r.line), a);
             }
         }

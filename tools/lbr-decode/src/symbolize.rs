@@ -231,6 +231,32 @@ impl Symbolizer {
         place
     }
 
+    /// Up to `len` bytes of the code at runtime address `addr` (with `printed` the symbol the
+    /// kernel printed for it), as the ELF file has them; `None` when no image holds it.
+    pub fn code(&self, addr: u64, printed: Option<&str>, len: u64) -> Option<Vec<u8>> {
+        let module = match printed.and_then(parse_printed) {
+            Some(p) => p.module,
+            None => self.module_of(addr),
+        };
+        match module {
+            Some(m) => {
+                let img = self.modules.get(m)?;
+                self.bases
+                    .iter()
+                    .filter(|((name, _), _)| name == m)
+                    .find_map(|((_, sec), base)| {
+                        let link = addr.wrapping_sub(*base);
+                        img.containing(link, Some(SectionIndex(*sec)))?;
+                        img.code(Some(SectionIndex(*sec)), link, len)
+                    })
+            }
+            None => {
+                let v = self.vmlinux.as_ref()?;
+                v.code(None, addr.wrapping_sub(self.kaslr?), len)
+            }
+        }
+    }
+
     /// `addr` in one of `module`'s sections whose base is known.
     fn locate_in_module(&self, addr: u64, module: &str) -> Option<Located> {
         let img = self.modules.get(module)?;

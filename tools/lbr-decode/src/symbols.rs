@@ -67,6 +67,18 @@ pub struct Image {
     /// Modules: where each executable section lands in the module's core text
     /// (`mem[MOD_TEXT]`), as the kernel's loader lays them out: (section index, offset).
     pub text_layout: Vec<(SectionIndex, u64)>,
+    /// The executable sections' bytes in the file, for [`Image::code`].
+    code: Vec<CodeSection>,
+}
+
+/// Where an executable section's bytes are in its file.
+struct CodeSection {
+    index: SectionIndex,
+    /// Its link address (modules: 0).
+    addr: u64,
+    /// The file range of its bytes.
+    file_offset: u64,
+    size: u64,
 }
 
 /// What an [`Image`] is: the kernel, or a module (relocatable, its sections placed apart).
@@ -122,6 +134,7 @@ impl Image {
             ImageKind::Module => core.0,
             ImageKind::Vmlinux => Vec::new(),
         };
+        let code = code_sections(&file);
         Ok(Image {
             name,
             path: path.to_path_buf(),
@@ -132,7 +145,27 @@ impl Image {
             section_base,
             has_dwarf,
             text_layout,
+            code,
         })
+    }
+
+    /// Up to `len` bytes of code at a link address (vmlinux: `section` is None) or a module's
+    /// section offset, as the file has them (before the kernel patched any); read from the
+    /// file when asked (a few instructions per crash).
+    pub fn code(&self, section: Option<SectionIndex>, addr: u64, len: u64) -> Option<Vec<u8>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let sec = self.code.iter().find(|c| match section {
+            Some(i) => c.index == i,
+            None => (c.addr..c.addr + c.size).contains(&addr),
+        })?;
+        let off = addr.checked_sub(sec.addr).filter(|&o| o < sec.size)?;
+        let mut f = std::fs::File::open(&self.path).ok()?;
+        f.seek(SeekFrom::Start(sec.file_offset + off)).ok()?;
+        let mut bytes = Vec::new();
+        f.take(len.min(sec.size - off))
+            .read_to_end(&mut bytes)
+            .ok()?;
+        Some(bytes)
     }
 
     /// The function symbol called `name`.
@@ -199,6 +232,22 @@ impl Image {
         }
         out
     }
+}
+
+/// The executable sections that have bytes in the file.
+fn code_sections(file: &object::File) -> Vec<CodeSection> {
+    file.sections()
+        .filter(|s| s.kind() == object::SectionKind::Text)
+        .filter_map(|s| {
+            let (file_offset, size) = s.file_range()?;
+            Some(CodeSection {
+                index: s.index(),
+                addr: s.address(),
+                file_offset,
+                size,
+            })
+        })
+        .collect()
 }
 
 /// A text region as the module loader lays it out: (section, offset in the region) and the

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Golden tests: lbr-decode's text, annotate and JSON outputs over the real-crash logs of
+//! Golden tests: lbr-decode's text (folded and `--raw`), compact, annotate and JSON outputs over
+//! the real-crash logs of
 //! tests/fixtures/ (crashes of the test VM under the emulator), compared with the files in
 //! tests/golden/. Without ELF files the symbols are the kernel's as printed, so the outputs do
 //! not depend on a kernel build.
@@ -15,7 +16,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const FIXTURES: &[&str] = &["skylake-lkdtm-exception.log", "skylake-nested-gp-bug.log"];
-const FORMATS: &[(&str, &str)] = &[("text", "txt"), ("annotate", "annotated"), ("json", "json")];
+/// (lbr-decode's arguments, the golden file's extension).
+const FORMATS: &[(&[&str], &str)] = &[
+    (&["--format", "text"], "txt"),
+    (&["--format", "text", "--raw"], "raw.txt"),
+    (&["--format", "compact"], "compact"),
+    (&["--format", "compact", "--raw"], "raw.compact"),
+    (&["--format", "annotate"], "annotated"),
+    (&["--format", "json"], "json"),
+];
 
 fn dir(sub: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,16 +34,17 @@ fn dir(sub: &str) -> PathBuf {
 
 /// lbr-decode's standard output for one fixture, run from the fixtures directory so that the
 /// source names in the output are the bare file names.
-fn decode(fixture: &str, format: &str) -> String {
+fn decode(fixture: &str, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_lbr-decode"))
-        .args(["--format", format, "--color", "never", fixture])
+        .args(args)
+        .args(["--color", "never", fixture])
         .current_dir(dir("fixtures"))
         .output()
         .expect("lbr-decode runs");
     assert_eq!(
         out.status.code(),
         Some(0),
-        "{fixture} --format {format}: {}",
+        "{fixture} {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("UTF-8 output")
@@ -45,8 +55,8 @@ fn outputs_equal_the_golden_files() {
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let mut differ = Vec::new();
     for fixture in FIXTURES {
-        for (format, ext) in FORMATS {
-            let got = decode(fixture, format);
+        for (args, ext) in FORMATS {
+            let got = decode(fixture, args);
             let path = dir("golden").join(format!("{}.{ext}", fixture.trim_end_matches(".log")));
             if update {
                 std::fs::write(&path, &got).unwrap();
@@ -71,13 +81,13 @@ fn outputs_equal_the_golden_files() {
 fn nested_snapshots_keep_their_labels() {
     // The real nested crash: the #UD that oopsed (nest 0), then the #GP it interrupted (nest 1).
     let json: serde_json::Value =
-        serde_json::from_str(&decode("skylake-nested-gp-bug.log", "json")).unwrap();
+        serde_json::from_str(&decode("skylake-nested-gp-bug.log", &["--format", "json"])).unwrap();
     let snaps = json["snapshots"].as_array().unwrap();
     let got: Vec<_> = snaps
         .iter()
         .map(|s| (s["vector"].as_u64(), s["nest"].as_u64()))
         .collect();
     assert_eq!(got, [(Some(6), Some(0)), (Some(13), Some(1))]);
-    assert!(decode("skylake-nested-gp-bug.log", "text")
+    assert!(decode("skylake-nested-gp-bug.log", &["--format", "text"])
         .contains("(interrupted by the exception above: nest 1)"));
 }

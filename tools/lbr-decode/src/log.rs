@@ -6,6 +6,15 @@
 //! printer and reader cannot drift. This file only finds them: a line may carry any prefix
 //! (printk timestamps, `<N>` levels, syslog or journal prefixes, CI decorations), end in CRLF, be
 //! cut by a console, and come from several CPUs and several crashes in one file.
+//!
+//! A log may also start or end inside a snapshot: a pstore dmesg record
+//! (`/sys/fs/pstore/dmesg-ramoops-N`, headed `Oops#1 Part1`, lines in kmsg_dump's syslog format
+//! `<N>[time] text`) holds only the newest text of the log that fits its size, and a console log
+//! may be cut. Either way the records kept are given, and a warning names the ones missing: a
+//! snapshot whose end line is not in the log is a [`Snapshot`] with `complete` false, and the
+//! records of one whose header is not in the log a [`Fragment`].
+
+use std::ops::RangeInclusive;
 
 use lbr_core::record::Branch;
 use lbr_core::report::{parse, Line, State, PREFIX};
@@ -59,6 +68,32 @@ pub struct Snapshot {
     pub line: usize,
 }
 
+/// Records of a snapshot whose header line is not in the log: the log starts inside the
+/// snapshot. A pstore dmesg record (`/sys/fs/pstore/dmesg-*`) holds the newest text of the log
+/// that fits its size (fs/pstore/platform.c pstore_dump: kmsg_dump_get_buffer fills the record
+/// from the end of the log), so a record too small for the whole snapshot loses its header and
+/// newest records (`#0` first), and keeps the older ones and the end line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fragment {
+    /// The CPU and sequence number of the snapshot, from its end line; `None` when that is not
+    /// in the log either.
+    pub end: Option<(u32, u64)>,
+    /// The records found, in log order.
+    pub records: Vec<Record>,
+    /// Input line number of its first line (1-based).
+    pub line: usize,
+}
+
+impl Fragment {
+    /// The records not in the log: from `#0` to the first kept one, and any gaps between kept
+    /// ones. How many the snapshot had after the last kept one is not known without its header
+    /// (none, when its end line follows).
+    pub fn missing(&self) -> Vec<RangeInclusive<u32>> {
+        let last = self.records.iter().map(|r| r.index + 1).max().unwrap_or(0);
+        missing(&self.records, last)
+    }
+}
+
 /// An oops for which lbr-dump said no snapshot belongs to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NoSnapshot {
@@ -75,10 +110,46 @@ pub struct NoSnapshot {
 pub struct Parsed {
     /// The snapshots, in log order.
     pub snapshots: Vec<Snapshot>,
+    /// Records of snapshots whose header is not in the log (each also a warning).
+    pub fragments: Vec<Fragment>,
     /// The oopses lbr-dump had no snapshot for.
     pub none: Vec<NoSnapshot>,
     /// Problems with the input, each naming its line.
     pub warnings: Vec<String>,
+}
+
+/// The header line pstore writes at the start of each dmesg record (fs/pstore/platform.c
+/// pstore_dump: `"%s#%d Part%u\n"` with the kmsg dump reason, the dump's count since boot and
+/// the part: Part1 is the newest text of the log, Part2 the text before it, and so on; ramoops
+/// and pstore/blk keep Part1 only, efi-pstore keeps every part as its own file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PstoreHeader {
+    /// Why the log was dumped: `Oops`, `Panic`, `Emergency`, ... (kmsg_dump_reason_str).
+    pub reason: String,
+    /// The dump's number (`Oops#1`: the first dump since that boot).
+    pub count: u32,
+    /// The part (1: the end of the log).
+    pub part: u32,
+}
+
+/// The pstore header of a log that is a pstore dmesg record (its first line), if it is one.
+pub fn pstore_header(text: &str) -> Option<PstoreHeader> {
+    let first = text.split('\n').next()?.trim_end_matches('\r');
+    let (reason, rest) = first.split_once('#')?;
+    let (count, part) = rest.split_once(" Part")?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if reason.is_empty()
+        || !reason.bytes().all(|b| b.is_ascii_alphabetic())
+        || !digits(count)
+        || !digits(part)
+    {
+        return None;
+    }
+    Some(PstoreHeader {
+        reason: reason.to_string(),
+        count: count.parse().ok()?,
+        part: part.parse().ok()?,
+    })
 }
 
 /// The part of a line from lbr-dump's prefix on, if it has one.
@@ -87,41 +158,144 @@ pub fn payload(line: &str) -> Option<&str> {
     line.find(PREFIX).map(|i| &line[i..])
 }
 
+/// The indices below `count` that no record in `records` has, as ranges.
+fn missing(records: &[Record], count: u32) -> Vec<RangeInclusive<u32>> {
+    let mut have: Vec<u32> = records
+        .iter()
+        .map(|r| r.index)
+        .filter(|&i| i < count)
+        .collect();
+    have.sort_unstable();
+    have.dedup();
+    let mut out = Vec::new();
+    let mut next = 0;
+    for i in have.into_iter().chain([count]) {
+        if i > next {
+            out.push(next..=i - 1);
+        }
+        next = i + 1;
+    }
+    out
+}
+
+/// `#0-#3, #7` for a list of ranges.
+pub fn ranges_text(ranges: &[RangeInclusive<u32>]) -> String {
+    ranges
+        .iter()
+        .map(|r| {
+            if r.start() == r.end() {
+                format!("#{}", r.start())
+            } else {
+                format!("#{}-#{}", r.start(), r.end())
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What is open while the lines of a log are read.
+enum Open {
+    /// A snapshot whose header was seen.
+    Snapshot(Snapshot),
+    /// Record lines with no header before them.
+    Fragment(Fragment),
+}
+
+/// A note for warnings about a log that is a pstore record.
+fn pstore_note(pstore: Option<&PstoreHeader>) -> &'static str {
+    if pstore.is_some() {
+        " (a pstore record holds only the newest text of the log that fits its size: see the README for record sizes that hold whole snapshots)"
+    } else {
+        ""
+    }
+}
+
 /// Parses every lbr-dump line of a log.
 pub fn parse_log(text: &str) -> Parsed {
+    let pstore = pstore_header(text);
+    let note = pstore_note(pstore.as_ref());
     let mut out = Parsed::default();
-    let mut open: Option<Snapshot> = None;
-    let close = |s: Snapshot, out: &mut Parsed| {
-        if !s.complete {
-            out.warnings.push(format!(
-                "line {}: snapshot cpu={} seq={} has no end line: the log is cut (kept {} of {} records)",
-                s.line,
-                s.cpu,
-                s.seq,
-                s.records.len(),
-                s.announced
-            ));
-        } else if s.records.len() != s.announced as usize {
-            out.warnings.push(format!(
-                "line {}: snapshot cpu={} seq={} announced {} records, {} were found",
-                s.line,
-                s.cpu,
-                s.seq,
-                s.announced,
-                s.records.len()
-            ));
+    let mut open: Option<Open> = None;
+    let close = |o: Open, at_end: bool, out: &mut Parsed| match o {
+        Open::Snapshot(s) => {
+            let gone = missing(&s.records, s.announced);
+            if !s.complete {
+                let how = if at_end {
+                    "the log ends inside it"
+                } else {
+                    "another snapshot's line follows"
+                };
+                let lost = if gone.is_empty() {
+                    "no record missing".to_string()
+                } else {
+                    format!("records {} missing", ranges_text(&gone))
+                };
+                out.warnings.push(format!(
+                    "line {}: snapshot cpu={} seq={} has no end line: the log is cut, {how} (kept {} of {} records; {lost}){}",
+                    s.line,
+                    s.cpu,
+                    s.seq,
+                    s.records.len(),
+                    s.announced,
+                    if at_end { note } else { "" }
+                ));
+            } else if s.records.len() != s.announced as usize || !gone.is_empty() {
+                out.warnings.push(format!(
+                    "line {}: snapshot cpu={} seq={} announced {} records, {} were found{}",
+                    s.line,
+                    s.cpu,
+                    s.seq,
+                    s.announced,
+                    s.records.len(),
+                    if gone.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (records {} missing)", ranges_text(&gone))
+                    }
+                ));
+            }
+            out.snapshots.push(s);
         }
-        out.snapshots.push(s);
+        Open::Fragment(f) => {
+            let gone = f.missing();
+            let kept = if f.records.is_empty() {
+                "none of its records is in the log".to_string()
+            } else {
+                let first = f.records.first().map_or(0, |r| r.index);
+                let last = f.records.last().map_or(0, |r| r.index);
+                let lost = if gone.is_empty() {
+                    "no record missing".to_string()
+                } else {
+                    format!("records {} missing", ranges_text(&gone))
+                };
+                format!(
+                    "{lost}, {} kept ({})",
+                    f.records.len(),
+                    ranges_text(&[first..=last])
+                )
+            };
+            out.warnings.push(match f.end {
+                Some((cpu, seq)) => format!(
+                    "line {}: snapshot cpu={cpu} seq={seq} is cut: the log starts inside it (its header line is not in the log): {kept}{note}",
+                    f.line
+                ),
+                None => format!(
+                    "line {}: record lines of a snapshot whose header and end lines are not in the log (cpu and seq unknown): {kept}{note}",
+                    f.line
+                ),
+            });
+            out.fragments.push(f);
+        }
     };
     for (n, raw) in text.split('\n').enumerate() {
         let n = n + 1;
         let Some(p) = payload(raw) else { continue };
         match parse(p) {
             Some(Line::Header(h)) => {
-                if let Some(s) = open.take() {
-                    close(s, &mut out);
+                if let Some(o) = open.take() {
+                    close(o, false, &mut out);
                 }
-                open = Some(Snapshot {
+                open = Some(Open::Snapshot(Snapshot {
                     cpu: h.cpu,
                     seq: h.seq,
                     vector: h.vector,
@@ -136,39 +310,57 @@ pub fn parse_log(text: &str) -> Parsed {
                     records: Vec::new(),
                     complete: false,
                     line: n,
-                });
+                }));
             }
             Some(Line::Record {
                 record,
                 from_sym,
                 to_sym,
-            }) => match &mut open {
-                Some(s) => s.records.push(Record {
+            }) => {
+                let r = Record {
                     index: record.index,
                     branch: record.branch,
                     from_sym: from_sym.map(str::to_string),
                     to_sym: to_sym.map(str::to_string),
                     line: n,
-                }),
-                None => out
-                    .warnings
-                    .push(format!("line {n}: a record line outside any snapshot")),
-            },
-            Some(Line::End { cpu, seq }) => match open.take() {
-                Some(mut s) if s.cpu == cpu && s.seq == seq => {
-                    s.complete = true;
-                    close(s, &mut out);
+                };
+                match &mut open {
+                    Some(Open::Snapshot(s)) => s.records.push(r),
+                    Some(Open::Fragment(f)) => f.records.push(r),
+                    None => {
+                        open = Some(Open::Fragment(Fragment {
+                            end: None,
+                            records: vec![r],
+                            line: n,
+                        }))
+                    }
                 }
-                Some(s) => {
+            }
+            Some(Line::End { cpu, seq }) => match open.take() {
+                Some(Open::Snapshot(mut s)) if s.cpu == cpu && s.seq == seq => {
+                    s.complete = true;
+                    close(Open::Snapshot(s), false, &mut out);
+                }
+                Some(Open::Snapshot(s)) => {
                     out.warnings.push(format!(
                         "line {n}: end of cpu={cpu} seq={seq} inside snapshot cpu={} seq={}",
                         s.cpu, s.seq
                     ));
-                    close(s, &mut out);
+                    close(Open::Snapshot(s), false, &mut out);
                 }
-                None => out
-                    .warnings
-                    .push(format!("line {n}: an end line without its snapshot")),
+                Some(Open::Fragment(mut f)) => {
+                    f.end = Some((cpu, seq));
+                    close(Open::Fragment(f), false, &mut out);
+                }
+                None => close(
+                    Open::Fragment(Fragment {
+                        end: Some((cpu, seq)),
+                        records: Vec::new(),
+                        line: n,
+                    }),
+                    false,
+                    &mut out,
+                ),
             },
             Some(Line::None { cpu, reason }) => out.none.push(NoSnapshot {
                 cpu,
@@ -186,8 +378,8 @@ pub fn parse_log(text: &str) -> Parsed {
             }
         }
     }
-    if let Some(s) = open.take() {
-        close(s, &mut out);
+    if let Some(o) = open.take() {
+        close(o, true, &mut out);
     }
     out
 }
@@ -277,7 +469,124 @@ mod tests {
         let p = parse_log("\u{0}\u{1}binary junk\nlbr_dump: armed: vectors 14(#PF)\n");
         assert_eq!(p, Parsed::default());
         let p = parse_log(R0);
-        assert_eq!(p.warnings, ["line 1: a record line outside any snapshot"]);
+        assert_eq!(p.warnings, ["line 1: record lines of a snapshot whose header and end lines are not in the log (cpu and seq unknown): no record missing, 1 kept (#0)"]);
+    }
+
+    /// A log that starts inside a snapshot (its header and newest records gone): the records
+    /// kept are given, and the warning names the ones missing.
+    #[test]
+    fn log_starting_inside_a_snapshot() {
+        let r = |i: u32| R1.replacen("#1 ", &format!("#{i} "), 1);
+        let log = format!(
+            "Oops#1 Part1\n<3>[ 1.0] {}\n{}\n{}\n{END}\n",
+            r(12),
+            r(13),
+            r(15)
+        );
+        let p = parse_log(&log);
+        assert!(p.snapshots.is_empty());
+        let [f] = &p.fragments[..] else {
+            panic!("{p:?}")
+        };
+        assert_eq!(f.end, Some((1, 7)));
+        assert_eq!(
+            f.records.iter().map(|r| r.index).collect::<Vec<_>>(),
+            [12, 13, 15]
+        );
+        assert_eq!(f.missing(), [0..=11, 14..=14]);
+        assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+        assert!(
+            p.warnings[0].starts_with("line 2: snapshot cpu=1 seq=7 is cut: the log starts inside it (its header line is not in the log): records #0-#11, #14 missing, 3 kept (#12-#15) (a pstore record holds only"),
+            "{}",
+            p.warnings[0]
+        );
+        // Only the end line left: every record is gone.
+        let p = parse_log(&format!("{END}\n"));
+        assert_eq!(p.warnings, ["line 1: snapshot cpu=1 seq=7 is cut: the log starts inside it (its header line is not in the log): none of its records is in the log"]);
+    }
+
+    /// A log that ends inside a snapshot names the records after the last one kept.
+    #[test]
+    fn log_ending_inside_a_snapshot_names_the_missing() {
+        let head = HEAD.replace("records=2", "records=32");
+        let p = parse_log(&format!("{head}\n{R0}\n{R1}\n"));
+        assert_eq!(p.warnings, ["line 1: snapshot cpu=1 seq=7 has no end line: the log is cut, the log ends inside it (kept 2 of 32 records; records #2-#31 missing)"]);
+        // Cut by the next snapshot, and an end line with a record lost in between.
+        let p = parse_log(&format!("{head}\n{R0}\n{HEAD}\n{R0}\n{END}\n"));
+        assert_eq!(p.warnings, [
+            "line 1: snapshot cpu=1 seq=7 has no end line: the log is cut, another snapshot's line follows (kept 1 of 32 records; records #1-#31 missing)",
+            "line 3: snapshot cpu=1 seq=7 announced 2 records, 1 were found (records #1 missing)",
+        ]);
+    }
+
+    #[test]
+    fn pstore_headers() {
+        assert_eq!(
+            pstore_header("Panic#2 Part1\n<0>[    4.2] Kernel panic"),
+            Some(PstoreHeader {
+                reason: "Panic".into(),
+                count: 2,
+                part: 1
+            })
+        );
+        assert_eq!(pstore_header("Oops#1 Part3\r\nx").map(|h| h.part), Some(3));
+        for no in [
+            "",
+            "Oops#1 Part",
+            "Oops#x Part1",
+            "#1 Part1",
+            "Oops#1 Part1 x",
+            "[ 1.0] Oops#1 Part1",
+        ] {
+            assert_eq!(pstore_header(no), None, "{no:?}");
+        }
+    }
+
+    /// Real ramoops records of the test VM (tests/scenarios/pstore.py, pstore.compress=none,
+    /// ramoops.record_size=4096, a crash=jump oops under oops=panic): the Oops record starts
+    /// inside the snapshot at record #4, the Panic record (the oops and the panic after it) at
+    /// #13; both end with the ramoops header's 24 bytes cut from their newest text.
+    #[test]
+    fn real_ramoops_records_cut_at_the_head() {
+        let oops = parse_log(include_str!(
+            "../tests/fixtures/pstore/oops-4096-uncompressed"
+        ));
+        assert!(oops.snapshots.is_empty());
+        let [f] = &oops.fragments[..] else {
+            panic!("{oops:?}")
+        };
+        assert_eq!(f.end, Some((0, 1)));
+        assert_eq!(f.missing(), [0..=3]);
+        assert_eq!(f.records.len(), 28);
+        assert_eq!(f.records[0].branch.from, 0xffffffffc04112da);
+        assert!(oops.warnings[0].contains("cpu=0 seq=1 is cut: the log starts inside it (its header line is not in the log): records #0-#3 missing, 28 kept (#4-#31)"), "{:?}", oops.warnings);
+        let panic = parse_log(include_str!(
+            "../tests/fixtures/pstore/panic-4096-uncompressed"
+        ));
+        let [f] = &panic.fragments[..] else {
+            panic!("{panic:?}")
+        };
+        assert_eq!(f.missing(), [0..=12]);
+        // The none line is cut by the ramoops header; what is left still parses as one.
+        assert_eq!(panic.none.len(), 1);
+    }
+
+    /// A whole snapshot in a real (decompressed) ramoops record: the record's header line and
+    /// the `<N>` levels of kmsg_dump's syslog format are no obstacle.
+    #[test]
+    fn real_ramoops_record_holds_the_snapshot() {
+        let text = include_str!("../tests/fixtures/pstore/oops-16384-deflate");
+        assert_eq!(
+            pstore_header(text).map(|h| (h.reason, h.count, h.part)),
+            Some(("Oops".into(), 1, 1))
+        );
+        let p = parse_log(text);
+        assert_eq!(p.warnings, Vec::<String>::new());
+        let [s] = &p.snapshots[..] else {
+            panic!("{p:?}")
+        };
+        assert!(s.complete && s.records.len() == 32 && s.announced == 32);
+        assert_eq!((s.cpu, s.seq, s.vector, s.line), (0, 1, 14, 323));
     }
 
     proptest::proptest! {

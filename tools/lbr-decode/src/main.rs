@@ -140,10 +140,13 @@ fn read_inputs(paths: &[PathBuf], warnings: &mut Vec<String>) -> Result<Inputs> 
 impl Inputs {
     /// The snapshots printed in log `name`, each oops without one a warning.
     fn add_log(&mut self, name: String, text: String, warnings: &mut Vec<String>) {
+        // A fragment (records of a snapshot whose header is not in the log) is a warning, which
+        // says which records are missing.
         let Parsed {
             snapshots,
             none,
             warnings: w,
+            ..
         } = parse_log(&text);
         warnings.extend(w.into_iter().map(|w| format!("{name}: {w}")));
         for n in none {

@@ -373,7 +373,10 @@ impl Kdump {
         }
         let sub_hdr_size = u32_at(&h, dh::SUB_HDR_SIZE) as i32;
         let bitmap_blocks = u32_at(&h, dh::BITMAP_BLOCKS) as u64;
-        if !(1..=1 << 20).contains(&sub_hdr_size) || bitmap_blocks == 0 || !bitmap_blocks.is_multiple_of(2) {
+        if !(1..=1 << 20).contains(&sub_hdr_size)
+            || bitmap_blocks == 0
+            || !bitmap_blocks.is_multiple_of(2)
+        {
             bail!("{name}: disk_dump_header of {sub_hdr_size} sub header blocks and {bitmap_blocks} bitmap blocks: not a kdump-compressed header makedumpfile writes");
         }
         let Some(sub) = file.get(PAGE as u64, kh::SIZE_V6) else {

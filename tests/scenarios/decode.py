@@ -8,6 +8,7 @@ snapshots).
 
 import functools
 import json
+import re
 import struct
 import subprocess
 import tempfile
@@ -338,3 +339,95 @@ def test_symbols_agree_with_llvm_symbolizer(r):
     assert frames_checked >= len(places) // 2, f"too few frames: {checked}"
     assert not mismatches, f"lbr-decode and llvm-symbolizer disagree ({checked}):\n" + "\n".join(
         f"{kind} ({len(ms)}):\n  " + "\n  ".join(ms) for kind, ms in mismatches.items())
+
+
+def test_thunk_hops_fold_into_their_branch(r):
+    """Issue 13 item 3 on the real crash: the test kernel has retpolines and ITS return thunks,
+    so lbr_crash_jump's call through the corrupted pointer took three records (into
+    __x86_indirect_thunk_r11, the retpoline's call to itself, its ret to the bad address) and
+    every return through its_return_thunk two. Found here from the kernel's own %pS symbols of
+    each record, not from lbr-decode's grouping: the JSON keeps all 32 records and groups exactly
+    those; the fault's own record (#0) is in no group. Whether lbr_crash_jump calls or jumps
+    (a tail call) is objdump's reading of the instruction at the record's address in the .ko.
+    The text output prints each group as one marked line and --raw every record; the compact
+    view is oldest first with the group on one line."""
+    res = crashed()
+    code, out, err = decode(*symbols(), res.log)
+    assert code == 0, err
+    [snap] = json.loads(out)["snapshots"]
+    recs = snap["records"]
+    assert len(recs) == 32 and [rec["index"] for rec in recs] == list(range(32)), recs
+    sym = lambda p: p["symbol"] or ""  # noqa: E731
+    thunk = lambda p, t: sym(p).removeprefix("__pi_").startswith(t + "+")  # noqa: E731
+
+    # The groups as the kernel's symbols show them: (first index, last index), newest first.
+    expected = []
+    i = 0
+    while i < len(recs):
+        rec = recs[i]
+        if thunk(rec["from"], "its_return_thunk") and i + 1 < len(recs) \
+                and sym(recs[i + 1]["to"]).startswith("its_return_thunk+0x0/"):
+            expected.append(("return", "its_return_thunk", [i, i + 1]))
+            i += 2
+        elif thunk(rec["from"], "__x86_indirect_thunk_r11") and i + 2 < len(recs) \
+                and thunk(recs[i + 1]["from"], "__x86_indirect_thunk_r11") \
+                and sym(recs[i + 2]["to"]).removeprefix("__pi_").startswith("__x86_indirect_thunk_r11+0x0/"):
+            expected.append(("indirect", "__x86_indirect_thunk_r11", [i, i + 1, i + 2]))
+            i += 3
+        else:
+            i += 1
+    kinds = [k for k, _, _ in expected]
+    assert "indirect" in kinds and "return" in kinds, f"the crash has no thunk hops to fold: {expected}"
+    # lbr_crash_jump's branch through the retpoline: from its record into the thunk (`first`)
+    # to the thunk's ret to the bad address (`last`), where #0 faulted.
+    call_rec = next(recs[e[2][-1]] for e in expected
+                    if e[0] == "indirect" and sym(recs[e[2][-1]]["from"]).startswith("lbr_crash_jump+"))
+    first, last = call_rec["index"], call_rec["index"] - 2
+    assert recs[0]["from"]["addr"] == recs[last]["to"]["addr"], "the call's target is not where #0 faulted"
+
+    # objdump (GNU binutils, in the build root) on the instruction that entered the thunk.
+    name, _, rest = sym(call_rec["from"]).partition(" [")[0].rpartition("+")
+    off = int(rest.split("/")[0], 16)
+    ko = REPO / "out" / "lbr_crash" / "lbr_crash.ko"
+    _, ko_syms = elf_text_symbols(ko)
+    [(sec, value)] = ko_syms[name]
+    text, _ = elf_text_symbols(ko)
+    dis = in_root("objdump", "-d", "-j", text[sec], f"--start-address={value + off:#x}",
+                  f"--stop-address={value + off + 16:#x}", ko)
+    # "ADDR:\tBYTES\tINSN" lines; objdump may print a segment prefix (cs) as its own line.
+    words = [w for l in dis.splitlines() if re.match(r"\s*[0-9a-f]+:\t", l) and l.count("\t") >= 2
+             for w in l.split("\t")[2].split()]
+    words = [w for w in words if w not in ("cs", "ds")]
+    assert words and words[0] in ("jmp", "call"), dis
+    mnemonic = words[0]
+    want_kind = {"jmp": "indirect-jump", "call": "indirect-call"}[mnemonic]
+
+    got = [(g["kind"], g["thunk"], g["records"]) for g in snap["groups"]]
+    want = [(want_kind if k == "indirect" and recs[idx[-1]] is call_rec else k, t, idx)
+            for k, t, idx in expected]
+    assert got == want, f"groups {got}, expected from the printed symbols {want}"
+    for g in snap["groups"]:
+        assert all(recs[i].get("group") == g["id"] for i in g["records"]), g
+    assert sum(1 for rec in recs if "group" in rec) == sum(len(g["records"]) for g in snap["groups"])
+    assert "group" not in recs[0], recs[0]
+
+    # Text: one marked line per group, no line of a thunk's own hop; --raw: all 32 records.
+    _, text_out, _ = decode(*symbols(), res.log, fmt="text")
+    _, raw_out, _ = decode(*symbols(), "--raw", res.log, fmt="text")
+    lines = [l for l in text_out.splitlines() if l.startswith("  #")]
+    raw = [l for l in raw_out.splitlines() if l.startswith("  #")]
+    assert len(raw) == 32, raw_out
+    assert len(lines) == 32 - sum(len(g["records"]) - 1 for g in snap["groups"]), text_out
+    marker = f"({want_kind.replace('-', ' ')} via __x86_indirect_thunk_r11, records #{first},#{first - 1},#{last})"
+    jumps = [l for l in lines if marker in l]
+    assert len(jumps) == 1 and f"#{first}-#{last}" in jumps[0] and "lbr_crash_jump+" in jumps[0] \
+        and "0xffff800000001000" in jumps[0], text_out
+    assert not any("_thunk_r11+0x6/" in l for l in lines), text_out
+    assert any("_thunk_r11+0x6/" in l for l in raw), raw_out
+
+    # Compact: oldest first, the group on one line, source locations in parentheses.
+    _, compact, _ = decode(*symbols(), res.log, fmt="compact")
+    starts = [l for l in compact.splitlines() if l.startswith("[#")]
+    assert starts[0].startswith("[#31]") and starts[-1].startswith("[#00]"), compact
+    [line] = [l for l in starts if l.startswith(f"[#{first:02}-#{last:02}]")]
+    assert "lbr_crash_jump+" in line and "(lbr_crash.c:" in line and "0xffff800000001000" in line, line

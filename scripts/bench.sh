@@ -7,7 +7,8 @@
 #
 # 1. Scanning a 1 GiB memory dump for snapshot areas vs a plain memchr::memmem scan of it.
 # 2. Symbolizing 10,000 kernel text addresses (function, source line, inlined frames) vs binutils
-#    `addr2line -f -i` on the same vmlinux and addresses.
+#    `addr2line -f -i` and vs LLVM's `llvm-symbolizer --inlining` (the faster peer; both from the
+#    build root) on the same vmlinux and addresses.
 # 3. Annotating a crash log with 32 records vs the kernel's scripts/decode_stacktrace.sh on the
 #    same log (CRASH_LOG; default: the fixture of a real crash, which needs the vmlinux it came
 #    from, so the default uses a fresh crash log of the current test kernel when one exists).
@@ -38,9 +39,12 @@ PY
 now() { date +%s.%N; }
 t0=$(now); "$BENCH" symbolize "$VMLINUX" "$OUT/addresses" >"$OUT/ours.txt"; t1=$(now)
 in_root addr2line -f -i -e "$VMLINUX" <"$OUT/addresses" >"$OUT/addr2line.txt"; t2=$(now)
+sed 's/^/0x/' "$OUT/addresses" >"$OUT/addresses-0x"  # llvm-symbolizer reads hex with its 0x
+t3=$(now); in_root llvm-symbolizer --inlining --obj="$VMLINUX" <"$OUT/addresses-0x" >"$OUT/llvm-symbolizer.txt"; t4=$(now)
 python3 -c "
-ours, base = $t1 - $t0, $t2 - $t1
-print(f'BENCH symbolize 10000 addresses: lbr-decode {ours:.2f} s, binutils addr2line -f -i {base:.2f} s, ratio {ours / base:.3f}')"
+ours, base, llvm = $t1 - $t0, $t2 - $t1, $t4 - $t3
+print(f'BENCH symbolize 10000 addresses: lbr-decode {ours:.2f} s, binutils addr2line -f -i {base:.2f} s, ratio {ours / base:.3f}')
+print(f'BENCH symbolize 10000 addresses: lbr-decode {ours:.2f} s, llvm-symbolizer --inlining {llvm:.2f} s, ratio {ours / llvm:.3f}')"
 
 LOG=${1:-}
 if [ -z "$LOG" ]; then

@@ -12,8 +12,9 @@
 //! and times finding it (`Dump::open` + `areas`) against a plain `memchr::memmem` search of the
 //! same mapping for the same magic. `symbolize` times function+offset and source lines with
 //! inlined frames for every address in the file (hex, one per line) through `symbols::Image`;
-//! the baselines (binutils `addr2line -f -i`, scripts/decode_stacktrace.sh) are run on the same
-//! addresses by scripts/bench.sh, which prints all ratios.
+//! the baselines (binutils `addr2line -f -i`, `llvm-symbolizer --inlining`,
+//! scripts/decode_stacktrace.sh) are run on the same addresses by scripts/bench.sh, which
+//! prints all ratios.
 
 use std::io::Write;
 use std::path::Path;

@@ -90,19 +90,21 @@ class Result:
     def emu_events(self, boot: int | None = None) -> list[dict]:
         """The emulator's log, parsed (each line one JSON object; see tools/lbr-emu). With `boot`
         (1 for the first), only that boot's events, after its `start` event: a boot's events run
-        from its system reset (the emulator's `reset` event, logged when the boot CPU executes
-        the reset vector: at power-on and at every reboot) to the next."""
+        from its system reset (the emulator's `reset` events, logged when the boot CPU executes
+        the reset vector: at power-on, and at a reboot, where SeaBIOS, finding it has run
+        before, resets once more: one boot starts after a run of `reset` events) to the next."""
         import json
         if self.emu_log is None or not self.emu_log.exists():
             return []
         events = [json.loads(l) for l in self.emu_log.read_text().splitlines() if l.strip()]
         if boot is None:
             return events
-        resets = [i for i, e in enumerate(events) if e["event"] == "reset"] + [len(events)]
-        if not 1 <= boot < len(resets):
-            raise ValueError(f"the emulator's log has {len(resets) - 1} boot(s), not a boot {boot}")
-        start = [e for e in events[:resets[0]] if e["event"] == "start"]
-        return start + events[resets[boot - 1]:resets[boot]]
+        starts = emu_boot_starts(events)
+        if not 1 <= boot <= len(starts):
+            raise ValueError(f"the emulator's log has {len(starts)} boot(s), not a boot {boot}")
+        ends = starts[1:] + [len(events)]
+        start = [e for e in events[:starts[0]] if e["event"] == "start"]
+        return start + events[starts[boot - 1]:ends[boot - 1]]
 
     @property
     def boots(self) -> list[str]:
@@ -118,6 +120,13 @@ class Result:
     def finished(self) -> bool:
         """The guest's /init ran its script to the end (in the last boot)."""
         return "lbr-dump-vm: done" in self.boots[-1]
+
+
+def emu_boot_starts(events: list[dict]) -> list[int]:
+    """Where each boot's events start in an emulator log: the index of each run of `reset`
+    events (a system reset; see Result.emu_events)."""
+    return [i for i, e in enumerate(events)
+            if e["event"] == "reset" and (i == 0 or events[i - 1]["event"] != "reset")]
 
 
 # A kernel's first console line: where a boot's console output starts.

@@ -296,9 +296,18 @@ fn without_size(symbol: &str) -> String {
     }
 }
 
+/// `s` dim, padded with spaces to `width` (outside the escape sequences, so that trailing
+/// spaces can be trimmed).
+fn dimmed(s: &str, width: usize, sgr: &Sgr) -> String {
+    let pad = " ".repeat(width.saturating_sub(s.len()));
+    if s.is_empty() {
+        return pad;
+    }
+    format!("{}{s}{}{pad}", sgr.dim, sgr.reset)
+}
+
 /// The compact lines of `rows`, the columns as wide as their longest entry.
 fn write_compact_rows(w: &mut impl Write, rows: &[Row], sgr: &Sgr) -> Result<()> {
-    let Sgr { dim, reset, .. } = sgr;
     let ends: Vec<_> = rows
         .iter()
         .map(|r| (compact_end(r.from), compact_end(r.to)))
@@ -332,9 +341,9 @@ fn write_compact_rows(w: &mut impl Write, rows: &[Row], sgr: &Sgr) -> Result<()>
                 (0, Some(n)) => (wc2, format!("  {n}")),
                 _ => (0, String::new()),
             };
-            let line = format!(
-                "{label:<wl$} {s1:<ws1$} {dim}{c1:<wc1$}{reset}  {arrow}  {s2:<ws2$} {dim}{c2:<wc2$}{reset}{note}"
-            );
+            let c1 = dimmed(c1, wc1, sgr);
+            let c2 = dimmed(c2, wc2, sgr);
+            let line = format!("{label:<wl$} {s1:<ws1$} {c1}  {arrow}  {s2:<ws2$} {c2}{note}");
             writeln!(w, "{}", line.trim_end())?;
         }
     }

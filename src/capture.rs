@@ -37,7 +37,7 @@ use kernel::{bindings, ffi::c_uint, prelude::*};
 
 use kernel::cpu::CpuId;
 
-use crate::facility::{msr, Recorder, Switch};
+use crate::facility::{msr, select, Filter, Recorder, Switch};
 use crate::ffi;
 use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
@@ -116,6 +116,8 @@ impl core::fmt::Display for Vectors {
 pub(crate) struct Options {
     /// Which rings' branches are recorded (`all_rings`).
     pub(crate) rings: Rings,
+    /// Which branches are recorded (`filter`).
+    pub(crate) filter: Filter,
     /// The vectors to hook.
     pub(crate) vectors: Vectors,
     /// Freeze the recorder at every kernel-mode NMI's entry until lbr-dump's NMI handler
@@ -137,14 +139,11 @@ pub(crate) enum Rings {
     All,
 }
 
-/// LBR_SELECT bit 1 (CPL_NEQ_0, Intel; AMD: the same bit): no branch that ends in ring > 0.
-const SELECT_NOT_USER: u64 = 1 << 1;
-/// ARCH_LBR_CTL: LBREn (bit 0), OS (1), USR (2), every branch type (bits 16..22: JCC,
-/// NEAR_IND_JMP, NEAR_REL_JMP, NEAR_IND_CALL, NEAR_REL_CALL, NEAR_RET, OTHER_BRANCH).
+/// ARCH_LBR_CTL: LBREn (bit 0), OS (1), USR (2); the branch types (bits 16..22) are the
+/// filter's ([`Filter::arch_type_bits`]).
 const ARCH_CTL_LBREN: u64 = 1 << 0;
 const ARCH_CTL_OS: u64 = 1 << 1;
 const ARCH_CTL_USR: u64 = 1 << 2;
-const ARCH_CTL_ALL_TYPES: u64 = 0x7f << 16;
 
 /// How the recorder is switched on: the MSR writes of arming, per flavour.
 #[derive(Clone, Copy)]
@@ -158,19 +157,23 @@ pub(crate) struct Control {
 }
 
 impl Control {
-    /// The arming writes for a recorder that records the branches of `rings`.
-    pub(crate) fn new(recorder: &Recorder, rings: Rings) -> Self {
+    /// The arming writes for a recorder that records the branches of `rings` that `branches`
+    /// keeps. The caller checked that the recorder can apply `branches`
+    /// ([`Filter::unsupported_by`]).
+    pub(crate) fn new(recorder: &Recorder, rings: Rings, branches: Filter) -> Self {
         let sw = recorder.switch();
         let kernel_only = rings == Rings::Kernel;
         // LBR_SELECT (Intel legacy, AMD LbrExtV2) suppresses what a set bit names.
-        let select = if kernel_only { SELECT_NOT_USER } else { 0 };
+        let ring = if kernel_only { select::USER } else { 0 };
+        let select = ring | branches.select_bits();
         let (filter, whole) = match recorder {
             // Core 2 and Bonnell have no LBR_SELECT (then branches of every ring are recorded).
             Recorder::IntelLegacy(l) => (l.select.map(|m| (m, select)), None),
             Recorder::AmdLbrV2 { .. } => (Some((msr::AMD_LBR_SELECT, select)), None),
             Recorder::IntelArch(_) => {
                 let usr = if kernel_only { 0 } else { ARCH_CTL_USR };
-                (None, Some(ARCH_CTL_LBREN | ARCH_CTL_OS | usr | ARCH_CTL_ALL_TYPES))
+                let types = branches.arch_type_bits();
+                (None, Some(ARCH_CTL_LBREN | ARCH_CTL_OS | usr | types))
             }
             Recorder::AmdSingle => (None, None),
         };
@@ -502,10 +505,15 @@ impl Saved {
 pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Result<KBox<Armed>, Error> {
     let Options {
         rings,
+        filter,
         vectors,
         nmi_freeze,
     } = options;
     may_arm()?;
+    if let Some(why) = filter.unsupported_by(recorder) {
+        pr_err!("refusing to arm: filter={}: {why}; arm with filter=all\n", filter.name());
+        return Err(ENODEV);
+    }
     // TSX is not enumerated yet: format 4's IN_TX/ABORT (FROM bits 62:61) are not reported, as
     // the kernel reads them as off on parts without TSX (lbr_from_signext_quirk_rd()); the
     // address is bits 60:0 either way. The probe refused unsupported recorders already (`force`
@@ -514,7 +522,7 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         pr_err!("refusing to arm: {}\n", format_args!("{why}"));
         ENODEV
     })?;
-    let control = Control::new(recorder, rings);
+    let control = Control::new(recorder, rings, filter);
     let (msrs, n) = capture_msrs(recorder, &layout, &control);
     if n == 0 {
         pr_err!("refusing to arm: the recorder has no records to capture\n");

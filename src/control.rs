@@ -12,7 +12,7 @@
 use core::fmt::Write;
 use core::pin::Pin;
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use kernel::{
     ffi::{c_char, c_int},
@@ -21,6 +21,7 @@ use kernel::{
 };
 
 use crate::capture::{self, Armed, Options, PanicPath, Rings, Vectors};
+use crate::facility::Filter;
 use crate::printer::{self, Notifier};
 use crate::probe::Found;
 
@@ -59,12 +60,17 @@ impl State {
                 };
                 let unfiltered = armed.control().is_some_and(|c| !c.filters_rings());
                 pr_info!(
-                    "armed: vectors {}, recording {}, panic path {}{}\n",
+                    "armed: vectors {}, recording {} ({}), panic path {}{}\n",
                     format_args!("{}", armed.hooked),
                     match (self.options.rings, unfiltered) {
                         (_, true) => "all rings (this model has no filter MSR)",
                         (Rings::Kernel, false) => "kernel branches",
                         (Rings::All, false) => "all rings",
+                    },
+                    match self.options.filter {
+                        Filter::All => "all branches",
+                        Filter::Functions => "filter=functions: calls, returns, indirect jumps",
+                        Filter::Calls => "filter=calls: calls and returns",
                     },
                     match armed.panic_path() {
                         PanicPath { panic: true, stop: true } => "on",
@@ -114,6 +120,59 @@ fn control() -> Option<&'static Mutex<State>> {
     // SAFETY: published only while the module object lives (pinned), and the attributes that
     // call this are removed (waiting for running callbacks) before the module object is dropped.
     unsafe { CONTROL.load(Ordering::Acquire).as_ref() }
+}
+
+/// The `filter` parameter's value (a [`Filter`] index in [`Filter::ALL`]); glue.c's param ops set
+/// it (at load, or at boot when built in) through [`lbr_dump_filter_set`].
+static FILTER: AtomicU8 = AtomicU8::new(0);
+
+/// The `filter` parameter.
+pub(crate) fn filter() -> Filter {
+    Filter::ALL[FILTER.load(Ordering::Relaxed) as usize % Filter::ALL.len()]
+}
+
+/// Called by glue.c's `filter` param set with the value as given (NUL-terminated).
+///
+/// # Safety
+///
+/// `val` points at a NUL-terminated string, valid for the call.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn lbr_dump_filter_set(val: *const c_char) -> c_int {
+    // SAFETY: the caller passes a NUL-terminated string (the kernel's parameter parser does).
+    let given = unsafe { CStr::from_char_ptr(val) };
+    let name = given.to_str().ok();
+    match name.and_then(Filter::from_name) {
+        Some(f) => {
+            // PANIC: none: `f` is one of `Filter::ALL`.
+            let i = Filter::ALL.iter().position(|x| *x == f).unwrap_or(0);
+            FILTER.store(i as u8, Ordering::Relaxed);
+            0
+        }
+        None => {
+            pr_err!(
+                "filter={}: not a filter (all, functions or calls)\n",
+                format_args!("{}", name.unwrap_or("(not UTF-8)").trim_end())
+            );
+            EINVAL.to_errno()
+        }
+    }
+}
+
+/// Called by glue.c's `filter` param get: writes the name and a newline into `buf` (a buffer of
+/// PAGE_SIZE bytes), returns the length.
+///
+/// # Safety
+///
+/// `buf` is writable for PAGE_SIZE bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn lbr_dump_filter_get(buf: *mut c_char) -> c_int {
+    let name = filter().name().as_bytes();
+    // SAFETY: the caller's buffer holds PAGE_SIZE bytes; a filter name is under 16.
+    unsafe {
+        ptr::copy_nonoverlapping(name.as_ptr(), buf.cast::<u8>(), name.len());
+        *buf.add(name.len()) = b'\n' as c_char;
+    }
+    (name.len() + 1) as c_int
 }
 
 /// Called by glue.c's `enabled` store with a validated value.

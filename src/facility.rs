@@ -77,6 +77,125 @@ pub mod msr {
     pub const AMD_LBR_SELECT: u32 = 0xc000_010e;
 }
 
+/// Which branches are recorded (the `filter` parameter), mapped onto each flavour's hardware
+/// filter. Every filter keeps far branches (exceptions, interrupts, syscalls, iret): a snapshot's
+/// newest record is the exception's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Filter {
+    /// Every taken branch (the default).
+    All,
+    /// No conditional branches and no relative jumps: calls, returns, indirect jumps and far
+    /// branches, a function-level history that reaches several times further back.
+    Functions,
+    /// Calls and returns only (and far branches).
+    Calls,
+}
+
+/// LBR_SELECT bits (Intel legacy, SDM "Filtering of Last Branch Records"; AMD LbrExtV2's
+/// LBR_SELECT uses the same bits 0-8, the kernel's amd/lbr.c): a set bit suppresses what it
+/// names.
+pub mod select {
+    /// CPL_EQ_0: branches that end in ring 0.
+    pub const KERNEL: u64 = 1 << 0;
+    /// CPL_NEQ_0: branches that end in ring > 0.
+    pub const USER: u64 = 1 << 1;
+    /// JCC: conditional branches.
+    pub const JCC: u64 = 1 << 2;
+    /// NEAR_REL_CALL.
+    pub const REL_CALL: u64 = 1 << 3;
+    /// NEAR_IND_CALL.
+    pub const IND_CALL: u64 = 1 << 4;
+    /// NEAR_RET.
+    pub const RET: u64 = 1 << 5;
+    /// NEAR_IND_JMP.
+    pub const IND_JMP: u64 = 1 << 6;
+    /// NEAR_REL_JMP.
+    pub const REL_JMP: u64 = 1 << 7;
+    /// FAR_BRANCH.
+    pub const FAR: u64 = 1 << 8;
+}
+
+/// IA32_LBR_CTL branch-type enables (Arch LBR, SDM "IA32_LBR_CTL"): a set bit records what it
+/// names.
+pub mod arch_ctl {
+    /// JCC.
+    pub const JCC: u64 = 1 << 16;
+    /// NEAR_REL_JMP.
+    pub const REL_JMP: u64 = 1 << 17;
+    /// NEAR_IND_JMP.
+    pub const IND_JMP: u64 = 1 << 18;
+    /// NEAR_REL_CALL.
+    pub const REL_CALL: u64 = 1 << 19;
+    /// NEAR_IND_CALL.
+    pub const IND_CALL: u64 = 1 << 20;
+    /// NEAR_RET.
+    pub const RET: u64 = 1 << 21;
+    /// OTHER_BRANCH (far branches, exceptions, interrupts).
+    pub const OTHER: u64 = 1 << 22;
+}
+
+impl Filter {
+    /// Every filter, in the order the parameter's help names them.
+    pub const ALL: [Filter; 3] = [Filter::All, Filter::Functions, Filter::Calls];
+
+    /// The parameter's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Functions => "functions",
+            Self::Calls => "calls",
+        }
+    }
+
+    /// The filter a parameter value names (a trailing newline, as `echo` writes, is accepted).
+    pub fn from_name(s: &str) -> Option<Filter> {
+        let s = s.strip_suffix('\n').unwrap_or(s);
+        Self::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    /// The LBR_SELECT bits that suppress the branches this filter leaves out.
+    pub fn select_bits(self) -> u64 {
+        match self {
+            Self::All => 0,
+            Self::Functions => select::JCC | select::REL_JMP,
+            Self::Calls => select::JCC | select::REL_JMP | select::IND_JMP,
+        }
+    }
+
+    /// The IA32_LBR_CTL branch-type bits that record the branches this filter keeps.
+    pub fn arch_type_bits(self) -> u64 {
+        use arch_ctl::*;
+        let calls = REL_CALL | IND_CALL | RET | OTHER;
+        match self {
+            Self::All => JCC | REL_JMP | IND_JMP | calls,
+            Self::Functions => IND_JMP | calls,
+            Self::Calls => calls,
+        }
+    }
+
+    /// Why `recorder` cannot apply this filter, if it cannot: only [`Filter::All`] works without
+    /// a branch-type filter.
+    pub fn unsupported_by(self, recorder: &Recorder) -> Option<&'static str> {
+        if self == Self::All {
+            return None;
+        }
+        match recorder {
+            Recorder::IntelLegacy(l) if l.select.is_none() => Some(
+                "this model has no LBR_SELECT (Core 2 and Bonnell/Saltwell Atom; the kernel's \
+                 intel_pmu_lbr_init_core/_atom): it records every branch",
+            ),
+            Recorder::IntelArch(a) if !a.branch_filter => Some(
+                "CPUID.(0x1C,0):EBX[1] says this Arch LBR has no branch-type filtering",
+            ),
+            Recorder::AmdSingle => Some(
+                "the AMD single LastBranch record has no filter: it holds the last branch, \
+                 whatever its type",
+            ),
+            _ => None,
+        }
+    }
+}
+
 /// The recorder flavours lbr-dump knows: the one definition of their codes (the dump header,
 /// layout.rs offset 0x030), their names in printed lines and JSON (`flavour=`), and their titles
 /// in messages. The emulator and tests/records.py spell them their own way on purpose; the tests

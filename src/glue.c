@@ -369,6 +369,34 @@ void lbr_dump_sysfs_remove(void)
 }
 
 /*
+ * The `filter` parameter (lbr_dump.filter= on the command line when built in): a name, which the
+ * kernel crate's module! cannot take (integers and bools only). Parsing and the names are Rust's
+ * (src/control.rs); this is only the kernel_param_ops around them. Read-only once loaded: it
+ * applies when arming, so it is chosen at load or boot.
+ */
+int lbr_dump_filter_set(const char *val);	/* src/control.rs: 0 or -EINVAL (and says why) */
+int lbr_dump_filter_get(char *buf);		/* src/control.rs: writes the name and a newline */
+
+static int lbr_dump_param_filter_set(const char *val, const struct kernel_param *kp)
+{
+	return lbr_dump_filter_set(val);
+}
+
+static int lbr_dump_param_filter_get(char *buf, const struct kernel_param *kp)
+{
+	return lbr_dump_filter_get(buf);
+}
+
+static const struct kernel_param_ops lbr_dump_filter_ops = {
+	.set = lbr_dump_param_filter_set,
+	.get = lbr_dump_param_filter_get,
+};
+module_param_cb(filter, &lbr_dump_filter_ops, NULL, 0444);
+MODULE_PARM_DESC(filter, "Which branches are recorded: all (default), functions (no conditional "
+		 "branches or relative jumps: calls, returns, indirect jumps), calls (calls and "
+		 "returns); far branches always. Refused where the recorder has no filter");
+
+/*
  * lbr_dump=on|off on the kernel command line, for the built-in driver. The kernel crate has no
  * __setup(); this is the C macro. -1 means "not given" (Kconfig's LBR_DUMP_DEFAULT_ON decides).
  * A loadable module uses its `enable` parameter instead.

@@ -128,12 +128,18 @@ fn prepare(module: &'static ThisModule) -> Result<control::State> {
             }
         },
     };
+    let filter = control::filter();
+    if let Some(why) = filter.unsupported_by(&found.recorder) {
+        pr_err!("filter={}: {why}; load with filter=all\n", filter.name());
+        return Err(ENODEV);
+    }
     let options = capture::Options {
         rings: if module_parameters::all_rings.value() {
             capture::Rings::All
         } else {
             capture::Rings::Kernel
         },
+        filter,
         vectors,
         nmi_freeze: module_parameters::nmi_freeze.value(),
     };

@@ -41,17 +41,18 @@ MODELS = {"core2": ("Skylake-Client", 1), "atom": ("Skylake-Client", 2), "nehale
 
 
 def crash(model, name, before="", tag="", state="complete", smp=1, depth=None, option=None, fmt=None,
-          **kw):
+          args="", **kw):
     """One crash under the emulator presenting `model` (`depth`: Arch LBR depth; `option`: another
     emulator option, e.g. "timed=off"; `fmt`: the legacy format lbr-dump must print when `option`
-    overrides the model's)."""
+    overrides the model's; `args`: more lbr_dump parameters)."""
     cmd, vector = CRASHES[name]
     qemu_cpu, model_fmt = MODELS[model]
     fmt = model_fmt if fmt is None else fmt
     emulate = f"model={model}" + (f",depth={depth}" if depth else "") + (f",{option}" if option else "")
     tag = (f"-{depth}" if depth else "") + ("-" + option.replace("=", "") if option else "") + tag
     res = boot(finish=False, name=f"emu-crash-{model}-{name.lower()}{tag}", cpu=qemu_cpu, accel="tcg",
-               emulate=emulate, timeout=240, smp=smp, script=ARM + before + f"sh -c '{cmd}' || true\n",
+               emulate=emulate, timeout=240, smp=smp,
+               script=ARM.rstrip("\n") + (f" {args}" if args else "") + "\n" + before + f"sh -c '{cmd}' || true\n",
                **kw)
     con = res.console
     start = res.emu_events()[0]
@@ -176,6 +177,62 @@ def test_zen4_erratum1452_entries_are_skipped(r):
         # crash() compared the printed records with the freeze's branches; none is a bogus one.
         pairs = {(sext(int(b["from"], 16), 58), sext(int(b["to"], 16), 58)) for b in bogus}
         assert not pairs & {(p["from"], p["to"]) for p in printed}, "an erratum-1452 entry was printed"
+
+
+# The emulator's branch kinds (tools/lbr-emu classify.rs, its freeze counts' "seen_kind" and
+# "recorded_kind") each filter drops; far branches are kept by all (the exception's own record).
+FILTER_DROPS = {"functions": {"jcc", "jmp"}, "calls": {"jcc", "jmp", "jmp_ind"}}
+
+
+def filtered(model, filt, name="EXCEPTION"):
+    """A crash with lbr_dump's filter=`filt`: the printed records equal the stub's freeze
+    (crash()), and the emulator's counts by kind at that freeze say that branches of the kinds the
+    filter drops happened while recording (else the test would prove nothing) and none of them was
+    recorded, while the kinds it keeps were."""
+    res, printed = crash(model, name, args=f"filter={filt}", tag=f"-{filt}")
+    armed = kernel_lines(res.console, "lbr_dump: armed")
+    assert armed and f"filter={filt}:" in armed[0], armed
+    stub = [e for e in res.emu_events() if e["event"] == "freeze" and e["cause"] == "wrmsr"][-1]
+    seen, recorded = stub["counts"]["seen_kind"], stub["counts"]["recorded_kind"]
+    for kind in FILTER_DROPS[filt]:
+        assert recorded[kind] == 0, f"filter={filt}: {recorded[kind]} {kind} branches recorded: {stub['counts']}"
+    assert seen["jcc"] > 0 and seen["jmp"] > 0, f"no conditional branch or jump while recording: {seen}"
+    for kind in ("call", "ret", "far"):
+        assert recorded[kind] > 0, f"filter={filt} recorded no {kind}: {recorded}"
+    return res, printed
+
+
+def test_filter_functions_and_calls_legacy_lbr(r):
+    for filt in ("functions", "calls"):
+        filtered("skylake", filt)
+
+
+def test_filter_functions_and_calls_arch_lbr(r):
+    for filt in ("functions", "calls"):
+        filtered("sapphirerapids", filt)
+
+
+def test_filter_functions_and_calls_amd_lbr_v2(r):
+    for filt in ("functions", "calls"):
+        filtered("zen4", filt)
+
+
+def test_filter_refused_without_a_branch_filter(r):
+    # Core 2 (no LBR_SELECT) and the AMD single record have no branch-type filter: lbr_dump
+    # refuses filter= at load with the reason, and the machine runs on. A bad name is refused by
+    # the parameter itself (insmod: Invalid argument), changing nothing.
+    for model, cpu, why in (("core2", "Skylake-Client", "this model has no LBR_SELECT"),
+                            ("amd", "EPYC-Genoa", "the AMD single LastBranch record has no filter")):
+        res = boot(name=f"emu-filter-refused-{model}", cpu=cpu, accel="tcg", emulate=f"model={model}", timeout=180,
+                   script=f"insmod {MODULE} enable=1 filter=calls || echo insmod=$?\n"
+                          f"insmod {MODULE} enable=1 filter=jumps || echo bad=$?\necho still-running\n")
+        con = res.console
+        assert re.search(r"insmod=[1-9]", con), tail(con)
+        lines = kernel_lines(con, "lbr_dump")
+        assert any(f"filter=calls: {why}" in ln for ln in lines), "\n".join(lines)
+        assert re.search(r"bad=[1-9]", con), tail(con)
+        assert any("filter=jumps: not a filter (all, functions or calls)" in ln for ln in lines), "\n".join(lines)
+        assert "lbr_dump: armed" not in con and "still-running" in con
 
 
 def test_corrupted_pointer_names_the_caller(r):

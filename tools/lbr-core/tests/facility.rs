@@ -413,3 +413,49 @@ fn a_recorder_and_its_encoding_are_the_same_flavour() {
     }
     assert_eq!(all.map(|r| r.flavour()), Flavour::ALL);
 }
+
+#[test]
+fn filters_map_onto_each_flavours_hardware_filter() {
+    use lbr_core::facility::Filter;
+    // LBR_SELECT (SDM "Filtering of Last Branch Records", a set bit suppresses): 2 JCC,
+    // 6 NEAR_IND_JMP, 7 NEAR_REL_JMP; 3-5 calls and returns and 8 FAR_BRANCH never suppressed.
+    assert_eq!(Filter::All.select_bits(), 0);
+    assert_eq!(Filter::Functions.select_bits(), 0b1000_0100);
+    assert_eq!(Filter::Calls.select_bits(), 0b1100_0100);
+    // IA32_LBR_CTL (a set bit records): 16 JCC, 17 NEAR_REL_JMP, 18 NEAR_IND_JMP,
+    // 19 NEAR_REL_CALL, 20 NEAR_IND_CALL, 21 NEAR_RET, 22 OTHER_BRANCH.
+    assert_eq!(Filter::All.arch_type_bits(), 0x7f_0000);
+    assert_eq!(Filter::Functions.arch_type_bits(), 0x7c_0000);
+    assert_eq!(Filter::Calls.arch_type_bits(), 0x78_0000);
+    for f in Filter::ALL {
+        assert_eq!(Filter::from_name(f.name()), Some(f));
+        assert_eq!(Filter::from_name(&format!("{}\n", f.name())), Some(f));
+    }
+    assert_eq!(Filter::from_name("jumps"), None);
+    assert_eq!(Filter::from_name(""), None);
+    assert_eq!(Filter::from_name("calls\n\n"), None);
+}
+
+#[test]
+fn recorders_without_a_branch_filter_refuse_all_but_all() {
+    use lbr_core::facility::Filter;
+    let core2 = identify(&cpu(INTEL, 0xd, &[((1, 0), regs(0x0001_0676, 0, PDCM, DS))]), Some(1))
+        .recorder
+        .unwrap();
+    let skylake = identify(&skylake(), Some(5)).recorder.unwrap();
+    let mut no_filter = arch_lbr(0x0f);
+    no_filter.branch_filter = false;
+    for (r, refused) in [
+        (core2, true),
+        (Recorder::AmdSingle, true),
+        (Recorder::IntelArch(no_filter), true),
+        (skylake, false),
+        (Recorder::IntelArch(arch_lbr(0x0f)), false),
+        (Recorder::AmdLbrV2 { depth: 16 }, false),
+    ] {
+        assert_eq!(Filter::All.unsupported_by(&r), None, "{r}");
+        for f in [Filter::Functions, Filter::Calls] {
+            assert_eq!(f.unsupported_by(&r).is_some(), refused, "{r} {f:?}");
+        }
+    }
+}

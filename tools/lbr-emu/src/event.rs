@@ -172,10 +172,19 @@ impl Event {
                     .iter()
                     .map(|s| json!({"from": hex(s.from), "to": hex(s.to), "info": hex(s.info)}))
                     .collect();
+                let by_kind = |n: &[u64; 8]| -> Value {
+                    (1..8)
+                        .filter_map(|k| Kind::from_code(k).map(|kind| (kind, n[k as usize])))
+                        .map(|(kind, v)| (kind.name().to_string(), json!(v)))
+                        .collect::<serde_json::Map<_, _>>()
+                        .into()
+                };
                 json!({"event": "freeze", "cpu": cpu, "cause": cause, "pc": hex(*pc),
                        "tos": tos, "records": records, "ler": [hex(*lf), hex(*lt)],
                        "counts": {"seen": c.seen, "seen_user": c.seen_user, "recorded": c.recorded,
-                                  "recorded_user": c.recorded_user}})
+                                  "recorded_user": c.recorded_user,
+                                  "seen_kind": by_kind(&c.seen_kind),
+                                  "recorded_kind": by_kind(&c.recorded_kind)}})
             }
             Event::Rdmsr { cpu, msr, value } => {
                 json!({"event": "rdmsr", "cpu": cpu, "msr": hex(*msr as u64), "value": hex(*value)})
@@ -258,6 +267,8 @@ mod tests {
             seen_user: 4,
             recorded: 9,
             recorded_user: 3,
+            seen_kind: [0, 2, 0, 0, 3, 0, 4, 1],
+            recorded_kind: [0, 1, 0, 0, 3, 0, 4, 1],
         };
         let freeze = Event::Freeze {
             cpu: 1,
@@ -275,7 +286,7 @@ mod tests {
         assert!(freeze.flush());
         assert_eq!(
             line(&freeze, 12),
-            r#"{"cause":"wrmsr","counts":{"recorded":9,"recorded_user":3,"seen":10,"seen_user":4},"cpu":1,"event":"freeze","ler":["0x10","0x20"],"pc":"0xffffffff81000000","records":[{"from":"0x401000","info":"0x8000000000000005","to":"0x401010"}],"seq":12,"tos":3}"#
+            r#"{"cause":"wrmsr","counts":{"recorded":9,"recorded_kind":{"call":3,"call_ind":0,"far":1,"jcc":1,"jmp":0,"jmp_ind":0,"ret":4},"recorded_user":3,"seen":10,"seen_kind":{"call":3,"call_ind":0,"far":1,"jcc":2,"jmp":0,"jmp_ind":0,"ret":4},"seen_user":4},"cpu":1,"event":"freeze","ler":["0x10","0x20"],"pc":"0xffffffff81000000","records":[{"from":"0x401000","info":"0x8000000000000005","to":"0x401010"}],"seq":12,"tos":3}"#
         );
         let branch = Event::Branch {
             cpu: 0,

@@ -194,6 +194,10 @@ pub struct Counts {
     pub seen_user: u64,
     pub recorded: u64,
     pub recorded_user: u64,
+    /// Seen and recorded by kind, indexed by [`Kind::code`] (0 unused): what a branch-type filter
+    /// test needs without a trace of every branch.
+    pub seen_kind: [u64; 8],
+    pub recorded_kind: [u64; 8],
 }
 
 /// What a WRMSR did to the recording switch.
@@ -318,11 +322,13 @@ impl Recorder {
         let user = !b.ends_in_kernel() as u64;
         self.counts.seen += 1;
         self.counts.seen_user += user;
+        self.counts.seen_kind[b.kind.code() as usize] += 1;
         if !self.passes(b) {
             return false;
         }
         self.counts.recorded += 1;
         self.counts.recorded_user += user;
+        self.counts.recorded_kind[b.kind.code() as usize] += 1;
         match self.model.flavour {
             Flavour::Legacy { depth, format, .. } => {
                 self.tos = (self.tos + 1) % depth;
@@ -696,12 +702,17 @@ mod tests {
                 seen: 2,
                 seen_user: 1,
                 recorded: 1,
-                recorded_user: 0
+                recorded_user: 0,
+                seen_kind: [0, 0, 0, 0, 0, 0, 0, 2],
+                recorded_kind: [0, 0, 0, 0, 0, 0, 0, 1],
             }
         );
         r.wrmsr(MSR_LBR_SELECT, 1 << 2); // JCC suppressed
         assert!(!r.branch(&br(K_FROM, K_TO, Kind::Jcc, 0)));
         assert!(r.branch(&br(K_FROM, K_TO, Kind::Ret, 0)));
+        // By kind: Jcc (code 1) seen, not recorded; Ret (6) both.
+        assert_eq!((r.counts.seen_kind[1], r.counts.recorded_kind[1]), (1, 0));
+        assert_eq!((r.counts.seen_kind[6], r.counts.recorded_kind[6]), (1, 1));
     }
 
     #[test]

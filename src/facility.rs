@@ -184,9 +184,9 @@ impl Filter {
                 "this model has no LBR_SELECT (Core 2 and Bonnell/Saltwell Atom; the kernel's \
                  intel_pmu_lbr_init_core/_atom): it records every branch",
             ),
-            Recorder::IntelArch(a) if !a.branch_filter => Some(
-                "CPUID.(0x1C,0):EBX[1] says this Arch LBR has no branch-type filtering",
-            ),
+            Recorder::IntelArch(a) if !a.branch_filter => {
+                Some("CPUID.(0x1C,0):EBX[1] says this Arch LBR has no branch-type filtering")
+            }
             Recorder::AmdSingle => Some(
                 "the AMD single LastBranch record has no filter: it holds the last branch, \
                  whatever its type",

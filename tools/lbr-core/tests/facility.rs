@@ -439,9 +439,12 @@ fn filters_map_onto_each_flavours_hardware_filter() {
 #[test]
 fn recorders_without_a_branch_filter_refuse_all_but_all() {
     use lbr_core::facility::Filter;
-    let core2 = identify(&cpu(INTEL, 0xd, &[((1, 0), regs(0x0001_0676, 0, PDCM, DS))]), Some(1))
-        .recorder
-        .unwrap();
+    let core2 = identify(
+        &cpu(INTEL, 0xd, &[((1, 0), regs(0x0001_0676, 0, PDCM, DS))]),
+        Some(1),
+    )
+    .recorder
+    .unwrap();
     let skylake = identify(&skylake(), Some(5)).recorder.unwrap();
     let mut no_filter = arch_lbr(0x0f);
     no_filter.branch_filter = false;

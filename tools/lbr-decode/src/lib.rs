@@ -8,7 +8,8 @@
 //! - [`symbols`] reads vmlinux and module .ko files (symbol tables, DWARF), and
 //!   [`symbolize::Symbolizer`] maps the inputs' runtime addresses onto them;
 //! - [`output::Output`] is what is printed: the snapshots symbolized (its serde form is the JSON
-//!   output), which [`render`] prints as text or as the annotated logs.
+//!   output), which [`render`] prints as text or as the annotated logs;
+//! - [`straight`] checks that straight-line code in vmlinux leads from each record to the next.
 
 #![warn(missing_docs)]
 
@@ -19,5 +20,6 @@ pub mod kdump;
 pub mod log;
 pub mod output;
 pub mod render;
+pub mod straight;
 pub mod symbolize;
 pub mod symbols;

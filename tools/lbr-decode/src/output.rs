@@ -17,6 +17,7 @@ use serde::Serialize;
 use lbr_core::report::{vector_name, Kind, State};
 
 use crate::log::{Record, Snapshot};
+use crate::straight::Verdict;
 use crate::symbolize::Symbolizer;
 use crate::symbols::Frame;
 
@@ -27,8 +28,9 @@ use fold::Via;
 pub const VERSION: u32 = 1;
 
 /// Fields added within [`VERSION`] (1: [`SnapshotOut::kind`]; 2: frames' `function_source`,
-/// [`RecordOut::group`] and [`SnapshotOut::groups`]).
-pub const MINOR_VERSION: u32 = 2;
+/// [`RecordOut::group`] and [`SnapshotOut::groups`]; 3: [`RecordOut::straight_line`] and
+/// [`SnapshotOut::straight_line`]).
+pub const MINOR_VERSION: u32 = 3;
 
 /// Where an address is, once symbolized.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -80,6 +82,42 @@ pub struct RecordOut {
     /// The [`GroupOut::id`] of the thunk group this record belongs to (schema 1.2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<u32>,
+    /// The straight-line check ([`crate::straight`]) of the path from the next (older)
+    /// record's `to` to this record's `from`; absent on the oldest record (schema 1.3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub straight_line: Option<StraightOut>,
+}
+
+/// What the straight-line check says of the path into one record.
+#[derive(Clone, Debug, Serialize)]
+pub struct StraightOut {
+    /// "ok", "violated" or "unchecked".
+    pub status: &'static str,
+    /// Unchecked: why ("module", "outside-text", "no-vmlinux", "too-far", "patched-code",
+    /// "undecodable"); violated: "branch-before-from" or "from-inside-instruction".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// Violated: the offending instruction (its runtime address and symbol).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<Place>,
+    /// Violated: its mnemonic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mnemonic: Option<String>,
+}
+
+/// The straight-line check's counts over a snapshot's record pairs.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StraightSummary {
+    /// Pairs found consistent.
+    pub ok: usize,
+    /// Pairs that cannot be (the newer records' indices are in [`Self::violations`]).
+    pub violated: usize,
+    /// Pairs not decided.
+    pub unchecked: usize,
+    /// Unchecked pairs by reason.
+    pub unchecked_reasons: BTreeMap<&'static str, usize>,
+    /// The index of the newer record of each violated pair.
+    pub violations: Vec<u32>,
 }
 
 /// Records that are one branch through a mitigation thunk (see [`fold`]).
@@ -142,6 +180,8 @@ pub struct SnapshotOut {
     pub records: Vec<RecordOut>,
     /// The records that are one branch through a mitigation thunk (schema 1.2).
     pub groups: Vec<GroupOut>,
+    /// The straight-line check over the snapshot's record pairs (schema 1.3).
+    pub straight_line: StraightSummary,
 }
 
 /// Everything lbr-decode prints: the JSON document, and what the other formats render.
@@ -149,7 +189,8 @@ pub struct SnapshotOut {
 pub struct Output {
     /// [`VERSION`].
     pub version: u32,
-    /// Fields added within `version` (1: `kind`; 2: `function_source`, `group`, `groups`).
+    /// Fields added within `version` (1: `kind`; 2: `function_source`, `group`, `groups`;
+    /// 3: `straight_line`).
     pub minor_version: u32,
     /// Per image, the directory its source paths are relative to.
     pub source_roots: BTreeMap<String, String>,
@@ -267,6 +308,7 @@ impl SnapshotOut {
             let b = &s.records[at];
             symbolizer.code(b.branch.from, b.from_sym.as_deref(), 8)
         });
+        let straight_line = check_straight(s, &mut records, symbolizer);
         SnapshotOut {
             source: source.to_string(),
             line: s.line,
@@ -285,8 +327,59 @@ impl SnapshotOut {
             complete: s.complete,
             records,
             groups,
+            straight_line,
         }
     }
+}
+
+/// The straight-line check of each pair of consecutive records (newest first: from record
+/// N+1's `to` to record N's `from`), set on record N; the counts.
+fn check_straight(
+    s: &Snapshot,
+    records: &mut [RecordOut],
+    symbolizer: &Symbolizer,
+) -> StraightSummary {
+    let mut sum = StraightSummary::default();
+    for n in 0..records.len().saturating_sub(1) {
+        let (to, from) = (s.records[n + 1].branch.to, s.records[n].branch.from);
+        let verdict = symbolizer.straight(to, &records[n + 1].to, from, &records[n].from);
+        let out = match verdict {
+            Verdict::Ok => {
+                sum.ok += 1;
+                StraightOut {
+                    status: "ok",
+                    reason: None,
+                    at: None,
+                    mnemonic: None,
+                }
+            }
+            Verdict::Unchecked(r) => {
+                sum.unchecked += 1;
+                *sum.unchecked_reasons.entry(r.name()).or_default() += 1;
+                StraightOut {
+                    status: "unchecked",
+                    reason: Some(r.name()),
+                    at: None,
+                    mnemonic: None,
+                }
+            }
+            Verdict::Violated(v) => {
+                sum.violated += 1;
+                sum.violations.push(records[n].index);
+                StraightOut {
+                    status: "violated",
+                    reason: Some(v.kind.name()),
+                    at: Some(Place {
+                        frames: Vec::new(),
+                        ..symbolizer.place(v.addr, None, "", &mut Vec::new())
+                    }),
+                    mnemonic: Some(v.mnemonic),
+                }
+            }
+        };
+        records[n].straight_line = Some(out);
+    }
+    sum
 }
 
 /// The thunk groups of `records`, each record of a group labelled with its id. An indirect
@@ -341,6 +434,7 @@ impl RecordOut {
             cycles: b.cycles,
             branch_type: b.branch_type.map(|t| t.name()),
             group: None,
+            straight_line: None,
         }
     }
 }

@@ -76,6 +76,9 @@ pub fn write_text(w: &mut impl Write, out: &Output, style: Style, records: Recor
     for s in &out.snapshots {
         write_header(w, s, &sgr)?;
         write_rows(w, &rows(s, records), &sgr)?;
+        if s.records.len() > 1 {
+            writeln!(w, "  {}", straight_summary(s))?;
+        }
         writeln!(w)?;
     }
     Ok(())
@@ -159,6 +162,7 @@ fn group_flags(recs: &[RecordOut]) -> String {
         (any(|r| r.in_tx), "in_tx"),
         (any(|r| r.abort), "abort"),
         (any(|r| r.spec), "spec"),
+        (recs.iter().any(violated), NOT_STRAIGHT),
     ] {
         if set {
             flags.push(name.to_string());
@@ -372,7 +376,64 @@ fn flags(r: &RecordOut) -> String {
     if let Some(t) = r.branch_type {
         flags.push(t.to_string());
     }
+    if violated(r) {
+        flags.push(NOT_STRAIGHT.to_string());
+    }
     flags.join(" ")
+}
+
+/// The mark of a record that straight-line code cannot reach from the record before it.
+const NOT_STRAIGHT: &str = "!NOT-STRAIGHT-LINE";
+
+/// The straight-line check says the path into `r` cannot be.
+fn violated(r: &RecordOut) -> bool {
+    r.straight_line
+        .as_ref()
+        .is_some_and(|s| s.status == "violated")
+}
+
+/// The straight-line check's line for a snapshot: `straight-line check: N pairs ok, N violated
+/// (#OLDER to #NEWER: MNEMONIC at SYMBOL before #NEWER's from, ...), N unchecked (REASON N, ...)`.
+fn straight_summary(s: &SnapshotOut) -> String {
+    let sum = &s.straight_line;
+    let mut line = format!(
+        "straight-line check: {} pairs ok, {} violated",
+        sum.ok, sum.violated
+    );
+    let detail: Vec<String> = s
+        .records
+        .windows(2)
+        .filter(|w| violated(&w[0]))
+        .map(|w| {
+            let (newer, older) = (&w[0], &w[1]);
+            let v = newer.straight_line.as_ref().expect("violated");
+            let at = v.at.as_ref().map(label).unwrap_or_default();
+            let m = v.mnemonic.as_deref().unwrap_or("?");
+            match v.reason {
+                Some("from-inside-instruction") => format!(
+                    "#{} to #{}: #{}'s from is inside {m} at {at}",
+                    older.index, newer.index, newer.index
+                ),
+                _ => format!(
+                    "#{} to #{}: {m} at {at} before #{}'s from",
+                    older.index, newer.index, newer.index
+                ),
+            }
+        })
+        .collect();
+    if !detail.is_empty() {
+        line += &format!(" ({})", detail.join("; "));
+    }
+    line += &format!(", {} unchecked", sum.unchecked);
+    if !sum.unchecked_reasons.is_empty() {
+        let r: Vec<String> = sum
+            .unchecked_reasons
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        line += &format!(" ({})", r.join(", "));
+    }
+    line
 }
 
 /// `from -> to` source locations of a branch, if either end has any.

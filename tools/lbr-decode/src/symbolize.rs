@@ -9,7 +9,7 @@
 //! ([`Symbolizer::calibrate_dump`]). Every disagreement between the inputs and the ELF files is a
 //! warning: a vmlinux or module that is not the crashed kernel's.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -18,6 +18,7 @@ use object::SectionIndex;
 use crate::dump::Area;
 use crate::log::Snapshot;
 use crate::output::Place;
+use crate::straight::{self, KernelText, Reason, Verdict};
 use crate::symbols::{parse_printed, Frame, Image, ImageKind, Printed};
 
 /// The ELF images and the runtime-to-link mapping recovered from the inputs.
@@ -27,6 +28,10 @@ pub struct Symbolizer {
     kaslr: Option<u64>,
     /// (module, section index) -> load address of that section.
     bases: HashMap<(String, usize), u64>,
+    /// vmlinux's text and patch sites, for the straight-line check.
+    text: Option<KernelText>,
+    /// Each module's text sections (by section index) and patch sites, likewise.
+    module_text: HashMap<String, BTreeMap<usize, KernelText>>,
 }
 
 /// An address found in an ELF image.
@@ -47,13 +52,20 @@ impl Symbolizer {
         modules: &[PathBuf],
         warnings: &mut Vec<String>,
     ) -> Result<Symbolizer> {
+        let text = vmlinux.map(KernelText::load).transpose()?;
         let vmlinux = load_vmlinux(vmlinux, warnings)?;
         let modules = load_modules(modules)?;
+        let module_text = modules
+            .iter()
+            .map(|(name, img)| Ok((name.clone(), straight::load_module(&img.path)?)))
+            .collect::<Result<_>>()?;
         Ok(Symbolizer {
             vmlinux,
             modules,
             kaslr: None,
             bases: HashMap::new(),
+            text,
+            module_text,
         })
     }
 
@@ -255,6 +267,56 @@ impl Symbolizer {
                 v.code(None, addr.wrapping_sub(self.kaslr?), len)
             }
         }
+    }
+
+    /// The straight-line check ([`crate::straight`]) of the path from runtime address `to`
+    /// (the older record's target, found at `to_place`) to `from` (the newer record's source):
+    /// walked in vmlinux, or in one module section, when both ends are there; a violation's
+    /// address is a runtime one.
+    pub fn straight(&self, to: u64, to_place: &Place, from: u64, from_place: &Place) -> Verdict {
+        let (to_image, from_image) = (to_place.image.as_deref(), from_place.image.as_deref());
+        let walk = |text: &KernelText, base: u64| match text
+            .check(to.wrapping_sub(base), from.wrapping_sub(base))
+        {
+            Verdict::Violated(mut v) => {
+                v.addr = v.addr.wrapping_add(base);
+                Verdict::Violated(v)
+            }
+            v => v,
+        };
+        match (to_image, from_image) {
+            (Some("vmlinux"), Some("vmlinux")) => match (&self.text, self.kaslr) {
+                (Some(text), Some(k)) => walk(text, k),
+                _ => Verdict::Unchecked(Reason::NoVmlinux),
+            },
+            (Some(a), Some(b)) if a == b => {
+                match (self.module_section(to, a), self.module_section(from, a)) {
+                    (Some((s, base)), Some((t, _))) if s == t => {
+                        match self.module_text.get(a).and_then(|m| m.get(&s)) {
+                            Some(text) => walk(text, base),
+                            None => Verdict::Unchecked(Reason::OutsideText),
+                        }
+                    }
+                    (Some(_), Some(_)) => Verdict::Unchecked(Reason::CrossImage),
+                    _ => Verdict::Unchecked(Reason::OutsideText),
+                }
+            }
+            (Some(_), Some(_)) => Verdict::Unchecked(Reason::CrossImage),
+            _ if self.text.is_none() => Verdict::Unchecked(Reason::NoVmlinux),
+            _ => Verdict::Unchecked(Reason::OutsideText),
+        }
+    }
+
+    /// The section of `module` that holds runtime address `addr` (in a symbol), and its base.
+    fn module_section(&self, addr: u64, module: &str) -> Option<(usize, u64)> {
+        let img = self.modules.get(module)?;
+        self.bases
+            .iter()
+            .filter(|((m, _), _)| m == module)
+            .find_map(|((_, sec), base)| {
+                img.containing(addr.wrapping_sub(*base), Some(SectionIndex(*sec)))
+                    .map(|_| (*sec, *base))
+            })
     }
 
     /// `addr` in one of `module`'s sections whose base is known.

@@ -283,6 +283,7 @@ mod tests {
             cycles: None,
             branch_type: None,
             group: None,
+            straight_line: None,
         }
     }
 

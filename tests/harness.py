@@ -43,26 +43,33 @@ def symbols() -> list:
 MIB = 1 << 20
 
 
-def kdump(name: str, crash: str, append: str = "", **kw) -> tuple[Result, Path]:
+def kdump(name: str, crash: str, append: str = "", capture_script: str = "",
+          root_files: tuple[str, ...] = (), disk_mib: int = 640, **kw) -> tuple[Result, Path]:
     """kdump, as fleets collect crash dumps: boots a guest (lbr-dump armed) that loads a capture
     kernel with kexec_file_load (tests/user/kexec.S), then runs `crash`; the panic boots the
     capture kernel, which writes /proc/vmcore to a virtio disk. The disk starts out holding the
     capture kernel and its initramfs (the test initramfs plus a scenario that saves the vmcore),
     which the first kernel reads back to load them. Returns the run and the disk (the vmcore at
-    its start), once the capture kernel said it saved it."""
+    its start), once the capture kernel said it saved it.
+    Then the capture kernel runs `capture_script` (shell), with `root_files` (paths of files in
+    the build root, such as a program and its shared libraries) at the same paths in its
+    initramfs; the disk is `disk_mib` MiB (the default leaves room for the vmcore of 512 MiB of
+    memory)."""
     run_dir = REPO / "out" / "vm" / name
     bz = (kernel_dir("module") / "arch/x86/boot/bzImage").read_bytes()
     capture = prepare_initramfs("module").read_bytes() + scenario_cpio(run_dir / "capture.d", """
 echo "kdump: capture kernel up, vmcore $(stat -c %s /proc/vmcore) bytes"
 dd if=/proc/vmcore of=/dev/vda bs=1M conv=fsync 2>/dev/null
 echo "kdump: vmcore saved"
-""")
+""" + capture_script)
+    if root_files:
+        capture += root_files_cpio(run_dir / "capture-files.d", root_files)
     kmb, imb = -(-len(bz) // MIB), -(-len(capture) // MIB)
     disk = run_dir / "disk.img"
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(disk, "wb") as f:
         f.write(bz.ljust(kmb * MIB, b"\0") + capture)
-        f.truncate(640 * MIB)  # room for the vmcore of 512 MiB of memory
+        f.truncate(disk_mib * MIB)
     script = f"""insmod {MODULE} enable=1
 dd if=/dev/vda bs=1M count={kmb} 2>/dev/null | head -c {len(bz)} > /tmp/bzImage
 dd if=/dev/vda bs=1M skip={kmb} count={imb} 2>/dev/null | head -c {len(capture)} > /tmp/initrd
@@ -78,6 +85,19 @@ sleep 600
     assert "kdump: capture kernel loaded" in con, "kexec_file_load failed:\n" + tail(con)
     assert "kdump: vmcore saved" in con, "the capture kernel did not save the vmcore:\n" + tail(con)
     return res, disk
+
+
+def root_files_cpio(work: Path, paths: tuple[str, ...]) -> bytes:
+    """A cpio archive (newc) of files of the build root at their paths (symbolic links followed),
+    to append to an initramfs; made in directory `work`."""
+    sh("rm", "-rf", str(work))
+    work.mkdir(parents=True)
+    out = work.parent / (work.name + ".cpio")
+    sh("bash", "-c", 'source scripts/common.sh; in_root sh -c \''
+       'w=$1; shift; for p; do mkdir -p "$w/stage$(dirname "$p")" && cp -L "$p" "$w/stage$p"; done; '
+       'cd "$w/stage" && find . | cpio -o -H newc --quiet -R 0:0\' _ "$1" "${@:3}" > "$2"',
+       "_", str(work), str(out), *paths)
+    return out.read_bytes()
 
 
 # Ramoops' memory: reserved from the kernel's use (memmap=SIZE$ADDR, an E820 reserved range,

@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release -p lbr-decode --example bench -- scan DIR [GIB]
 //! cargo run --release -p lbr-decode --example bench -- symbolize VMLINUX ADDRESSES_FILE
+//! cargo run --release -p lbr-decode --example bench -- dump FILE
 //! ```
 //!
 //! `scan` writes a GIB-sized ELF core (default 1) into DIR, with one snapshot area near its end,
@@ -14,7 +15,10 @@
 //! inlined frames for every address in the file (hex, one per line) through `symbols::Image`;
 //! the baselines (binutils `addr2line -f -i`, `llvm-symbolizer --inlining`,
 //! scripts/decode_stacktrace.sh) are run on the same addresses by scripts/bench.sh, which
-//! prints all ratios.
+//! prints all ratios. `dump` times reading a dump file of any format lbr-decode reads
+//! (`Dump::open` + `areas`, best of 3, the file in the page cache) and prints the seconds, the
+//! bytes of memory read, the areas found and the warnings; scripts/bench.sh runs it on a
+//! kdump-compressed dump and times makedumpfile reading the same file.
 
 use std::io::Write;
 use std::path::Path;
@@ -105,12 +109,27 @@ fn symbolize(vmlinux: &Path, addrs: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn dump(path: &Path) -> anyhow::Result<()> {
+    let _ = std::fs::read(path)?;
+    let (t, (memory, found, warnings)) = best(3, || {
+        let d = Dump::open(path).expect("the benchmark dump opens");
+        let mut w = Vec::new();
+        let found = d.areas(&mut w).len();
+        (d.memory_size(), found, w.len())
+    });
+    println!("{t:.3} {memory} {found} {warnings}");
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["scan", dir] => scan(Path::new(dir), 1),
         ["scan", dir, gib] => scan(Path::new(dir), gib.parse()?),
         ["symbolize", vmlinux, addrs] => symbolize(Path::new(vmlinux), Path::new(addrs)),
-        _ => anyhow::bail!("usage: bench scan DIR [GIB] | bench symbolize VMLINUX ADDRESSES"),
+        ["dump", path] => dump(Path::new(path)),
+        _ => anyhow::bail!(
+            "usage: bench scan DIR [GIB] | bench symbolize VMLINUX ADDRESSES | bench dump FILE"
+        ),
     }
 }

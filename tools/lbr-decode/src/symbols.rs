@@ -105,11 +105,7 @@ impl Image {
         if syms.is_empty() {
             bail!("{}: no function symbols (stripped?)", path.display());
         }
-        let by_name = syms
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.name.clone(), i))
-            .collect();
+        let by_name = unique_names(&syms);
         let has_dwarf = file
             .section_by_name(".debug_info")
             .is_some_and(|s| s.size() > 0);
@@ -168,7 +164,9 @@ impl Image {
         Some(bytes)
     }
 
-    /// The function symbol called `name`.
+    /// The function symbol called `name`, if exactly one has that name (static functions of
+    /// different files may share one: `rcu_read_unlock`, `trace_cpu_idle` twice each in the test
+    /// kernel; a name printed by `%pS` then does not say which, so it gives no address).
     pub fn by_name(&self, name: &str) -> Option<&Sym> {
         self.by_name.get(name).map(|&i| &self.syms[i])
     }
@@ -493,6 +491,19 @@ impl Dwarf {
     }
 }
 
+/// Index of each symbol name held by one symbol only (see [`Image::by_name`]).
+fn unique_names(syms: &[Sym]) -> HashMap<String, usize> {
+    let mut seen: HashMap<&str, Option<usize>> = HashMap::new();
+    for (i, s) in syms.iter().enumerate() {
+        seen.entry(&s.name)
+            .and_modify(|e| *e = None)
+            .or_insert(Some(i));
+    }
+    seen.into_iter()
+        .filter_map(|(n, i)| Some((n.to_string(), i?)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -519,5 +530,30 @@ mod tests {
         );
         assert_eq!(parse_printed("0xffff800000001000"), None);
         assert_eq!(parse_printed("f+0x1/"), None);
+    }
+
+    #[test]
+    fn a_name_two_symbols_share_gives_no_address() {
+        // Seen in CI: two static rcu_read_unlock in vmlinux, the map kept the last one, and the
+        // records printed as the other made the KASLR vote disagree ("2 say otherwise").
+        let sym = |addr, name: &str| Sym {
+            addr,
+            size: 0x20,
+            name: name.to_string(),
+            section: None,
+        };
+        let syms = [
+            sym(0x1000, "rcu_read_unlock"),
+            sym(0x2000, "panic"),
+            sym(0x3000, "rcu_read_unlock"),
+            sym(0x4000, "trace_cpu_idle"),
+            sym(0x5000, "trace_cpu_idle"),
+            sym(0x6000, "trace_cpu_idle"),
+        ];
+        let names = unique_names(&syms);
+        assert_eq!(names.get("panic"), Some(&1));
+        assert_eq!(names.get("rcu_read_unlock"), None);
+        assert_eq!(names.get("trace_cpu_idle"), None);
+        assert_eq!(names.len(), 1);
     }
 }

@@ -10,18 +10,13 @@
  * without touching memory through a segment.
  *
  * lbr_dump_cpu_number() wraps that sequence as a C-callable function so that the Rust KUnit
- * suite can check it against the kernel's own CPU number. The stubs inline the sequence
- * (LBR_DUMP_CPU_NUMBER below) rather than call this function.
+ * suite can check it against the kernel's own CPU number. The stubs inline the same macro
+ * (LBR_THIS_CPU, asm/cpunode.h) rather than call this function.
  */
 #include <linux/linkage.h>
 #include <asm/segment.h>
 
-/* \reg = this CPU's number. Clobbers nothing else; flags: ZF (lsl sets it). */
-.macro LBR_DUMP_CPU_NUMBER reg:req
-	movq	$__CPUNODE_SEG, \reg
-	lsl	\reg, \reg			/* \reg = (node << 12) | cpu */
-	andq	$VDSO_CPUNODE_MASK, \reg
-.endm
+#include "cpunode.h"
 
 	.text
 /*
@@ -30,6 +25,6 @@
  * instruction sequence ran on, as for raw_smp_processor_id().
  */
 SYM_FUNC_START(lbr_dump_cpu_number)
-	LBR_DUMP_CPU_NUMBER %rax
+	LBR_THIS_CPU %rax
 	RET
 SYM_FUNC_END(lbr_dump_cpu_number)

@@ -47,6 +47,7 @@
 
 /* Generated from src/layout.rs (Kbuild): LBR_CFG_* (struct capture_config), LBR_CPU_*, LBR_SNAP_*. */
 #include "layout.h"
+#include "cpunode.h"
 
 /* #PF error code bit 4 (arch/x86/include/asm/trap_pf.h X86_PF_INSTR): an instruction fetch. */
 #define PF_INSTR	0x10
@@ -71,16 +72,6 @@ SYM_DATA_END(lbr_dump_capture)
 #define S_ENTRY		40
 #define S_FRAME		72
 
-
-/*
- * LBR_THIS_CPU reg: \reg = this CPU's number, found without %gs: the limit of the per-CPU GDT
- * entry __CPUNODE_SEG (asm/cpu.S). Uses only \reg.
- */
-.macro LBR_THIS_CPU reg:req
-	movq	$__CPUNODE_SEG, \reg
-	lsl	\reg, \reg
-	andq	$VDSO_CPUNODE_MASK, \reg
-.endm
 
 /*
  * LBR_STOP_AREA reg, fail: with \reg = this CPU's number, makes \reg = its save areas in the
@@ -510,7 +501,8 @@ _ASM_NOKPROBE(lbr_dump_panic_entry)
 
 /*
  * LBR_SET_GATE gate, hook: stores the gate's low quadword prepared at arming (config field
- * `hook`: the stop stub's offset bits 31:0 with selector and type; offset bits 63:32, in the
+ * `hook`: the stop stub's offset bits 31:0 with the selector, IST index, type, DPL and P
+ * bits of the gate it replaces (idt.rs `retarget`); offset bits 63:32, in the
  * high quadword, are the handler's, checked at arming by idt.rs prepare_stop) at the IDT alias
  * address in config field `gate`, unless that address is 0 (the gate cannot be hooked). One
  * aligned 8-byte store: a CPU taking that vector sees the old or the new gate, never half of

@@ -17,7 +17,7 @@ put() { # put SRC DST: copy when different
 }
 put "$REPO/Kbuild" "$dst/Makefile"
 put "$REPO/Kconfig" "$dst/Kconfig"
-for f in "$REPO"/src/*.rs "$REPO"/src/*.c "$REPO"/asm/*.S "$REPO"/asm/*.awk; do
+for f in "$REPO"/src/*.rs "$REPO"/src/*.c "$REPO"/asm/*.S "$REPO"/asm/*.h "$REPO"/asm/*.awk; do
 	put "$f" "$dst/${f#"$REPO"/}"
 done
 # Files removed from the repository go from the tree too.

@@ -116,7 +116,8 @@ impl core::fmt::Display for Vectors {
 pub(crate) struct Options {
     /// Which rings' branches are recorded (`all_rings`).
     pub(crate) rings: Rings,
-    /// Which branches are recorded (`filter`).
+    /// Which branches are recorded (`filter`): one the recorder can apply (the load refuses the
+    /// others, lbr_dump.rs `prepare`; the options do not change after it).
     pub(crate) filter: Filter,
     /// The vectors to hook.
     pub(crate) vectors: Vectors,
@@ -510,10 +511,6 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         nmi_freeze,
     } = options;
     may_arm()?;
-    if let Some(why) = filter.unsupported_by(recorder) {
-        pr_err!("refusing to arm: filter={}: {why}; arm with filter=all\n", filter.name());
-        return Err(ENODEV);
-    }
     // TSX is not enumerated yet: format 4's IN_TX/ABORT (FROM bits 62:61) are not reported, as
     // the kernel reads them as off on parts without TSX (lbr_from_signext_quirk_rd()); the
     // address is bits 60:0 either way. The probe refused unsupported recorders already (`force`

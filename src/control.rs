@@ -122,13 +122,15 @@ fn control() -> Option<&'static Mutex<State>> {
     unsafe { CONTROL.load(Ordering::Acquire).as_ref() }
 }
 
-/// The `filter` parameter's value (a [`Filter`] index in [`Filter::ALL`]); glue.c's param ops set
-/// it (at load, or at boot when built in) through [`lbr_dump_filter_set`].
-static FILTER: AtomicU8 = AtomicU8::new(0);
+/// The `filter` parameter's value (`Filter as u8`); glue.c's param ops set it (at load, or at
+/// boot when built in) through [`lbr_dump_filter_set`].
+static FILTER: AtomicU8 = AtomicU8::new(Filter::All as u8);
 
 /// The `filter` parameter.
 pub(crate) fn filter() -> Filter {
-    Filter::ALL[FILTER.load(Ordering::Relaxed) as usize % Filter::ALL.len()]
+    let code = FILTER.load(Ordering::Relaxed);
+    // Only `lbr_dump_filter_set` stores, and only a `Filter`'s code.
+    Filter::ALL.get(usize::from(code)).copied().unwrap_or(Filter::All)
 }
 
 /// Called by glue.c's `filter` param set with the value as given (NUL-terminated).
@@ -143,9 +145,7 @@ pub(crate) unsafe extern "C" fn lbr_dump_filter_set(val: *const c_char) -> c_int
     let name = given.to_str().ok();
     match name.and_then(Filter::from_name) {
         Some(f) => {
-            // PANIC: none: `f` is one of `Filter::ALL`.
-            let i = Filter::ALL.iter().position(|x| *x == f).unwrap_or(0);
-            FILTER.store(i as u8, Ordering::Relaxed);
+            FILTER.store(f as u8, Ordering::Relaxed);
             0
         }
         None => {

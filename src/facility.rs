@@ -81,6 +81,7 @@ pub mod msr {
 /// filter. Every filter keeps far branches (exceptions, interrupts, syscalls, iret): a snapshot's
 /// newest record is the exception's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Filter {
     /// Every taken branch (the default).
     All,
@@ -135,7 +136,7 @@ pub mod arch_ctl {
 }
 
 impl Filter {
-    /// Every filter, in the order the parameter's help names them.
+    /// Every filter, in the order the parameter's help names them: `ALL[f as usize] == f`.
     pub const ALL: [Filter; 3] = [Filter::All, Filter::Functions, Filter::Calls];
 
     /// The parameter's spelling.

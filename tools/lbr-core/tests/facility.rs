@@ -428,6 +428,11 @@ fn filters_map_onto_each_flavours_hardware_filter() {
     assert_eq!(Filter::Functions.arch_type_bits(), 0x7c_0000);
     assert_eq!(Filter::Calls.arch_type_bits(), 0x78_0000);
     for f in Filter::ALL {
+        assert_eq!(
+            Filter::ALL[f as usize],
+            f,
+            "the module stores a filter as its code"
+        );
         assert_eq!(Filter::from_name(f.name()), Some(f));
         assert_eq!(Filter::from_name(&format!("{}\n", f.name())), Some(f));
     }

@@ -133,7 +133,9 @@ impl Container {
                 if first.len() >= len {
                     return Some(Cow::Borrowed(&first[..len]));
                 }
-                let mut v = Vec::with_capacity(len);
+                // Grown from the records' bytes, not reserved from `len` (a header's size): a
+                // gap ends the read before more is held than the flattened file has.
+                let mut v = Vec::with_capacity(len.min(bytes.len()));
                 while v.len() < len {
                     let p = piece(off + v.len() as u64)?;
                     let n = p.len().min(len - v.len());
@@ -893,6 +895,24 @@ mod tests {
             let d = open(have).unwrap();
             assert_eq!(d.areas(&mut Vec::new()).len(), 1, "{name}");
         }
+    }
+
+    #[test]
+    fn a_flat_range_beyond_its_records_is_absent_without_reserving_it() {
+        // Review finding: a crafted flattened file (one 8-byte record at offset 0, one 8 TiB
+        // further) made `get` reserve the whole asked length before finding the gap: an
+        // allocation of terabytes and an abort. The range is simply not in the file.
+        let far = 8 << 40;
+        let mut extents = BTreeMap::new();
+        extents.insert(0, Extent { len: 8, at: 0 });
+        extents.insert(far, Extent { len: 8, at: 8 });
+        let file = Container::Flat {
+            bytes: Bytes::Owned(vec![0xab; 16]),
+            extents,
+            len: far + 8,
+        };
+        assert!(file.get(0, (far + 8) as usize).is_none());
+        assert_eq!(file.get(0, 8).as_deref(), Some(&[0xab; 8][..]));
     }
 
     #[test]

@@ -157,6 +157,24 @@ def header(path: Path) -> dict:
                 dump_level=dump_level, max_mapnr=max_mapnr)
 
 
+def page_flags(path: Path, h: dict) -> dict:
+    """How many page descriptors carry each compression flag (page_desc_t of diskdump_mod.h:
+    offset u64, size u32, flags u32, page_flags u64; one per page set in the second bitmap, from
+    block 1 + sub header blocks + bitmap blocks), read here rather than by lbr-decode: the header's
+    status says what was asked for, the descriptors what makedumpfile did (it stores a page raw,
+    flag 0, where compressing does not shrink it)."""
+    data = path.read_bytes()
+    half = h["bitmap"] // 2 * h["block"]
+    bitmap2 = (1 + h["sub"]) * h["block"] + half
+    pages = sum(bin(b).count("1") for b in data[bitmap2:bitmap2 + -(-h["max_mapnr"] // 8)])
+    base = (1 + h["sub"] + h["bitmap"]) * h["block"]
+    counts = {}
+    for i in range(pages):
+        flags, = struct.unpack_from("<I", data, base + 24 * i + 12)
+        counts[flags] = counts.get(flags, 0) + 1
+    return counts
+
+
 def test_makedumpfile_runs_clean_in_the_capture_kernel(r):
     res, _, _ = dumped()
     lines = [l for l in res.console.splitlines() if l.startswith("dumps: ")]
@@ -185,7 +203,15 @@ def test_each_compression_agrees_with_log(r):
             continue  # its header is in the .R file; the stream is decoded below
         h = header(path)
         assert h["signature"] == b"KDUMP   " and h["block"] == 4096, (name, h)
-        assert h["status"] & (ZLIB | LZO | SNAPPY | ZSTD) == COMPRESSIONS[name.split(".")[0][-2:]], (name, h)
+        want = COMPRESSIONS[name.split(".")[0][-2:]]
+        assert h["status"] & (ZLIB | LZO | SNAPPY | ZSTD) == want, (name, h)
+        # And the pages are compressed that way: none carries another flag, and thousands carry
+        # this one (measured: about 15,000 of 224,000 pages with -c, -l or -z; the others are
+        # stored raw, flag 0), so lbr-decode's scan runs its decompressor on real pages; with -p
+        # (no snappy in Debian's build) every page is raw.
+        flags = page_flags(path, h)
+        assert set(flags) <= {0, want}, (name, flags)
+        assert flags.get(want, 0) > 1000, (name, flags)
     for name, path in sorted(outputs.items()):
         try:
             dump_agrees_with_log(path, logged)

@@ -10,9 +10,11 @@
 //! A log may also start or end inside a snapshot: a pstore dmesg record
 //! (`/sys/fs/pstore/dmesg-ramoops-N`, headed `Oops#1 Part1`, lines in kmsg_dump's syslog format
 //! `<N>[time] text`) holds only the newest text of the log that fits its size, and a console log
-//! may be cut. Either way the records kept are given, and a warning names the ones missing: a
-//! snapshot whose end line is not in the log is a [`Snapshot`] with `complete` false, and the
-//! records of one whose header is not in the log a [`Fragment`].
+//! may be cut. Either way a warning names the records missing: a snapshot whose end line is not
+//! in the log is a [`Snapshot`] with `complete` false (its records are decoded and printed), and
+//! the records of one whose header is not in the log a [`Fragment`], which this library returns
+//! but the command line does not print yet (the header holds the recorder and exception they
+//! belong to): only the warning.
 
 use std::ops::RangeInclusive;
 

@@ -358,7 +358,7 @@ pub fn load_module(path: &Path) -> Result<BTreeMap<usize, KernelText>> {
 }
 
 /// One instruction at `ip`, if the bytes hold a whole valid one.
-fn decode(bytes: &[u8], ip: u64) -> Option<Instruction> {
+pub(crate) fn decode(bytes: &[u8], ip: u64) -> Option<Instruction> {
     let mut d = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
     let insn = d.decode();
     (!insn.is_invalid()).then_some(insn)

@@ -161,18 +161,17 @@ fn thunk(name: &str) -> Option<Thunk> {
     })
 }
 
-/// What the instruction whose first bytes are `code` transfers to a thunk: a call (`e8`), or a
-/// jump (`e9`, `eb`, and conditional `7x`, `0f 8x`: tail calls), after any segment prefix
-/// (`cs`: retpolines are called as `cs call __x86_indirect_thunk_REG` so that the kernel can
-/// patch them into a 6-byte `call *REG`). Recorders without branch types say only where a
-/// branch went; the instruction says whether it called.
+/// What the instruction whose first bytes are `code` transfers to a thunk: a call, or a jump
+/// (unconditional or conditional: tail calls), as iced-x86 decodes it (the straight-line check's
+/// decoder), prefixes included (`cs`: retpolines are called as `cs call __x86_indirect_thunk_REG`
+/// so that the kernel can patch them into a 6-byte `call *REG`). Recorders without branch types
+/// say only where a branch went; the instruction says whether it called. Indirect calls and jumps
+/// do not enter a thunk: none.
 pub fn transfer_of(code: &[u8]) -> Option<Transfer> {
-    let i = code
-        .iter()
-        .position(|b| !matches!(b, 0x2e | 0x3e | 0x26 | 0x36 | 0x64 | 0x65))?;
-    match code[i..] {
-        [0xe8, ..] => Some(Transfer::Call),
-        [0xe9 | 0xeb, ..] | [0x70..=0x7f, ..] | [0x0f, 0x80..=0x8f, ..] => Some(Transfer::Jump),
+    use iced_x86::FlowControl;
+    match crate::straight::decode(code, 0)?.flow_control() {
+        FlowControl::Call => Some(Transfer::Call),
+        FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => Some(Transfer::Jump),
         _ => None,
     }
 }

@@ -59,8 +59,9 @@ impl State {
                     }
                 };
                 let unfiltered = armed.control().is_some_and(|c| !c.filters_rings());
+                let backing = self.found.hypervisor.backing(&self.found.recorder);
                 pr_info!(
-                    "armed: vectors {}, recording {} ({}), panic path {}{}\n",
+                    "armed: vectors {}, recording {} ({}), panic path {}{}{}{}\n",
                     format_args!("{}", armed.hooked),
                     match (self.options.rings, unfiltered) {
                         (_, true) => "all rings (this model has no filter MSR)",
@@ -77,7 +78,10 @@ impl State {
                         PanicPath { panic: true, stop: false } => "on (the panicking CPU only)",
                         PanicPath { panic: false, .. } => "off",
                     },
-                    if self.options.nmi_freeze { ", frozen at every kernel-mode NMI (nmi_freeze)" } else { "" }
+                    if self.options.nmi_freeze { ", frozen at every kernel-mode NMI (nmi_freeze)" } else { "" },
+                    // A guest: where its records come from (probe.rs, hypervisor.rs).
+                    if backing.is_some() { "; " } else { "" },
+                    format_args!("{}", Opt(backing))
                 );
                 self.armed = Some((notifier, armed));
             }
@@ -97,6 +101,18 @@ impl State {
     /// The vectors whose gates point at stubs while armed, else the chosen set.
     fn shown_vectors(&self) -> Vectors {
         self.armed.as_ref().map_or(self.options.vectors, |(_, a)| a.hooked)
+    }
+}
+
+/// Displays the value if there is one, else nothing.
+struct Opt<T>(Option<T>);
+
+impl<T: core::fmt::Display> core::fmt::Display for Opt<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &self.0 {
+            Some(v) => v.fmt(f),
+            None => Ok(()),
+        }
     }
 }
 

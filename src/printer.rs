@@ -285,7 +285,8 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
         flavour: layout.flavour().name(),
         format,
         records: count as u32,
-        state: layout::snapshot_state(s.state, s.ctl_entry, a.area.ctl_armed(), a.area.filter(s.off)),
+        state: layout::snapshot_state(s.state, s.ctl_entry, a.area.ctl_armed(), a.area.filter(s.off))
+            .with_records(count),
         nest,
     };
     let mut l = LineBuf::new();

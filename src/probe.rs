@@ -13,6 +13,14 @@ use crate::facility::{self, msr, Bts, Cpuid, CpuidRegs, Facility, Recorder, Swit
 use crate::ffi;
 use crate::record::{self, Tsx};
 
+// Pure code shared with the host tools: tools/lbr-core includes the same file as a public module,
+// so its items are `pub`, unreachable from outside this crate here.
+#[allow(unreachable_pub)]
+#[path = "hypervisor.rs"]
+pub(crate) mod hypervisor;
+
+use hypervisor::{Hypervisor, Short};
+
 /// The `cpuid` instruction of the CPU this runs on.
 pub(crate) struct CpuidInsn;
 
@@ -119,11 +127,20 @@ pub(crate) struct Found {
     pub(crate) bts: Bts,
     /// The switch was already on when probed: another owner (perf) records with it.
     pub(crate) in_use: bool,
+    /// Who runs this CPU: the records of a guest are what its hypervisor makes of the MSRs.
+    pub(crate) hypervisor: Hypervisor,
+}
+
+/// Why there is no usable recorder, and under which hypervisor (which says what it takes there).
+#[derive(Clone, Copy)]
+pub(crate) struct Refusal {
+    why: Why,
+    hypervisor: Hypervisor,
 }
 
 /// Why there is no usable recorder.
 #[derive(Clone, Copy)]
-pub(crate) enum Refusal {
+enum Why {
     /// CPUID describes none.
     NoRecorder(Facility),
     /// PDCM says PERF_CAPABILITIES exists, but reading it fails.
@@ -144,18 +161,23 @@ pub(crate) enum Refusal {
 /// Identifies the recorder from CPUID and checks on `cpu` that it can be switched on, leaving
 /// the control MSR as it was.
 pub(crate) fn probe(cpu: CpuId) -> Result<Found, Refusal> {
+    let hypervisor = hypervisor::detect(&CpuidInsn);
+    probe_recorder(cpu, hypervisor).map_err(|why| Refusal { why, hypervisor })
+}
+
+fn probe_recorder(cpu: CpuId, hypervisor: Hypervisor) -> Result<Found, Why> {
     let mut facility = facility::identify(&CpuidInsn, None);
     if facility.pdcm {
-        let caps = read_msr(cpu, msr::PERF_CAPABILITIES)
-            .map_err(|e| Refusal::Capabilities(facility, e))?;
+        let caps =
+            read_msr(cpu, msr::PERF_CAPABILITIES).map_err(|e| Why::Capabilities(facility, e))?;
         facility = facility::identify(&CpuidInsn, Some(caps));
     }
     let bts = match facility.ds {
         true => facility::bts(true, read_msr(cpu, msr::MISC_ENABLE).ok()),
         false => Bts::Absent,
     };
-    let recorder = facility.recorder.ok_or(Refusal::NoRecorder(facility))?;
-    let access = |e| Refusal::Access(facility, recorder, e);
+    let recorder = facility.recorder.ok_or(Why::NoRecorder(facility))?;
+    let access = |e| Why::Access(facility, recorder, e);
     let Switch { msr, mask, .. } = recorder.switch();
 
     let old = read_msr(cpu, msr).map_err(access)?;
@@ -169,7 +191,7 @@ pub(crate) fn probe(cpu: CpuId) -> Result<Found, Refusal> {
         let read = read.map_err(access)?;
         restored.map_err(access)?;
         if read & mask == 0 {
-            return Err(Refusal::DoesNotStick {
+            return Err(Why::DoesNotStick {
                 facility,
                 recorder,
                 wrote,
@@ -179,12 +201,13 @@ pub(crate) fn probe(cpu: CpuId) -> Result<Found, Refusal> {
     }
     read_msr(cpu, recorder.first_record_msr()).map_err(access)?;
     record::layout(&recorder, Tsx::Absent)
-        .map_err(|why| Refusal::Unsupported(facility, recorder, why))?;
+        .map_err(|why| Why::Unsupported(facility, recorder, why))?;
     Ok(Found {
         facility,
         recorder,
         bts,
         in_use,
+        hypervisor,
     })
 }
 
@@ -203,7 +226,11 @@ impl fmt::Display for Found {
                 "switches on"
             },
             self.bts
-        )
+        )?;
+        if let Some(b) = self.hypervisor.backing(&self.recorder) {
+            write!(f, "; {}", Short(b))?;
+        }
+        Ok(())
     }
 }
 
@@ -211,39 +238,63 @@ impl Refusal {
     /// The recorder CPUID describes when its switch merely did not stay on (plain QEMU TCG):
     /// the only refusal the `force` parameter may override.
     pub(crate) fn forceable(&self) -> Option<Found> {
-        match *self {
-            Self::DoesNotStick {
+        match self.why {
+            Why::DoesNotStick {
                 facility, recorder, ..
             } => Some(Found {
                 facility,
                 recorder,
                 bts: Bts::Absent,
                 in_use: false,
+                hypervisor: self.hypervisor,
             }),
             _ => None,
         }
     }
 }
 
+impl Why {
+    fn facility(&self) -> &Facility {
+        match self {
+            Self::NoRecorder(fac)
+            | Self::Capabilities(fac, _)
+            | Self::Access(fac, _, _)
+            | Self::Unsupported(fac, _, _)
+            | Self::DoesNotStick { facility: fac, .. } => fac,
+        }
+    }
+}
+
 impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.why)?;
+        let vendor = self.why.facility().signature.vendor;
+        if let Some(hint) = self.hypervisor.refusal_hint(vendor) {
+            write!(f, "; {hint}")?;
+        }
+        f.write_str(": no usable branch recorder")
+    }
+}
+
+impl fmt::Display for Why {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NoRecorder(fac) => write!(
                 f,
                 "{}: CPUID describes no branch recorder lbr-dump supports",
                 fac.signature
-            )?,
+            ),
             Self::Capabilities(fac, e) => write!(
                 f,
                 "{}: CPUID.1:ECX.PDCM is set but {e} (IA32_PERF_CAPABILITIES)",
                 fac.signature
-            )?,
+            ),
             Self::Access(fac, rec, e) => write!(
                 f,
                 "{}: {rec}: {e} (a hypervisor without branch-record pass-through?)",
                 fac.signature
-            )?,
-            Self::Unsupported(fac, rec, why) => write!(f, "{}: {rec}: {why}", fac.signature)?,
+            ),
+            Self::Unsupported(fac, rec, why) => write!(f, "{}: {rec}: {why}", fac.signature),
             Self::DoesNotStick {
                 facility,
                 recorder,
@@ -256,9 +307,8 @@ impl fmt::Display for Refusal {
                     "{}: {recorder}: {} does not stay on (MSR {:#x} reads {read:#x} after \
                      writing {wrote:#x}; an emulator or hypervisor that drops the write?)",
                     facility.signature, sw.name, sw.msr
-                )?
+                )
             }
         }
-        f.write_str(": no usable branch recorder")
     }
 }

@@ -14,8 +14,9 @@
 //! Records come newest first (#0 is the exception itself when recording was on). `STATE` is
 //! `complete`, `torn` (another owner changed the recorder's control MSR during the capture),
 //! `was-off` (recording was off at entry: the records predate this exception), `foreign` (see
-//! [`State::Foreign`]) or `nmi-entry` (a panic from an NMI handler with `nmi_freeze`: the records
-//! stop at that NMI's delivery). `nest=0` is the
+//! [`State::Foreign`]), `nmi-entry` (a panic from an NMI handler with `nmi_freeze`: the records
+//! stop at that NMI's delivery) or `zeroed` (recording was on but every record read as zero:
+//! taken away, see [`State::Zeroed`]). `nest=0` is the
 //! exception that oopsed; when it interrupted the handling of earlier exceptions on the same
 //! stack (IBT: a #CP whose handler BUG()s), their snapshots follow with `nest=1`, `nest=2`, ...
 //! (a line without `nest=` is from an older lbr-dump: read it as 0). The symbols are
@@ -129,6 +130,13 @@ pub enum State {
     /// Recording was on, but with a control value lbr-dump did not write (another owner, such as
     /// perf, reprogrammed the recorder while armed); the records are live, the value was left.
     Foreign,
+    /// Recording was on at entry (complete or foreign), yet not one record was there: every
+    /// record MSR read as zero. A recorder that records holds at least the branch into the
+    /// capture (the exception's delivery, the call into the panic trampoline), so its records
+    /// were taken away: in a KVM guest, the host's perf took the LBR back from the guest's
+    /// virtual LBR event, and KVM answers the guest's reads of the LBR MSRs with 0 while the
+    /// guest's DEBUGCTL.LBR still reads set (hypervisor.rs).
+    Zeroed,
 }
 
 impl State {
@@ -139,6 +147,17 @@ impl State {
             Self::WasOff => "was-off",
             Self::NmiEntry => "nmi-entry",
             Self::Foreign => "foreign",
+            Self::Zeroed => "zeroed",
+        }
+    }
+
+    /// The state once the records are decoded: `Zeroed` for a capture with recording on
+    /// (complete or foreign) that holds `records == 0`; any other state as it is (was-off and
+    /// torn already say why records may be missing).
+    pub fn with_records(self, records: usize) -> Self {
+        match self {
+            Self::Complete | Self::Foreign if records == 0 => Self::Zeroed,
+            s => s,
         }
     }
 }
@@ -307,6 +326,7 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             "was-off" => State::WasOff,
             "nmi-entry" => State::NmiEntry,
             "foreign" => State::Foreign,
+            "zeroed" => State::Zeroed,
             _ => return None,
         };
         let nest = match t.next() {

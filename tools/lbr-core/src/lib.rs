@@ -10,6 +10,8 @@
 
 #[path = "../../../src/facility.rs"]
 pub mod facility;
+#[path = "../../../src/hypervisor.rs"]
+pub mod hypervisor;
 #[path = "../../../src/layout.rs"]
 pub mod layout;
 #[path = "../../../src/record.rs"]

@@ -400,7 +400,8 @@ fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>
                     s.ctl_entry,
                     h.ctl_armed,
                     s.filter.zip(h.filter.map(|(_, armed)| armed)),
-                ),
+                )
+                .with_records(recs.len()),
                 nest: None,
                 announced: recs.len() as u32,
                 records: recs,

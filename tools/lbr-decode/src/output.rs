@@ -168,7 +168,7 @@ pub struct SnapshotOut {
     pub flavour: String,
     /// The recorder's record format.
     pub format: u32,
-    /// How the capture went: complete, torn, was-off, foreign or nmi-entry.
+    /// How the capture went: complete, torn, was-off, foreign, nmi-entry or zeroed.
     pub state: &'static str,
     /// 0: the oopsing exception; N: the exception it interrupted N levels out (absent when the
     /// log does not say, and for dumps).
@@ -447,6 +447,7 @@ fn state_name(state: State) -> &'static str {
         State::WasOff => "was-off",
         State::Foreign => "foreign",
         State::NmiEntry => "nmi-entry",
+        State::Zeroed => "zeroed",
     }
 }
 

@@ -5,9 +5,11 @@
 use crate::model::{self, Model};
 
 /// Plugin arguments: `model=NAME` (required), `format=N`, `depth=N`, `timed=on|off` (Arch LBR),
-/// `erratum1452=N` (LbrExtV2), `log=PATH`, `trace=on|off`, `cost=on|off`.
+/// `erratum1452=N` (LbrExtV2), `log=PATH`, `trace=on|off`, `cost=on|off`, `hypervisor=kvm`.
 pub struct Config {
     pub model: Model,
+    /// `hypervisor=kvm`: the guest sees KVM's CPUID signature ([`model::Hypervisor`]).
+    pub hypervisor: Option<model::Hypervisor>,
     pub log: Option<String>,
     pub trace: bool,
     pub cost: bool,
@@ -17,6 +19,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
     let mut model = None;
     let (mut format, mut depth, mut log, mut trace, mut cost) = (None, None, None, false, false);
     let (mut timed, mut erratum1452) = (None, None);
+    let mut hypervisor = None;
     for arg in args {
         let (k, v) = arg
             .split_once('=')
@@ -44,10 +47,14 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             "log" => log = Some(v.to_string()),
             "trace" => trace = on_off(v)?,
             "cost" => cost = on_off(v)?,
+            "hypervisor" => match v {
+                "kvm" => hypervisor = Some(model::Hypervisor::Kvm),
+                _ => return Err(format!("hypervisor={v}: only kvm")),
+            },
             _ => {
                 return Err(format!(
                     "unknown argument {k:?} (model, format, depth, timed, erratum1452, log, trace, \
-                     cost)"
+                     cost, hypervisor)"
                 ))
             }
         }
@@ -65,8 +72,21 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
     if let Some(n) = erratum1452 {
         model = model.with_erratum1452(n)?;
     }
+    if hypervisor.is_some()
+        && matches!(
+            model.flavour,
+            model::Flavour::Arch { .. } | model::Flavour::AmdV2 { .. }
+        )
+    {
+        // arch/x86/kvm (7.3): no CPUID.(7,0):EDX[19] and no CPUID 0x80000022 EAX[1] for guests.
+        return Err(format!(
+            "hypervisor=kvm: KVM gives guests only legacy LBR and the AMD single record, not {}'s",
+            model.name
+        ));
+    }
     Ok(Config {
         model,
+        hypervisor,
         log,
         trace,
         cost,
@@ -106,6 +126,9 @@ mod tests {
                 timed: false
             }
         );
+        let c = parse_args(["model=skylake", "hypervisor=kvm"]).unwrap();
+        assert_eq!(c.hypervisor, Some(model::Hypervisor::Kvm));
+        assert_eq!(parse_args(["model=amd"]).unwrap().hypervisor, None);
         let c = parse_args(["model=zen4", "erratum1452=3"]).unwrap();
         assert_eq!(
             c.model.flavour,
@@ -141,6 +164,18 @@ mod tests {
             (&["model"], "argument \"model\" is not key=value"),
             (&["model=skylake", "trace=yes"], "trace=yes: on or off"),
             (&["model=skylake", "cost=1"], "cost=1: on or off"),
+            (
+                &["model=skylake", "hypervisor=xen"],
+                "hypervisor=xen: only kvm",
+            ),
+            (
+                &["model=sapphirerapids", "hypervisor=kvm"],
+                "hypervisor=kvm: KVM gives guests only legacy LBR",
+            ),
+            (
+                &["model=zen4", "hypervisor=kvm"],
+                "hypervisor=kvm: KVM gives guests only legacy LBR",
+            ),
             (
                 &["model=skylake", "timed=off"],
                 "timed= applies to Arch LBR models",

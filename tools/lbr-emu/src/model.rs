@@ -304,6 +304,33 @@ impl Model {
     }
 }
 
+/// A hypervisor the emulator presents to the guest (`hypervisor=kvm`), so that the guest kernel
+/// and lbr-dump see a KVM guest (the kernel's `kvm_detect()`: CPUID.1:ECX[31] and KVM's signature
+/// at leaf 0x40000000, include/uapi/asm/kvm_para.h) while the emulator still provides the
+/// records and their ground truth. Leaf 0x40000001 (KVM's paravirtual features) reads 0: there
+/// is no KVM behind the signature, so the guest must use none of its interfaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hypervisor {
+    Kvm,
+}
+
+impl Hypervisor {
+    /// Rewrites the result of `cpuid` (leaf) as a KVM guest sees it.
+    pub fn cpuid(self, leaf: u32, regs: [u32; 4]) -> [u32; 4] {
+        let [a, b, c, d] = regs;
+        let w = |s: &[u8]| u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        const SIG: &[u8; 12] = b"KVMKVMKVM\0\0\0";
+        match (self, leaf) {
+            (_, 1) => [a, b, c | 1 << 31, d],
+            (Hypervisor::Kvm, 0x4000_0000) => {
+                [0x4000_0001, w(&SIG[0..4]), w(&SIG[4..8]), w(&SIG[8..12])]
+            }
+            (Hypervisor::Kvm, 0x4000_0001) => [0; 4],
+            _ => regs,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +341,24 @@ mod tests {
             assert_eq!(find(m.name), Some(*m));
         }
         assert_eq!(find("pentium"), None);
+    }
+
+    #[test]
+    fn kvm_signature() {
+        let kvm = Hypervisor::Kvm;
+        // The hypervisor bit, and nothing else of leaf 1.
+        assert_eq!(
+            kvm.cpuid(1, [0x506e3, 7, 0x1234, 9]),
+            [0x506e3, 7, 0x8000_1234, 9]
+        );
+        // "KVMKVMKVM\0\0\0" in EBX, ECX, EDX (little-endian words), the highest leaf 0x40000001.
+        assert_eq!(
+            kvm.cpuid(0x4000_0000, [0x4000_0010, 1, 2, 3]),
+            [0x4000_0001, 0x4b4d_564b, 0x564b_4d56, 0x4d]
+        );
+        assert_eq!(kvm.cpuid(0x4000_0001, [1, 2, 3, 4]), [0; 4]);
+        assert_eq!(kvm.cpuid(0x4000_0010, [1, 2, 3, 4]), [1, 2, 3, 4]);
+        assert_eq!(kvm.cpuid(7, [1, 2, 3, 4]), [1, 2, 3, 4]);
     }
 
     #[test]

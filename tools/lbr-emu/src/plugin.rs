@@ -88,6 +88,7 @@ struct Cpu {
 
 struct Emu {
     model: Model,
+    hypervisor: Option<crate::model::Hypervisor>,
     cpus: Vec<Mutex<Cpu>>,
     sb: Scoreboard<Sb>,
     log: Option<Mutex<BufWriter<File>>>,
@@ -397,6 +398,7 @@ fn install(id: PluginId, info: &Install) -> Result<(), String> {
         .collect();
     let e = Emu {
         model: cfg.model,
+        hypervisor: cfg.hypervisor,
         cpus,
         sb: Scoreboard::alloc(),
         log,

@@ -169,7 +169,10 @@ pub(super) extern "C" fn on_cpuid_done(vcpu: c_uint, _: *mut c_void) {
     if leaf == 0 {
         check_vendor(e, old);
     }
-    let new = e.model.cpuid(leaf, sub, old, cpu.orig_max[range]);
+    let mut new = e.model.cpuid(leaf, sub, old, cpu.orig_max[range]);
+    if let Some(h) = e.hypervisor {
+        new = h.cpuid(leaf, new);
+    }
     for i in 0..4 {
         if new[i] != old[i] {
             hs[i].write(new[i] as u64);

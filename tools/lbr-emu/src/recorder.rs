@@ -355,14 +355,36 @@ impl Recorder {
     }
 
     /// An exception or interrupt is delivered (recorded as a far branch): the Last Exception
-    /// Record (Intel LER, AMD LastException) first takes the newest branch before it.
+    /// Record (Intel LER, AMD LastException) first takes the newest branch before it, where the
+    /// recorder keeps one ([`Recorder::keeps_ler`]).
     pub fn event(&mut self, b: &Branch) -> bool {
-        if self.on() {
+        if self.on() && self.keeps_ler() {
             if let Some(n) = self.newest {
-                self.ler = (n.from, n.to);
+                self.ler = (self.ler_from(n.from), n.to);
             }
         }
         self.branch(b)
+    }
+
+    /// Whether an event updates the last exception record while recording. Not on LbrExtV2:
+    /// the APM (vol. 2, 13.1.1, "Control-Transfer Recording MSRs") has LastIntFromIP/ToIP
+    /// loaded from LastBranchFromIP/ToIP by the recording DebugCtl.LBR switches on; LBRV2EN
+    /// switches the LBR stack on (the kernel's amd/lbr.c sets it alone), and the emulator
+    /// models no DebugCtl.LBR recording on LbrExtV2 models (LastBranchFromIP reads 0 there).
+    fn keeps_ler(&self) -> bool {
+        !matches!(self.model.flavour, Flavour::AmdV2 { .. })
+    }
+
+    /// MSR_LER_FROM_LIP's value for a branch from `from`. Legacy format 4 (no TSX emulated):
+    /// bits 62:61 clear, as branch captures leave the stack's FROM on parts without TSX (Xen's
+    /// vmx.c lbr_tsx_fixup_check(): "Experimentally, MSR_LER_FROM_LIP (1DDH) is similarly
+    /// impacted" by errata HSM182/BDM127), bit 63 the address's own. Otherwise the address:
+    /// the SDM describes the LER MSRs as linear addresses, with no flags.
+    fn ler_from(&self, from: u64) -> u64 {
+        match self.model.flavour {
+            Flavour::Legacy { format: 4, .. } => from & !(0b11 << 61),
+            _ => from,
+        }
     }
 
     /// #DB delivery: the processor clears DEBUGCTL.LBR (Intel legacy, AMD; Arch LBR: LBREn).
@@ -778,6 +800,35 @@ mod tests {
                 now_on: false
             }
         );
+    }
+
+    #[test]
+    fn last_exception_record_by_flavour() {
+        let ler_of = |model: &str| {
+            let mut r = Recorder::new(find(model).unwrap());
+            on(&mut r);
+            r.branch(&br(K_FROM, K_TO, Kind::CallRel, 0));
+            r.event(&br(K_TO + 4, 0xffff_ffff_8200_0000, Kind::Far, 0));
+            (r.rdmsr(MSR_LER_FROM), r.rdmsr(MSR_LER_TO), r)
+        };
+        // Format 4: FROM bits 62:61 clear, bit 63 the address's (0xffff... -> 0x9fff...).
+        let (from, to, r) = ler_of("haswell");
+        assert_eq!(
+            (from, to),
+            (r.done(0x9fff_ffff_8100_1234, true), r.done(K_TO, true))
+        );
+        // Formats 3, 5, 6 and Arch LBR: the addresses.
+        for model in ["nehalem", "skylake", "goldmont-plus", "sapphirerapids"] {
+            let (from, to, r) = ler_of(model);
+            assert_eq!(
+                (from, to),
+                (r.done(K_FROM, true), r.done(K_TO, true)),
+                "{model}"
+            );
+        }
+        // LbrExtV2 on LBRV2EN alone: the pair keeps its value (0 since reset).
+        let (from, to, r) = ler_of("zen4");
+        assert_eq!((from, to), (r.done(0, true), r.done(0, true)));
     }
 
     #[test]

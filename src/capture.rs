@@ -370,6 +370,14 @@ impl Area {
         })
     }
 
+    /// The last exception record's raw FROM and TO values in the snapshot at `snap` (None: the
+    /// recorder has none), after the records' values (layout.rs).
+    pub(crate) fn ler(&self, snap: usize) -> Option<(u64, u64)> {
+        let m = u32::from_le_bytes([0, 1, 2, 3].map(|i| self.byte(hdr::LER_FROM_MSR + i)));
+        let at = snap + layout::snap::VALUES + 8 * self.layout.values();
+        (m != 0).then(|| (self.u64_at(at), self.u64_at(at + 8)))
+    }
+
     /// The layout checksum of `len` bytes at `off`, skipping the field at `off + skip`, read
     /// with volatile loads.
     pub(crate) fn checksum(&self, off: usize, len: usize, skip: usize) -> u64 {
@@ -542,7 +550,7 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         )
     })?;
     let armed_value = control.armed(rdmsr_on_this_cpu(control.switch.msr)?);
-    write_header(&area, &control, armed_value, &msrs[..n], text_base);
+    write_header(&area, &control, armed_value, &msrs[..n], recorder.last_exception(), text_base);
 
     let saved = Saved::new(control, armed_value, &msrs[..n], nr_cpus)?;
     let stop_save = Pages::new(nr_cpus * layout::stop::CPU_SIZE).inspect_err(|_| {
@@ -703,21 +711,35 @@ fn detach_panic_path(path: &mut PanicPath) {
 /// arming again would write the configuration they read while they run. Arming is refused.
 static DETACH_FAILED: AtomicBool = AtomicBool::new(false);
 
-/// The MSRs each capture reads: the records, then the filter MSR (LBR_SELECT), whose value tells
-/// whether another owner changed the filtering (layout.rs).
-fn capture_msrs(recorder: &Recorder, layout: &Encoding, control: &Control) -> ([u32; MAX_VALUES + 1], usize) {
-    let mut msrs = [0u32; MAX_VALUES + 1];
+/// The most MSRs a capture reads: the records, the last exception record's two, the filter MSR.
+const MAX_MSRS: usize = MAX_VALUES + 3;
+
+/// The MSRs each capture reads: the records, then the last exception record's FROM and TO where
+/// the recorder has one, then the filter MSR (LBR_SELECT), whose value tells whether another
+/// owner changed the filtering (layout.rs).
+fn capture_msrs(recorder: &Recorder, layout: &Encoding, control: &Control) -> ([u32; MAX_MSRS], usize) {
+    let mut msrs = [0u32; MAX_MSRS];
     let mut n = record::capture_list(recorder, layout, &mut msrs);
-    if let Some((m, _)) = control.filter {
-        // PANIC: none: capture_list fills at most MAX_VALUES entries, the array has one more.
+    let ler = recorder.last_exception();
+    let extra = [ler.map(|(from, _)| from), ler.map(|(_, to)| to), control.filter.map(|(m, _)| m)];
+    for m in extra.into_iter().flatten() {
+        // PANIC: none: capture_list fills at most MAX_VALUES entries, the array has three more.
         msrs[n] = m;
         n += 1;
     }
     (msrs, n)
 }
 
-/// Fills the area's self-describing header and MSR list (layout.rs), then its checksum.
-fn write_header(area: &Area, control: &Control, armed_value: u64, msrs: &[u32], text_base: u64) {
+/// Fills the area's self-describing header and MSR list (layout.rs), then its checksum. `ler`:
+/// the last exception record's MSRs, where the capture reads them (after the records).
+fn write_header(
+    area: &Area,
+    control: &Control,
+    armed_value: u64,
+    msrs: &[u32],
+    ler: Option<(u32, u32)>,
+    text_base: u64,
+) {
     let g = area.geometry;
     let layout = area.layout;
     let (format, flags) = layout.codes();
@@ -739,6 +761,8 @@ fn write_header(area: &Area, control: &Control, armed_value: u64, msrs: &[u32], 
         (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
         (hdr::CTL_MSR, control.switch.msr),
         (hdr::FILTER_MSR, control.filter.map_or(0, |(m, _)| m)),
+        (hdr::LER_FROM_MSR, ler.map_or(0, |(from, _)| from)),
+        (hdr::LER_TO_MSR, ler.map_or(0, |(_, to)| to)),
     ] {
         area.put(off, &v.to_le_bytes());
     }

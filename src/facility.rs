@@ -75,6 +75,11 @@ pub mod msr {
     pub const LAST_BRANCH_TO_IP: u32 = 0x1dc;
     /// MSR_AMD64_LBR_SELECT (LbrExtV2's filter).
     pub const AMD_LBR_SELECT: u32 = 0xc000_010e;
+    /// MSR_IA32_LASTINTFROMIP: Intel MSR_LER_FROM_LIP / IA32_LER_FROM_IP, AMD LastIntFromIP
+    /// (the last exception record's source).
+    pub const LER_FROM: u32 = 0x1dd;
+    /// MSR_IA32_LASTINTTOIP: Intel MSR_LER_TO_LIP / IA32_LER_TO_IP, AMD LastIntToIP.
+    pub const LER_TO: u32 = 0x1de;
 }
 
 /// Which branches are recorded (the `filter` parameter), mapped onto each flavour's hardware
@@ -453,6 +458,38 @@ impl Recorder {
                 mask: 1 << 6,
                 name: "DBG_EXTN_CFG.LBRV2EN",
             },
+        }
+    }
+
+    /// The last exception record's MSRs (FROM, TO), where this recorder keeps one while
+    /// lbr-dump records with it: the last branch taken before the most recent exception or
+    /// interrupt.
+    ///
+    /// - Intel model-specific LBR: MSR_LER_FROM_LIP / MSR_LER_TO_LIP at 0x1DD / 0x1DE on every
+    ///   model of [`INTEL_LBR_MODELS`] (SDM vol. 3B, "Last Exception Records": "Core 2 Duo, Core
+    ///   i7 and Atom processors provide two MSRs ... a branch record for the last branch that
+    ///   the processor took prior to an exception or interrupt being generated"; SDM vol. 4's
+    ///   per-family MSR tables list them from Core 2 on, as Xen's vmx.c LBR lists do for every
+    ///   family 6 generation; Pentium 4's are elsewhere, 0x1D7/0x1D8, and lbr-dump does not know
+    ///   its LBR). Arming reads them on every CPU with the exception-safe accessor like every
+    ///   captured MSR: a part without them refuses arming with the reason, it does not fault.
+    /// - Intel Arch LBR: IA32_LER_FROM_IP / IA32_LER_TO_IP, architectural with Arch LBR (SDM
+    ///   vol. 3B, "Last Branch Records": the LER MSRs are part of the Arch LBR state, XSAVE
+    ///   component 15, the kernel's `struct arch_lbr_state` ler_from, ler_to, ler_info).
+    ///   IA32_LER_INFO (0x1E0, the record's flags) is not captured: lbr-dump gives the last
+    ///   exception record's two addresses.
+    /// - AMD single record: LastIntFromIP / LastIntToIP (APM vol. 2, 13.1.1 "Control-Transfer
+    ///   Recording MSRs"): with DebugCtl.LBR set, the processor copies LastBranchFromIP/ToIP
+    ///   there when it takes an exception or interrupt, before recording the event itself.
+    /// - AMD LbrExtV2: none. The LastInt pair belongs to the DebugCtl.LBR recording above;
+    ///   lbr-dump switches LbrExtV2 on with DBG_EXTN_CFG.LBRV2EN alone (as the kernel's
+    ///   amd/lbr.c does), which records the LBR stack and leaves that pair as it was.
+    pub fn last_exception(&self) -> Option<(u32, u32)> {
+        match self {
+            Self::IntelLegacy(_) | Self::IntelArch(_) | Self::AmdSingle => {
+                Some((msr::LER_FROM, msr::LER_TO))
+            }
+            Self::AmdLbrV2 { .. } => None,
         }
     }
 

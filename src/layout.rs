@@ -36,7 +36,11 @@
 //!               each snapshot's last value is the filter as the capture found it
 //! 0x09c   4     reserved, zero
 //! 0x0a0   8     filter value lbr-dump writes when arming
-//! 0x0a8   ...   zero up to HEADER_SIZE
+//! 0x0a8   4     last exception record's FROM MSR (Intel LER, AMD LastIntFromIP), 0: none; when
+//!               set, the MSR list holds it and the TO MSR right after the records' values
+//!               (Encoding::values of them), so each snapshot holds the pair there
+//! 0x0ac   4     last exception record's TO MSR (0 exactly when the FROM MSR is 0)
+//! 0x0b0   ...   zero up to HEADER_SIZE
 //!
 //! CPU block (at cpu_offset + cpu * cpu_block_size):
 //! 0x00    8     count: snapshots taken on this CPU (the next goes to slot count % ring)
@@ -71,8 +75,8 @@
 
 /// "LBRDUMP\0".
 pub const MAGIC: [u8; 8] = *b"LBRDUMP\0";
-/// Layout version; bumped on any incompatible change.
-pub const VERSION: u32 = 2;
+/// Layout version; bumped on any incompatible change (3: the last exception record).
+pub const VERSION: u32 = 3;
 /// Size of the area header; CPU blocks start at a page boundary after it.
 pub const HEADER_SIZE: usize = 0x100;
 /// Size of a CPU block's header.
@@ -107,6 +111,8 @@ pub mod hdr {
     pub const CTL_ARMED: usize = 0x90;
     pub const FILTER_MSR: usize = 0x98;
     pub const FILTER_ARMED: usize = 0xa0;
+    pub const LER_FROM_MSR: usize = 0xa8;
+    pub const LER_TO_MSR: usize = 0xac;
 }
 
 /// CPU block header field offsets.
@@ -395,6 +401,9 @@ pub struct AreaHeader<'a> {
     /// The filter MSR (LBR_SELECT) and the value written to it to record; its value at each
     /// capture is the snapshot's last raw value.
     pub filter: Option<(u32, u64)>,
+    /// The last exception record's MSRs (FROM, TO), when the recorder has one; their values at
+    /// each capture follow the records' values.
+    pub ler: Option<(u32, u32)>,
 }
 
 impl<'a> AreaHeader<'a> {
@@ -448,8 +457,13 @@ impl<'a> AreaHeader<'a> {
             0 => None,
             m => Some((m, le64(b, hdr::FILTER_ARMED))),
         };
+        let ler = match (le32(b, hdr::LER_FROM_MSR), le32(b, hdr::LER_TO_MSR)) {
+            (0, 0) => None,
+            (0, _) | (_, 0) => return Err(AreaError::Field("last exception record MSRs")),
+            pair => Some(pair),
+        };
         field(
-            layout.values() + filter.is_some() as usize == g.nr_values,
+            layout.values() + 2 * ler.is_some() as usize + filter.is_some() as usize == g.nr_values,
             "value count",
         )?;
         field(
@@ -483,6 +497,7 @@ impl<'a> AreaHeader<'a> {
             ctl_msr: le32(b, hdr::CTL_MSR),
             ctl_armed: le64(b, hdr::CTL_ARMED),
             filter,
+            ler,
         })
     }
 
@@ -515,6 +530,10 @@ impl<'a> AreaHeader<'a> {
             filter: self
                 .filter
                 .map(|_| le64(b, snap::VALUES + 8 * (self.geometry.nr_values - 1))),
+            ler: self.ler.map(|_| {
+                let at = snap::VALUES + 8 * self.layout.values();
+                (le64(b, at), le64(b, at + 8))
+            }),
             sealed: match stored {
                 0 => None,
                 s => Some(s == checksum(b, snap::CHECKSUM)),
@@ -547,6 +566,9 @@ pub struct SnapshotView<'a> {
     pub rsp: u64,
     /// The filter MSR's value at the capture (when the header names a filter MSR).
     pub filter: Option<u64>,
+    /// The last exception record's raw FROM and TO values at the capture (when the header names
+    /// its MSRs; [`crate::record::last_exception`] decodes them).
+    pub ler: Option<(u64, u64)>,
     /// `None`: not sealed (the oops printer seals the snapshot it prints); else whether the
     /// checksum matches.
     pub sealed: Option<bool>,

@@ -43,7 +43,7 @@ use crate::capture::Armed;
 use crate::ffi;
 use crate::layout::{self, snap};
 use crate::record;
-use crate::report::{Header, Kind, RecordLine};
+use crate::report::{Header, Kind, LerLine, RecordLine};
 
 /// The armed state the notifiers read; set after arming, cleared before disarming.
 pub(crate) static ARMED: AtomicPtr<Armed> = AtomicPtr::new(ptr::null_mut());
@@ -315,6 +315,19 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
                 )
             };
         }
+    }
+    if let Some(ler) = a.area.ler(s.off).and_then(|(f, t)| record::last_exception(layout, f, t)) {
+        let mut l = LineBuf::new();
+        let _ = write!(l, "{}", LerLine { from: ler.from, to: ler.to });
+        // SAFETY: as for the record lines above.
+        unsafe {
+            bindings::_printk(
+                c"\x013lbr_dump: %s | %pS -> %pS\n".as_ptr().cast(),
+                l.as_ptr(),
+                ler.from as *const c_void,
+                ler.to as *const c_void,
+            )
+        };
     }
     let mut l = LineBuf::new();
     let _ = write!(l, "end cpu={} seq={}", s.cpu, s.seq);

@@ -492,6 +492,49 @@ impl Iterator for Records<'_> {
     }
 }
 
+/// The last exception record (Intel LER, AMD LastException; [`Recorder::last_exception`]) from
+/// its FROM and TO values, as a [`Branch`] with the two addresses and no flags; `None` when both
+/// are 0 (nothing recorded since the recorder was reset).
+///
+/// Intel legacy LBR: the SDM gives IA32_PERF_CAPABILITIES.LBR_FMT as "the format of the address
+/// that is stored in the LBR stack" (vol. 3B, "LBR Stack and Intel 64 Processors") and describes
+/// MSR_LER_FROM_LIP / TO_LIP only as the linear addresses of the last branch (vol. 4), so
+/// lbr-dump reads no flag in them and takes the address out of whatever bits the format may use
+/// for flags: FROM as a record's FROM, sign-extended above bit 62 for formats 3 and 6 (bit 63
+/// the stack's mispredict flag), above bit 60 for format 4 (bits 62:61 TSX flags, or, on parts
+/// without TSX, left clear by the hardware: Xen's vmx.c `lbr_tsx_fixup_check()` found
+/// MSR_LER_FROM_LIP "similarly impacted" as the stack's FROM MSRs by Haswell erratum HSM182 and
+/// Broadwell BDM127); TO sign-extended above bit 47 for format 6 (the stack's TO[63:48] hold
+/// cycles) and above bit 60 for format 4 (Broadwell erratum BDF93: MSR_LER_TO_LIP bits 63:61 may
+/// not equal bit 47, "software should sign extend the MSR"). A canonical address comes out of
+/// each of these unchanged (for format 6 a 4-level one: Goldmont and Goldmont Plus have no
+/// 5-level paging). Intel Arch LBR (IA32_LER_FROM_IP / TO_IP) and the AMD single record
+/// (LastIntFromIP / ToIP): the addresses as they are, like their records'.
+pub fn last_exception(layout: Encoding, from: u64, to: u64) -> Option<Branch> {
+    if from == 0 && to == 0 {
+        return None;
+    }
+    let (from, to) = match layout {
+        Encoding::IntelLegacy {
+            format, tsx, info, ..
+        } => {
+            let caps = LegacyCaps::of(format, tsx, info);
+            let to_bits = match format {
+                6 => TIME_CYCLES_SHIFT,
+                4 => FORMAT4_ADDR_BITS,
+                _ => 64,
+            };
+            (sign_extend(from, caps.from_bits), sign_extend(to, to_bits))
+        }
+        Encoding::IntelArch { .. } | Encoding::AmdLbrV2 { .. } | Encoding::AmdSingle => (from, to),
+    };
+    Some(Branch {
+        from,
+        to,
+        ..Branch::default()
+    })
+}
+
 /// What a legacy format's records hold, computed once per snapshot from the format number (the
 /// kernel's `lbr_has_info`, `lbr_from_flags` and `lbr_to_cycles`, set by
 /// `intel_pmu_lbr_init_*()`), so that decoding a record matches on no format number. SDM vol. 3B

@@ -8,10 +8,15 @@
 //! ```text
 //! lbr_dump: v1 cpu=C seq=S vector=V (#NAME) error=0xE rip=0xR cr2=0xA flavour=F format=N records=K state=STATE nest=D
 //! lbr_dump: #I 0xFROM -> 0xTO [mispred] [in_tx] [abort] [spec] [cycles=N] [type=T] | FROM_SYM -> TO_SYM
+//! lbr_dump: ler 0xFROM -> 0xTO | FROM_SYM -> TO_SYM
 //! lbr_dump: end cpu=C seq=S
 //! lbr_dump: v1 cpu=C none: REASON
 //! ```
-//! Records come newest first (#0 is the exception itself when recording was on). `STATE` is
+//! Records come newest first (#0 is the exception itself when recording was on). The `ler` line,
+//! after the records, is the last exception record (Intel LER, AMD LastException:
+//! [`crate::facility::Recorder::last_exception`]), the last branch the CPU took before the most
+//! recent exception or interrupt it took while recording, whether or not that branch is still
+//! among the records; printed only where the recorder has one and it holds a branch. `STATE` is
 //! `complete`, `torn` (another owner changed the recorder's control MSR during the capture),
 //! `was-off` (recording was off at entry: the records predate this exception), `foreign` (see
 //! [`State::Foreign`]), `nmi-entry` (a panic from an NMI handler with `nmi_freeze`: the records
@@ -247,6 +252,21 @@ impl fmt::Display for RecordLine {
     }
 }
 
+/// The part of the last exception record's line before the symbols: `ler 0xFROM -> 0xTO`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LerLine {
+    /// Its source and target ([`crate::record::last_exception`]).
+    pub from: u64,
+    /// See [`LerLine::from`].
+    pub to: u64,
+}
+
+impl fmt::Display for LerLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ler {:#018x} -> {:#018x}", self.from, self.to)
+    }
+}
+
 /// One parsed line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Line<'a> {
@@ -256,6 +276,15 @@ pub enum Line<'a> {
     Record {
         /// The record.
         record: RecordLine,
+        /// `%pS` of `from`.
+        from_sym: Option<&'a str>,
+        /// `%pS` of `to`.
+        to_sym: Option<&'a str>,
+    },
+    /// The snapshot's last exception record, with the kernel's symbols when present.
+    Ler {
+        /// The record.
+        ler: LerLine,
         /// `%pS` of `from`.
         from_sym: Option<&'a str>,
         /// `%pS` of `to`.
@@ -353,11 +382,26 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
         let seq = num(field(t.next(), "seq")?)?;
         return Some(Line::End { cpu, seq });
     }
+    if let Some(r) = rest.strip_prefix("ler ") {
+        let (raw, syms) = split_symbols(r)?;
+        let mut t = raw.split(' ');
+        let from = addr(t.next()?)?;
+        if t.next()? != "->" {
+            return None;
+        }
+        let to = addr(t.next()?)?;
+        if t.next().is_some() {
+            return None;
+        }
+        let (from_sym, to_sym) = syms;
+        return Some(Line::Ler {
+            ler: LerLine { from, to },
+            from_sym,
+            to_sym,
+        });
+    }
     let r = rest.strip_prefix('#')?;
-    let (raw, syms) = match r.split_once(" | ") {
-        Some((raw, syms)) => (raw, Some(syms)),
-        None => (r, None),
-    };
+    let (raw, (from_sym, to_sym)) = split_symbols(r)?;
     let mut t = raw.split(' ');
     let index = num(t.next()?)? as u32;
     let from = addr(t.next()?)?;
@@ -387,17 +431,24 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             }
         }
     }
-    // Symbols are optional, but a symbol part without its separator was cut.
-    let (from_sym, to_sym) = match syms {
-        Some(s) => {
-            let (f, t) = s.split_once(" -> ")?;
-            (Some(f), Some(t))
-        }
-        None => (None, None),
-    };
     Some(Line::Record {
         record: RecordLine { index, branch: b },
         from_sym,
         to_sym,
     })
+}
+
+/// The `%pS` symbols of a line's two addresses, when printed.
+type Symbols<'a> = (Option<&'a str>, Option<&'a str>);
+
+/// The two parts of a record or `ler` line: the raw part and the symbols after ` | `, if
+/// printed. `None` if the symbol part has no ` -> ` (a line cut inside it).
+fn split_symbols(r: &str) -> Option<(&str, Symbols<'_>)> {
+    match r.split_once(" | ") {
+        Some((raw, syms)) => {
+            let (f, t) = syms.split_once(" -> ")?;
+            Some((raw, (Some(f), Some(t))))
+        }
+        None => Some((r, (None, None))),
+    }
 }

@@ -90,6 +90,43 @@ def freeze_records(event, flavour, fmt):
     return out
 
 
+def decode_ler(flavour, fmt, f, t):
+    """The last exception record (Intel LER, AMD LastException: the last branch before the most
+    recent exception or interrupt) as (from, to) from its raw FROM/TO MSR values, as the tests
+    read the manuals; None when the recorder keeps none while lbr-dump records, or it holds
+    nothing (both 0)."""
+    if flavour == "amd-v2":
+        # AMD APM vol. 2, 13.1.1 "Control-Transfer Recording MSRs": LastIntFromIP/ToIP are loaded
+        # from LastBranchFromIP/ToIP by the recording DebugCtl.LBR enables; lbr-dump (like the
+        # kernel's amd/lbr.c) switches LbrExtV2 on with DBG_EXTN_CFG.LBRV2EN alone.
+        return None
+    if not f and not t:
+        return None
+    if flavour == "legacy":
+        # SDM vol. 4: MSR_LER_FROM_LIP / TO_LIP hold linear addresses; no flag is defined. Where
+        # the format keeps flags in the LBR stack's FROM (3 and 6: bit 63; 4: bits 63:61, which
+        # the hardware leaves clear without TSX, in MSR_LER_FROM_LIP too as Xen's vmx.c found,
+        # errata HSM182/BDM127) or TO (6: bits 63:48 cycles; 4: bits 63:61 of MSR_LER_TO_LIP
+        # unreliable, Broadwell erratum BDF93), the address is the sign-extended rest.
+        if fmt in (3, 6):
+            f = sext(f, 63)
+        if fmt == 4:
+            f, t = sext(f, 61), sext(t, 61)
+        if fmt == 6:
+            t = sext(t, 48)
+    return f, t
+
+
+PRINTED_LER = re.compile(r"lbr_dump: ler 0x([0-9a-f]{16}) -> 0x([0-9a-f]{16}) \| (\S+(?: \[\w+\])?) -> (\S+(?: \[\w+\])?)")
+
+
+def printed_lers(text):
+    """lbr-dump's last exception record lines (README: "What an oops shows") in `text`: dicts
+    with from, to and the two symbols."""
+    return [{"from": int(m[1], 16), "to": int(m[2], 16), "from_sym": m[3], "to_sym": m[4]}
+            for m in PRINTED_LER.finditer(text)]
+
+
 PRINTED = re.compile(r"lbr_dump: #(\d+) 0x([0-9a-f]+) -> 0x([0-9a-f]+)((?: [a-z_]+(?:=\w+)?)*) \| (\S+(?: \[\w+\])?) -> (\S+(?: \[\w+\])?)")
 
 
@@ -138,7 +175,8 @@ def show(v):
 def assert_equals_freeze(events, head, printed):
     """The printed records (printed_records) of the snapshot whose header line is `head` equal the
     emulator's record stack at the freeze on its CPU whose newest record is the printed newest one
-    (the last such `freeze` event), decoded as the recorder the emulator presented."""
+    (the last such `freeze` event), decoded as the recorder the emulator presented. Returns that
+    freeze event."""
     assert printed, "the snapshot has no record lines"
     m = re.search(r" cpu=(\d+) .* flavour=(\S+) format=(\d+) ", head)
     assert m, f"not a snapshot header: {head}"
@@ -147,11 +185,11 @@ def assert_equals_freeze(events, head, printed):
     flavour, fmt = emulated(events)
     newest = (printed[0]["from"], printed[0]["to"])
     freezes = [e for e in events if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == cpu]
-    truth = [t for t in (freeze_records(e, flavour, fmt) for e in freezes)
+    truth = [(e, t) for e, t in ((e, freeze_records(e, flavour, fmt)) for e in freezes)
              if t and (t[0]["from"], t[0]["to"]) == newest]
     assert truth, (f"cpu {cpu}: no freeze in the emulator's log has the printed newest record "
                    f"{newest[0]:#x} -> {newest[1]:#x}")
-    want = truth[-1]
+    freeze, want = truth[-1]
     assert len(printed) == len(want), f"cpu {cpu}: printed {len(printed)} records, the recorder held {len(want)}"
     for p, w in zip(printed, want):
         for k, v in w.items():
@@ -159,6 +197,40 @@ def assert_equals_freeze(events, head, printed):
             assert got == v, f"cpu {cpu} record #{p['index']}: {k} printed {show(got)}, ground truth {show(v)}\n  {p}\n  {w}"
         extra = set(p) - set(w) - {"index", "from_sym", "to_sym"}
         assert not extra, f"cpu {cpu} record #{p['index']}: printed {sorted(extra)}, which the record does not hold\n  {p}\n  {w}"
+    return freeze
+
+
+LER_MSRS = (0x1DD, 0x1DE)  # MSR_LER_FROM_LIP / TO_LIP, IA32_LER_FROM_IP / TO_IP, LastIntFromIP / ToIP
+
+
+def assert_ler_equals_freeze(events, freeze, block):
+    """The last exception record line of a printed snapshot (`block`: its lines) equals the
+    emulator's LER at `freeze` (the freeze assert_equals_freeze matched), decoded as the tests
+    read the manuals, and lbr-dump read it from the LER MSRs after that freeze; where the
+    recorder keeps none, no line is printed and lbr-dump never read those MSRs. Returns the
+    printed record (None when there is none)."""
+    flavour, fmt = emulated(events)
+    lines = printed_lers(block)
+    assert len(lines) <= 1, f"more than one last exception record line: {lines}"
+    reads = [e for e in events[events.index(freeze):] if e["event"] == "rdmsr" and e["cpu"] == freeze["cpu"]
+             and int(e["msr"], 16) in LER_MSRS]
+    want = decode_ler(flavour, fmt, int(freeze["ler"][0], 16), int(freeze["ler"][1], 16))
+    if flavour == "amd-v2":
+        assert not lines, f"{flavour} keeps no last exception record, lbr-dump printed one: {lines}"
+        assert not [e for e in events if e["event"] == "rdmsr" and int(e["msr"], 16) in LER_MSRS], \
+            "lbr-dump read the LER MSRs of a recorder that keeps none"
+        return None
+    if want is None:
+        assert not lines, f"the recorder's LER held nothing, lbr-dump printed {lines}"
+        return None
+    assert lines, f"no last exception record printed; the emulator's LER was {freeze['ler']}"
+    got = (lines[0]["from"], lines[0]["to"])
+    assert got == want, (f"last exception record printed {got[0]:#x} -> {got[1]:#x}, ground truth "
+                         f"{want[0]:#x} -> {want[1]:#x} (raw {freeze['ler']})")
+    assert [int(e["msr"], 16) for e in reads[:2]] == list(LER_MSRS) and \
+        [e["value"] for e in reads[:2]] == freeze["ler"], \
+        f"lbr-dump did not read the LER MSRs after the freeze: {reads[:2]}"
+    return lines[0]
 
 
 def assert_decoded_equals_freeze(events, snap):

@@ -8,13 +8,15 @@ normally (no force=1: the emulated recorder passes its probe), and names the rec
 emulator presents (records.assert_same_recorder). The expected records are the emulator's record
 stack at the freeze the entry stub made (its `freeze` event), decoded with tests/records.py from
 the manuals; the printed records must equal them record for record, and the newest must be the
-exception itself (no record of the stub's own branches).
+exception itself (no record of the stub's own branches). The last exception record line, where
+the recorder keeps one, must equal the emulator's LER at that freeze, read from the LER MSRs.
 """
 
 import re
 
 from harness import MODULE, boot, kernel_lines, snapshot_heads, tail
-from records import assert_equals_freeze, freeze_records, printed_records, sext
+from records import (assert_equals_freeze, assert_ler_equals_freeze, freeze_records, printed_lers, printed_records,
+                     sext)
 
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
@@ -70,7 +72,8 @@ def crash(model, name, before="", tag="", state="complete", smp=1, depth=None, o
     printed = printed_records(block)
     assert printed, "the snapshot has no record lines:\n" + block
     # Ground truth: the freeze whose newest record is the printed newest one, the last such.
-    assert_equals_freeze(res.emu_events(), head, printed)
+    freeze = assert_equals_freeze(res.emu_events(), head, printed)
+    assert_ler_equals_freeze(res.emu_events(), freeze, block)
     # The newest record is the exception itself: into the stub, from the faulting instruction.
     assert re.match(rf"lbr_dump_stub_{vector}\+0x0/", printed[0]["to_sym"]), printed[0]
     if vector != 8:
@@ -120,6 +123,38 @@ def test_zen4_lbr_v2(r):
 
 def test_amd_single_record(r):
     check("amd", ["EXCEPTION", "BUG", "jump"])
+
+
+def test_last_exception_record_every_flavour(r):
+    # The last exception record (Intel LER, AMD LastException: the last branch before the most
+    # recent exception or interrupt) is printed on its own line where the recorder keeps one, and
+    # equals the emulator's LER at the stub's freeze, read from the LER MSRs (crash(),
+    # records.assert_ler_equals_freeze): Intel legacy format 4 (MSR_LER_FROM_LIP without TSX
+    # leaves bits 62:61 clear: a reader that does not sign-extend prints another address), Arch
+    # LBR, and the AMD single record, where it is one more branch than the one record holds;
+    # LbrExtV2 keeps none (LBRV2EN does not drive the LastInt pair): no line, no LER MSR read.
+    for model in ("haswell", "sapphirerapids", "amd", "zen4"):
+        res, printed = crash(model, "EXCEPTION", tag="-ler")
+        head = snapshot_heads(res.console)[-1]
+        block = res.console[res.console.rindex(head):]
+        lers = printed_lers(block[:block.index("lbr_dump: end ")])
+        if model == "zen4":
+            assert lers == [], lers
+            continue
+        assert len(lers) == 1, f"{model}: no last exception record printed:\n{block[:3000]}"
+        ler = lers[0]
+        # It is the branch that led to the faulting instruction: from its target the CPU ran
+        # straight on to the fault (lkdtm_EXCEPTION: the call into it).
+        rip = printed[0]["from"]
+        assert ler["to"] <= rip < ler["to"] + 4096, f"{model}: {ler}, fault at {rip:#x}"
+        if model == "haswell":
+            # The value lbr-dump read (the emulator's rdmsr event) is not the address printed.
+            raw = [int(e["value"], 16) for e in res.emu_events() if e["event"] == "rdmsr" and int(e["msr"], 16) == 0x1DD]
+            assert raw and raw[-1] >> 61 & 3 == 0 and sext(raw[-1], 61) == ler["from"] and ler["from"] >> 61 & 3 == 3, \
+                f"the format-4 LER FROM read {raw[-1:]} does not test the sign extension (printed {ler['from']:#x})"
+        if model == "amd":
+            # The one record is the exception; the last exception record is the branch before.
+            assert len(printed) == 1 and ler["to"] != printed[0]["to"], (ler, printed)
 
 
 def test_legacy_format7_info2(r):

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from harness import CRASH, MODULE, boot, decode, kdump, symbols, tail
-from records import assert_decoded_equals_freeze
+from records import assert_decoded_equals_freeze, decode_ler, emulated, freeze_records
 from vm import REPO, kernel_dir
 
 
@@ -93,6 +93,44 @@ def test_dump_agrees_with_log_and_ground_truth(r):
         [[place(x["from"]), place(x["to"])] for x in logged["records"]]
     # And both equal the emulator's record stack at the freeze.
     assert_decoded_equals_freeze(res.emu_events(), dumped)
+
+def test_last_exception_record_from_log_and_dump(r):
+    """The last exception record (Intel LER) of the crash, read back by lbr-decode from the
+    console log and from the memory dump of the same guest: the same addresses, symbolized, and
+    equal to the emulator's LER at the stub's freeze (decoded as the tests read the manuals);
+    the text output gives it its own line, marked."""
+    res = crashed()
+    code, out, err = decode(*symbols(), res.log)
+    assert code == 0, err
+    [logged] = json.loads(out)["snapshots"]
+    assert "last_exception" in logged, sorted(logged)
+    ler = logged["last_exception"]
+    dumped = dump_agrees_with_log(res.dump, logged)
+    assert "last_exception" in dumped, "lbr-decode read no last exception record from the dump"
+    both = lambda l: (l["from"]["addr"], l["to"]["addr"])  # noqa: E731
+    assert both(dumped["last_exception"]) == both(ler), (dumped["last_exception"], ler)
+    # With every branch recorded and #0 the exception, the branch before it is #1 (an interrupt
+    # in between would be #1 too, its iret): symbolized the same, and as the kernel printed it
+    # (no "printed"); the dump alone symbolizes what it can (vmlinux, lbr_dump).
+    rec1 = logged["records"][1]
+    for end in ("from", "to"):
+        assert place(ler[end]) == place(rec1[end]) and "printed" not in ler[end], (end, ler, rec1)
+        if ler[end].get("image") in (None, "vmlinux", "lbr_dump"):
+            assert place(dumped["last_exception"][end]) == place(ler[end]), (end, dumped["last_exception"], ler)
+    events = res.emu_events()
+    flavour, fmt = emulated(events)
+    newest = (int(logged["records"][0]["from"]["addr"], 16), int(logged["records"][0]["to"]["addr"], 16))
+    freezes = [e for e in events if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == logged["cpu"]]
+    freezes = [e for e in freezes if (freeze_records(e, flavour, fmt) or [{}])[0].get("from") == newest[0]
+               and freeze_records(e, flavour, fmt)[0]["to"] == newest[1]]
+    assert freezes, "no freeze with the snapshot's newest record"
+    want = decode_ler(flavour, fmt, *(int(v, 16) for v in freezes[-1]["ler"]))
+    assert want and tuple(int(a, 16) for a in both(ler)) == want, (both(ler), want, freezes[-1]["ler"])
+    code, text, err = decode(*symbols(), res.log, fmt="text")
+    assert code == 0, err
+    lines = [l for l in text.splitlines() if l.split()[:1] == ["ler"]]
+    assert len(lines) == 1 and "(last exception record)" in lines[0] and (ler["from"]["symbol"] or "?") in lines[0], lines
+
 
 def dump_agrees_with_log(dump, logged):
     """Decodes `dump` alone and checks that it holds the snapshot `logged` (decoded from the
@@ -448,7 +486,7 @@ def test_straight_line_check_finds_the_crash_consistent(r):
     code, out, err = decode(*symbols(), res.log)
     assert code == 0, err
     doc = json.loads(out)
-    assert (doc["version"], doc["minor_version"]) == (1, 3), doc["minor_version"]
+    assert (doc["version"], doc["minor_version"]) == (1, 4), doc["minor_version"]
     [s] = doc["snapshots"]
     recs = s["records"]
     assert len(recs) == 32

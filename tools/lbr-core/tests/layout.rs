@@ -118,13 +118,14 @@ fn assembly_offsets_match() {
 }
 
 /// An area written field by field at the offsets the layout documents (as capture.rs does):
-/// 2 CPUs, ring 4, Intel LBR format 5 at depth 4 (TOS + 3 * 4 values) and LBR_SELECT as the
-/// filter MSR (its value the 14th).
+/// 2 CPUs, ring 4, Intel LBR format 5 at depth 4 (TOS + 3 * 4 values), the last exception
+/// record (LER FROM and TO, the 14th and 15th values) and LBR_SELECT as the filter MSR (its
+/// value the 16th).
 fn area() -> Vec<u8> {
     let g = Geometry {
         nr_cpus: 2,
         ring: 4,
-        nr_values: 14,
+        nr_values: 16,
     };
     let mut a = vec![0u8; g.area_size()];
     let put32 =
@@ -132,13 +133,13 @@ fn area() -> Vec<u8> {
     let put64 =
         |a: &mut Vec<u8>, off: usize, v: u64| a[off..off + 8].copy_from_slice(&v.to_le_bytes());
     a[..8].copy_from_slice(b"LBRDUMP\0");
-    put32(&mut a, 0x08, 2);
+    put32(&mut a, 0x08, 3);
     put32(&mut a, 0x0c, 0x100);
     put64(&mut a, 0x10, g.area_size() as u64);
     put32(&mut a, 0x20, 2);
     put32(&mut a, 0x24, 4);
-    put32(&mut a, 0x28, 0x50 + 14 * 8);
-    put32(&mut a, 0x2c, 14);
+    put32(&mut a, 0x28, 0x50 + 16 * 8);
+    put32(&mut a, 0x2c, 16);
     put32(&mut a, 0x30, 1); // Intel LBR
     put32(&mut a, 0x34, 5);
     put32(&mut a, 0x38, 4);
@@ -154,10 +155,14 @@ fn area() -> Vec<u8> {
     put64(&mut a, 0x90, 1);
     put32(&mut a, 0x98, 0x1c8); // LBR_SELECT
     put64(&mut a, 0xa0, 2); // kernel only
+    put32(&mut a, 0xa8, 0x1dd); // LER FROM
+    put32(&mut a, 0xac, 0x1de); // LER TO
     for i in 0..13 {
         put32(&mut a, 0x100 + 4 * i, 0x680 + i as u32);
     }
-    put32(&mut a, 0x100 + 4 * 13, 0x1c8);
+    put32(&mut a, 0x100 + 4 * 13, 0x1dd);
+    put32(&mut a, 0x100 + 4 * 14, 0x1de);
+    put32(&mut a, 0x100 + 4 * 15, 0x1c8);
     let sum = checksum(&a[..0x100], 0x18);
     put64(&mut a, 0x18, sum);
     // CPU 1, slot 1: a sealed snapshot of a #PF with TOS = 2.
@@ -169,7 +174,9 @@ fn area() -> Vec<u8> {
     put64(&mut a, s + 0x18, 0xffff_ffff_8153_7fe9);
     put64(&mut a, s + 0x50, 2);
     put64(&mut a, s + 0x50 + 8 * 3, 0xffff_ffff_8153_7fe9);
-    put64(&mut a, s + 0x50 + 8 * 13, 6); // LBR_SELECT as another owner left it
+    put64(&mut a, s + 0x50 + 8 * 13, 0xffff_ffff_8153_7fd0); // LER FROM
+    put64(&mut a, s + 0x50 + 8 * 14, 0xffff_ffff_8153_7fe0); // LER TO
+    put64(&mut a, s + 0x50 + 8 * 15, 6); // LBR_SELECT as another owner left it
     let sum = checksum(&a[s..s + g.snap_size()], 0x48);
     put64(&mut a, s + 0x48, sum);
     a
@@ -200,12 +207,15 @@ fn area_reads_back() {
     );
     assert_eq!(h.msr(&a, 12), 0x68c);
     assert_eq!(h.filter, Some((0x1c8, 2)));
+    assert_eq!(h.ler, Some((0x1dd, 0x1de)));
+    assert_eq!((h.msr(&a, 13), h.msr(&a, 14)), (0x1dd, 0x1de));
     assert_eq!((h.count(&a, 0), h.count(&a, 1)), (0, 2));
     let s = h.snapshot(&a, 1, 1);
     assert_eq!((s.seq, s.vector, s.rip), (42, 14, 0xffff_ffff_8153_7fe9));
     assert_eq!(s.sealed, Some(true));
     assert_eq!((s.value(0), s.value(3)), (2, 0xffff_ffff_8153_7fe9));
     assert_eq!(s.filter, Some(6));
+    assert_eq!(s.ler, Some((0xffff_ffff_8153_7fd0, 0xffff_ffff_8153_7fe0)));
     assert_eq!(h.snapshot(&a, 0, 0).sealed, None);
 }
 
@@ -233,6 +243,14 @@ fn bad_headers_are_refused() {
     let mut a = area();
     a[0x08] = 1;
     assert_eq!(AreaHeader::parse(&a), Err(AreaError::Version(1)));
+    // Version 2 (no last exception record) is refused by name, whatever it holds.
+    let mut a = area();
+    a[0x08] = 2;
+    assert_eq!(AreaHeader::parse(&a), Err(AreaError::Version(2)));
+    assert_eq!(
+        AreaError::Version(2).to_string(),
+        "layout version 2, this reader knows 3"
+    );
     let mut a = area();
     a[0x20] = 3; // CPU count changed without the checksum
     assert!(matches!(
@@ -244,8 +262,10 @@ fn bad_headers_are_refused() {
         (0x20, 0u32, "CPU count"),
         (0x20, 100_000, "CPU count"),
         (0x24, 1_000, "ring size"),
-        (0x2c, 13, "value count"),
+        (0x2c, 15, "value count"),
         (0x98, 0, "value count"), // no filter MSR, but room for its value
+        (0xa8, 0, "last exception record MSRs"), // a TO MSR without a FROM MSR
+        (0xac, 0, "last exception record MSRs"),
         (0x30, 9, "flavour, format, depth or layout flags"),
         (0x88, 64, "CPU block size"),
     ] {

@@ -328,3 +328,68 @@ fn header_codes_round_trip_and_reject_garbage() {
     assert_eq!(Encoding::from_codes(2, 0, 100_000, 0), None); // absurd depth
     assert_eq!(Encoding::from_codes(2, 0, 0, 0), None);
 }
+
+/// The last exception record: which recorders have one (their MSRs), and its values decoded,
+/// each raw value written out by hand.
+#[test]
+fn last_exception_record() {
+    let legacy_lbr = Recorder::IntelLegacy(LegacyLbr {
+        generation: "Haswell",
+        depth: 16,
+        from: 0x680,
+        to: 0x6c0,
+        info: None,
+        select: Some(0x1c8),
+        format: Some(LbrFormat::EipFlags2),
+    });
+    // MSR_LER_FROM_LIP / MSR_LER_TO_LIP, IA32_LER_FROM_IP / TO_IP, LastIntFromIP / ToIP: one
+    // pair of numbers; LbrExtV2 keeps none while LBRV2EN alone records.
+    assert_eq!(legacy_lbr.last_exception(), Some((0x1dd, 0x1de)));
+    assert_eq!(Recorder::AmdSingle.last_exception(), Some((0x1dd, 0x1de)));
+    assert_eq!(Recorder::AmdLbrV2 { depth: 16 }.last_exception(), None);
+
+    let ler = |l, f, t| last_exception(l, f, t).map(|b| (b.from, b.to));
+    // Never written: nothing.
+    assert_eq!(ler(legacy(5, 32, true, false), 0, 0), None);
+    // Format 4 without TSX: FROM bits 62:61 clear (as the hardware leaves the stack's FROM),
+    // bit 63 the sign here: 0x9fff_ffff_8100_0010 is K1 from bits 60:0. TO with bits 63:61
+    // unlike bit 47 (BDF93): 0x1fff_ffff_8100_0020 sign-extended from bit 60 is K2.
+    assert_eq!(
+        ler(
+            legacy(4, 16, false, false),
+            0x9fff_ffff_8100_0010,
+            0x1fff_ffff_8100_0020
+        ),
+        Some((K1, K2))
+    );
+    // Format 3: bit 63 a flag, the address in 62:0: 0x7fff_ffff_8100_0010 is K1.
+    assert_eq!(
+        ler(legacy(3, 16, false, false), 0x7fff_ffff_8100_0010, K2),
+        Some((K1, K2))
+    );
+    // Format 6: TO bits 63:48 not address: 0x0007_ffff_8100_0020 is K2.
+    assert_eq!(
+        ler(legacy(6, 32, false, false), K1, 0x0007_ffff_8100_0020),
+        Some((K1, K2))
+    );
+    // Formats 1, 2, 5, 7, Arch LBR, the AMD single record: as they are (a user address, whose
+    // bit 63 is clear, stays so).
+    for l in [
+        legacy(1, 4, false, false),
+        legacy(5, 32, true, false),
+        legacy(7, 32, true, false),
+        Encoding::IntelArch { depth: 32 },
+        Encoding::AmdSingle,
+    ] {
+        assert_eq!(ler(l, 0x40_1000, K2), Some((0x40_1000, K2)), "{l:?}");
+    }
+    // The flags of a record are not reported for it.
+    assert_eq!(
+        last_exception(legacy(5, 32, true, false), K1, K2),
+        Some(Branch {
+            from: K1,
+            to: K2,
+            ..Branch::default()
+        })
+    );
+}

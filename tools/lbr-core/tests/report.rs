@@ -127,3 +127,47 @@ fn what_the_module_prints_parses_back() {
     assert!(line.ends_with(" state=torn nest=1"), "{line}");
     assert_eq!(parse(&line), Some(Line::Header(nested)));
 }
+
+/// The last exception record's line: as the kernel prints it (written out by hand, `%pS`
+/// symbols and printk decorations), as the module formats it, and its damaged forms.
+#[test]
+fn last_exception_line() {
+    let l = "[    5.123456] lbr_dump: ler 0xffffffff815a8eea -> 0xffffffff81537fe0 | __x86_indirect_thunk_r11+0xa/0x20 -> lkdtm_EXCEPTION+0x0/0x20\r";
+    assert_eq!(
+        parse(l),
+        Some(Line::Ler {
+            ler: LerLine {
+                from: 0xffff_ffff_815a_8eea,
+                to: 0xffff_ffff_8153_7fe0
+            },
+            from_sym: Some("__x86_indirect_thunk_r11+0xa/0x20"),
+            to_sym: Some("lkdtm_EXCEPTION+0x0/0x20"),
+        })
+    );
+    let ler = LerLine {
+        from: 0x40_1000,
+        to: 0xffff_ffff_c040_0000,
+    };
+    let line = format!("{PREFIX}{ler}");
+    assert_eq!(
+        line,
+        "lbr_dump: ler 0x0000000000401000 -> 0xffffffffc0400000"
+    );
+    assert_eq!(
+        parse(&line),
+        Some(Line::Ler {
+            ler,
+            from_sym: None,
+            to_sym: None
+        })
+    );
+    for bad in [
+        "lbr_dump: ler 0x0000000000401000 -> 0xffffffffc04",
+        "lbr_dump: ler 0x0000000000401000 => 0xffffffffc0400000",
+        "lbr_dump: ler 0x0000000000401000 -> 0xffffffffc0400000 mispred",
+        "lbr_dump: ler 0x0000000000401000 -> 0xffffffffc0400000 | foo+0x0/0x10",
+        "lbr_dump: ler",
+    ] {
+        assert_eq!(parse(bad), None, "{bad:?}");
+    }
+}

@@ -14,14 +14,14 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use lbr_core::layout::{snapshot_state, AreaHeader, HEADER_SIZE, MAGIC};
-use lbr_core::record::records;
+use lbr_core::record::{last_exception, records};
 use memmap2::Mmap;
 use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::Endianness;
 
 use crate::kdump::{self, Kdump, Kind};
-use crate::log::{Record, Snapshot};
+use crate::log::{LastException, Record, Snapshot};
 
 const PAGE: u64 = 4096;
 
@@ -405,6 +405,16 @@ fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>
                 nest: None,
                 announced: recs.len() as u32,
                 records: recs,
+                ler: s
+                    .ler
+                    .and_then(|(from, to)| last_exception(h.layout, from, to))
+                    .map(|b| LastException {
+                        from: b.from,
+                        to: b.to,
+                        from_sym: None,
+                        to_sym: None,
+                        line: 0,
+                    }),
                 complete: s.sealed != Some(false),
                 line: 0,
             });
@@ -453,6 +463,11 @@ mod tests {
         assert_eq!(s.records.len(), 1);
         assert_eq!(s.records[0].branch.from, 0xffff_ffff_8100_0010);
         assert_eq!(s.records[0].branch.to, 0xffff_ffff_c000_0000);
+        // The last exception record, read from the values the header says are its MSRs'.
+        assert_eq!(
+            s.ler.as_ref().map(|l| (l.from, l.to, l.line)),
+            Some((0xffff_ffff_8100_0004, 0xffff_ffff_8100_0008, 0))
+        );
     }
 
     #[test]

@@ -16,12 +16,14 @@ pub enum Slots {
 }
 
 /// One CPU's area for Intel LBR format 5 at `depth` entries and `ring` snapshots per CPU, with
-/// LBR_SELECT as the filter MSR (armed value 2), whose header claims `claimed_cpus` CPUs (1 for
-/// a valid area; anything else tests the validation).
+/// the last exception record (MSRs 0x1dd, 0x1de) and LBR_SELECT as the filter MSR (armed value
+/// 2), whose header claims `claimed_cpus` CPUs (1 for a valid area; anything else tests the
+/// validation).
 /// With [`Slots::OneSnapshot`], slot 1 holds snapshot seq 3 of a #PF with TOS 1 and entry 1 the
-/// branch 0xffffffff81000010 -> 0xffffffffc0000000 and the filter value 2 (needs `ring` >= 2).
+/// branch 0xffffffff81000010 -> 0xffffffffc0000000, the last exception record
+/// 0xffffffff81000004 -> 0xffffffff81000008 and the filter value 2 (needs `ring` >= 2).
 pub fn area(depth: u32, ring: usize, claimed_cpus: u32, slots: Slots) -> Vec<u8> {
-    let nr_values = 1 + 3 * depth as usize + 1;
+    let nr_values = 1 + 3 * depth as usize + 2 + 1;
     let g = Geometry {
         nr_cpus: 1,
         ring,
@@ -46,6 +48,8 @@ pub fn area(depth: u32, ring: usize, claimed_cpus: u32, slots: Slots) -> Vec<u8>
         (hdr::CPU_OFFSET, g.cpu_offset() as u32),
         (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
         (hdr::FILTER_MSR, 0x1c8),
+        (hdr::LER_FROM_MSR, 0x1dd),
+        (hdr::LER_TO_MSR, 0x1de),
     ] {
         put(off, &v.to_le_bytes());
     }
@@ -68,6 +72,9 @@ pub fn area(depth: u32, ring: usize, claimed_cpus: u32, slots: Slots) -> Vec<u8>
             s + snap::VALUES + 8 * (2 + d),
             &0xffff_ffff_c000_0000u64.to_le_bytes(),
         ); // TO[1]
+        let ler = s + snap::VALUES + 8 * (1 + 3 * d);
+        put(ler, &0xffff_ffff_8100_0004u64.to_le_bytes()); // LER FROM
+        put(ler + 8, &0xffff_ffff_8100_0008u64.to_le_bytes()); // LER TO
         put(s + snap::VALUES + 8 * (nr_values - 1), &2u64.to_le_bytes()); // LBR_SELECT
     }
     let sum = checksum(&a[..HEADER_SIZE], hdr::CHECKSUM);

@@ -36,6 +36,23 @@ pub struct Record {
     pub line: usize,
 }
 
+/// A snapshot's last exception record (its `ler` line; in a dump, the area's LER values): the
+/// last branch the CPU took before the most recent exception or interrupt it took while
+/// recording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastException {
+    /// The branch's source.
+    pub from: u64,
+    /// The branch's target.
+    pub to: u64,
+    /// The kernel's `%pS` symbol of the source address, if printed.
+    pub from_sym: Option<String>,
+    /// The kernel's `%pS` symbol of the target address, if printed.
+    pub to_sym: Option<String>,
+    /// Input line number (1-based; 0 for dumps).
+    pub line: usize,
+}
+
 /// One printed snapshot (a crash, or an oops with no snapshot).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
@@ -64,6 +81,8 @@ pub struct Snapshot {
     pub announced: u32,
     /// The records found.
     pub records: Vec<Record>,
+    /// The last exception record, where the recorder has one and it held a branch.
+    pub ler: Option<LastException>,
     /// The end line was seen.
     pub complete: bool,
     /// Input line number of the header.
@@ -310,6 +329,7 @@ pub fn parse_log(text: &str) -> Parsed {
                     nest: h.nest,
                     announced: h.records,
                     records: Vec::new(),
+                    ler: None,
                     complete: false,
                     line: n,
                 }));
@@ -336,6 +356,30 @@ pub fn parse_log(text: &str) -> Parsed {
                             line: n,
                         }))
                     }
+                }
+            }
+            Some(Line::Ler {
+                ler,
+                from_sym,
+                to_sym,
+            }) => {
+                let l = LastException {
+                    from: ler.from,
+                    to: ler.to,
+                    from_sym: from_sym.map(str::to_string),
+                    to_sym: to_sym.map(str::to_string),
+                    line: n,
+                };
+                match &mut open {
+                    Some(Open::Snapshot(s)) if s.ler.is_none() => s.ler = Some(l),
+                    Some(Open::Snapshot(s)) => out.warnings.push(format!(
+                        "line {n}: a second last exception record line in snapshot cpu={} seq={} (the first, line {}, is kept)",
+                        s.cpu,
+                        s.seq,
+                        s.ler.as_ref().map_or(0, |l| l.line)
+                    )),
+                    // In a fragment (its header lost), like its records, it is not printed.
+                    Some(Open::Fragment(_)) | None => {}
                 }
             }
             Some(Line::End { cpu, seq }) => match open.take() {
@@ -373,7 +417,11 @@ pub fn parse_log(text: &str) -> Parsed {
                 // Other lbr_dump messages (the load line, "armed") are not snapshot lines; a
                 // snapshot line that does not parse was damaged or cut.
                 let rest = &p[PREFIX.len()..];
-                if rest.starts_with("v1 ") || rest.starts_with('#') || rest.starts_with("end ") {
+                if rest.starts_with("v1 ")
+                    || rest.starts_with('#')
+                    || rest.starts_with("ler ")
+                    || rest.starts_with("end ")
+                {
                     out.warnings
                         .push(format!("line {n}: damaged or cut snapshot line: {p:?}"));
                 }
@@ -415,6 +463,46 @@ mod tests {
         assert_eq!(
             s.records[0].to_sym.as_deref(),
             Some("lbr_dump_stub_14+0x0/0x1e0 [lbr_dump]")
+        );
+    }
+
+    /// The last exception record's line, after the records, belongs to its snapshot; a second
+    /// one is a warning, a cut one is damaged.
+    #[test]
+    fn last_exception_record_is_read() {
+        const LER: &str = "lbr_dump: ler 0xffffffff815a8eea -> 0xffffffff81537fe0 | __x86_indirect_thunk_r11+0xa/0x20 -> lkdtm_EXCEPTION+0x0/0x20";
+        let p = parse_log(&format!("{HEAD}\n{R0}\n{R1}\n[ 1.5] {LER}\r\n{END}\n"));
+        assert_eq!(p.warnings, Vec::<String>::new());
+        let [s] = &p.snapshots[..] else {
+            panic!("{p:?}")
+        };
+        assert!(s.complete && s.records.len() == 2);
+        assert_eq!(
+            s.ler,
+            Some(LastException {
+                from: 0xffff_ffff_815a_8eea,
+                to: 0xffff_ffff_8153_7fe0,
+                from_sym: Some("__x86_indirect_thunk_r11+0xa/0x20".into()),
+                to_sym: Some("lkdtm_EXCEPTION+0x0/0x20".into()),
+                line: 4,
+            })
+        );
+        // None printed: none.
+        assert_eq!(
+            parse_log(&format!("{HEAD}\n{R0}\n{R1}\n{END}\n")).snapshots[0].ler,
+            None
+        );
+        let p = parse_log(&format!("{HEAD}\n{R0}\n{R1}\n{LER}\n{LER}\n{END}\n"));
+        assert_eq!(p.snapshots[0].ler.as_ref().map(|l| l.line), Some(4));
+        assert_eq!(p.warnings, ["line 5: a second last exception record line in snapshot cpu=1 seq=7 (the first, line 4, is kept)"]);
+        let p = parse_log(&format!(
+            "{HEAD}\n{R0}\n{R1}\nlbr_dump: ler 0xffffffff815a8eea -> 0xffff\n{END}\n"
+        ));
+        assert_eq!(p.snapshots[0].ler, None);
+        assert!(
+            p.warnings[0].starts_with("line 4: damaged or cut snapshot line"),
+            "{:?}",
+            p.warnings
         );
     }
 

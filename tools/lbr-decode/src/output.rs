@@ -29,8 +29,8 @@ pub const VERSION: u32 = 1;
 
 /// Fields added within [`VERSION`] (1: [`SnapshotOut::kind`]; 2: frames' `function_source`,
 /// [`RecordOut::group`] and [`SnapshotOut::groups`]; 3: [`RecordOut::straight_line`] and
-/// [`SnapshotOut::straight_line`]).
-pub const MINOR_VERSION: u32 = 3;
+/// [`SnapshotOut::straight_line`]; 4: [`SnapshotOut::last_exception`]).
+pub const MINOR_VERSION: u32 = 4;
 
 /// Where an address is, once symbolized.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -86,6 +86,19 @@ pub struct RecordOut {
     /// record's `to` to this record's `from`; absent on the oldest record (schema 1.3).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub straight_line: Option<StraightOut>,
+}
+
+/// The last exception record (Intel LER, AMD LastException), both ends symbolized: the last
+/// branch the CPU took before the most recent exception or interrupt it took while recording.
+#[derive(Serialize)]
+pub struct LastExceptionOut {
+    /// Input line of its `ler` line (for --format annotate; 0 for dumps).
+    #[serde(skip)]
+    pub line: usize,
+    /// The branch's source.
+    pub from: Place,
+    /// The branch's target.
+    pub to: Place,
 }
 
 /// What the straight-line check says of the path into one record.
@@ -182,6 +195,9 @@ pub struct SnapshotOut {
     pub groups: Vec<GroupOut>,
     /// The straight-line check over the snapshot's record pairs (schema 1.3).
     pub straight_line: StraightSummary,
+    /// The last exception record, where the recorder has one and it held a branch (schema 1.4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_exception: Option<LastExceptionOut>,
 }
 
 /// Everything lbr-decode prints: the JSON document, and what the other formats render.
@@ -190,7 +206,7 @@ pub struct Output {
     /// [`VERSION`].
     pub version: u32,
     /// Fields added within `version` (1: `kind`; 2: `function_source`, `group`, `groups`;
-    /// 3: `straight_line`).
+    /// 3: `straight_line`; 4: `last_exception`).
     pub minor_version: u32,
     /// Per image, the directory its source paths are relative to.
     pub source_roots: BTreeMap<String, String>,
@@ -227,12 +243,15 @@ impl Output {
         out
     }
 
-    /// Every place of every record, in order (from, then to).
+    /// Every place of every record, and of each last exception record, in order (from, then
+    /// to).
     fn places(&self) -> impl Iterator<Item = &Place> {
-        self.snapshots
-            .iter()
-            .flat_map(|s| s.records.iter())
-            .flat_map(|r| [&r.from, &r.to])
+        self.snapshots.iter().flat_map(|s| {
+            s.records
+                .iter()
+                .flat_map(|r| [&r.from, &r.to])
+                .chain(s.last_exception.iter().flat_map(|l| [&l.from, &l.to]))
+        })
     }
 
     /// The images the places were found in, in order of first appearance.
@@ -279,8 +298,16 @@ impl Output {
         for f in self
             .snapshots
             .iter_mut()
-            .flat_map(|s| s.records.iter_mut())
-            .flat_map(|r| [&mut r.from, &mut r.to])
+            .flat_map(|s| {
+                s.records
+                    .iter_mut()
+                    .flat_map(|r| [&mut r.from, &mut r.to])
+                    .chain(
+                        s.last_exception
+                            .iter_mut()
+                            .flat_map(|l| [&mut l.from, &mut l.to]),
+                    )
+            })
             .filter(|p| p.image.as_deref() == Some(image))
             .flat_map(|p| p.frames.iter_mut())
         {
@@ -309,6 +336,14 @@ impl SnapshotOut {
             symbolizer.code(b.branch.from, b.from_sym.as_deref(), 8)
         });
         let straight_line = check_straight(s, &mut records, symbolizer);
+        let last_exception = s.ler.as_ref().map(|l| {
+            let what = |end: &str| format!("{source}:{}: ler {end}", l.line);
+            LastExceptionOut {
+                line: l.line,
+                from: symbolizer.place(l.from, l.from_sym.as_deref(), &what("from"), warnings),
+                to: symbolizer.place(l.to, l.to_sym.as_deref(), &what("to"), warnings),
+            }
+        });
         SnapshotOut {
             source: source.to_string(),
             line: s.line,
@@ -328,6 +363,7 @@ impl SnapshotOut {
             records,
             groups,
             straight_line,
+            last_exception,
         }
     }
 }

@@ -75,7 +75,9 @@ pub fn write_text(w: &mut impl Write, out: &Output, style: Style, records: Recor
     let sgr = Sgr::of(style);
     for s in &out.snapshots {
         write_header(w, s, &sgr)?;
-        write_rows(w, &rows(s, records), &sgr)?;
+        let mut rows = rows(s, records);
+        rows.extend(ler_row(s));
+        write_rows(w, &rows, &sgr)?;
         if s.records.len() > 1 {
             writeln!(w, "  {}", straight_summary(s))?;
         }
@@ -130,6 +132,20 @@ fn rows(s: &SnapshotOut, records: Records) -> Vec<Row<'_>> {
         }
     }
     rows
+}
+
+/// The line of a snapshot's last exception record, after its records (newest first in the
+/// text output, oldest first in the compact one: it is neither, but the last branch before the
+/// most recent exception or interrupt, whichever record that is).
+fn ler_row(s: &SnapshotOut) -> Option<Row<'_>> {
+    s.last_exception.as_ref().map(|l| Row {
+        label: "ler".to_string(),
+        compact_label: "[ler]".to_string(),
+        from: &l.from,
+        to: &l.to,
+        flags: String::new(),
+        note: Some("(last exception record)".to_string()),
+    })
 }
 
 /// The line of group `g`, whose records (newest first) are `recs`.
@@ -250,6 +266,7 @@ pub fn write_compact(
         write_header(w, s, &sgr)?;
         let mut rows = rows(s, records);
         rows.reverse();
+        rows.extend(ler_row(s));
         write_compact_rows(w, &rows, &sgr)?;
         writeln!(w)?;
     }
@@ -469,20 +486,28 @@ pub fn write_annotated(w: &mut impl Write, logs: &[LogText], out: &Output) -> Re
     Ok(())
 }
 
-/// (source, line) -> the source locations of the record printed there.
+/// (source, line) -> the source locations of the record (or last exception record) printed
+/// there.
 fn annotations(out: &Output) -> HashMap<(&str, usize), String> {
     let mut by_line = HashMap::new();
     for s in &out.snapshots {
-        for r in &s.records {
-            if let Some(a) = sources(&r.from, &r.to) {
-                by_line.insert((s.source.as_str(), r.line), a);
+        let ler = s.last_exception.iter().map(|l| (l.line, &l.from, &l.to));
+        for (line, from, to) in s
+            .records
+            .iter()
+            .map(|r| (r.line, &r.from, &r.to))
+            .chain(ler)
+        {
+            if let Some(a) = sources(from, to) {
+                by_line.insert((s.source.as_str(), line), a);
             }
         }
     }
     by_line
 }
 
-/// A line printing one of lbr-dump's records.
+/// A line printing one of lbr-dump's records, or a last exception record.
 fn is_record_line(line: &str) -> bool {
-    log::payload(line).is_some_and(|p| p.starts_with("lbr_dump: #"))
+    log::payload(line)
+        .is_some_and(|p| p.starts_with("lbr_dump: #") || p.starts_with("lbr_dump: ler "))
 }

@@ -12,8 +12,13 @@
  *   insmod lbr_check.ko flavour=arch depth=32
  *   insmod lbr_check.ko flavour=amd-v2 depth=16
  *   insmod lbr_check.ko flavour=amd-single
+ *   insmod lbr_check.ko flavour=bts [records=N] [filter=kernel|user]
  * test=sequence (default) records seq.S's known sequence; test=user records for `ms`
  * milliseconds while user space runs (filter=kernel must then drop every user branch).
+ * flavour=bts: Intel's Branch Trace Store into a buffer of `records` 24-byte records (circular:
+ * DEBUGCTL.BTINT clear, the interrupt threshold past the maximum, SDM vol. 3B 17.4.9.3), the
+ * 64-bit DS save area set up by hand (17.4.9.1); filter=kernel sets BTS_OFF_USR, filter=user
+ * BTS_OFF_OS; it prints the DS fields and every record of the buffer.
  * The module prints its results at load; unload it before loading it again.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -21,7 +26,9 @@
 #include <linux/delay.h>
 #include <linux/irqflags.h>
 #include <linux/module.h>
+#include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/vmalloc.h>
 #include <asm/msr.h>
 
 /* MSR numbers are the kernel's (asm/msr-index.h). */
@@ -43,6 +50,9 @@ module_param(ms, uint, 0);
 /* MSR_LBR_SELECT exists (the kernel's lbr.c: not on Core 2 and Bonnell, which have no lbr_sel_map). */
 static bool select = true;
 module_param(select, bool, 0);
+/* flavour=bts: records in the BTS buffer. */
+static uint records = 64;
+module_param(records, uint, 0);
 
 void lbr_check_sequence(u32 msr, u64 on, u64 off);
 /* Offsets of seq.S's labels from lbr_check_sequence, in this order (see seq.S). */
@@ -58,6 +68,67 @@ static u64 show(u32 msr)
 	return v;
 }
 
+/* The BTS fields of the 64-bit DS buffer management area (SDM 17.4.9.1), in their order. */
+struct ds_bts {
+	u64 base, index, max, threshold;
+};
+
+static int bts_check(void)
+{
+	u64 ctl, area, on, *buf;
+	struct ds_bts *ds;
+	unsigned long flags;
+	uint i;
+
+	if (!records)
+		return -EINVAL;
+	ds = kzalloc(sizeof(*ds), GFP_KERNEL);
+	buf = vzalloc(records * 24);
+	if (!ds || !buf) {
+		kfree(ds);
+		vfree(buf);
+		return -ENOMEM;
+	}
+	ds->base = ds->index = (u64)buf;
+	ds->max = ds->base + records * 24;
+	ds->threshold = ds->max + 1;	/* past the maximum: no interrupt */
+	pr_info("bts buffer %px records %u\n", buf, records);
+	/* One CPU sets DS_AREA, runs, switches BTS off and restores DS_AREA: the buffer goes after. */
+	migrate_disable();
+	area = show(MSR_IA32_DS_AREA);
+	wrmsrq(MSR_IA32_DS_AREA, (u64)ds);
+	show(MSR_IA32_DS_AREA);
+	rdmsrq(MSR_IA32_DEBUGCTLMSR, ctl);
+	on = ctl | DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS;
+	if (!strcmp(filter, "kernel"))
+		on |= DEBUGCTLMSR_BTS_OFF_USR;
+	else if (!strcmp(filter, "user"))
+		on |= DEBUGCTLMSR_BTS_OFF_OS;
+	for (i = 0; i < ARRAY_SIZE(label_names); i++)
+		pr_info("label %s %px\n", label_names[i],
+			(char *)lbr_check_sequence + lbr_check_offsets[i]);
+	if (!strcmp(test, "sequence")) {
+		local_irq_save(flags);
+		lbr_check_sequence(MSR_IA32_DEBUGCTLMSR, on, ctl);
+		local_irq_restore(flags);
+	} else {
+		wrmsrq(MSR_IA32_DEBUGCTLMSR, on);
+		msleep(ms);
+		wrmsrq(MSR_IA32_DEBUGCTLMSR, ctl);
+	}
+	wrmsrq(MSR_IA32_DS_AREA, area);
+	migrate_enable();
+	pr_info("bts ds base %#llx index %#llx max %#llx threshold %#llx\n",
+		ds->base, ds->index, ds->max, ds->threshold);
+	for (i = 0; i < records; i++)
+		pr_info("bts record %u %#llx %#llx %#llx\n", i,
+			buf[3 * i], buf[3 * i + 1], buf[3 * i + 2]);
+	pr_info("done\n");
+	kfree(ds);
+	vfree(buf);
+	return 0;
+}
+
 static int __init lbr_check_init(void)
 {
 	bool kernel_only = !strcmp(filter, "kernel");
@@ -66,6 +137,8 @@ static int __init lbr_check_init(void)
 	unsigned long flags;
 	uint i;
 
+	if (!strcmp(flavour, "bts"))
+		return bts_check();
 	/* Switch MSR and the values for on and off; filters and depth first. */
 	if (!strcmp(flavour, "legacy")) {
 		ctl = MSR_IA32_DEBUGCTLMSR;

@@ -8,7 +8,9 @@
 //! header ("version 7: add userdata to all plugin callbacks"), the registration functions for
 //! vCPU-init, TB-translation, discontinuity and atexit callbacks taking a trailing `void
 //! *userdata` and their callbacks receiving it instead of a leading plugin id; `read_register` /
-//! `write_register` returning `bool` (v6); `qemu_plugin_reg_descriptor` with `is_readonly`;
+//! `write_register` returning `bool` (v6); `qemu_plugin_read_memory_vaddr` /
+//! `qemu_plugin_write_memory_vaddr` (v5; `bool`, a `GByteArray`, vCPU context only);
+//! `qemu_plugin_reg_descriptor` with `is_readonly`;
 //! `qemu_plugin_set_pc` (v6, only from callbacks registered with QEMU_PLUGIN_CB_RW_REGS_PC; it
 //! does not return). The version QEMU reports is checked at install time (`plugin.rs`).
 //!
@@ -218,6 +220,7 @@ mod sys {
             data: *mut GByteArray,
             len: usize,
         ) -> bool;
+        pub(super) fn qemu_plugin_write_memory_vaddr(addr: u64, data: *mut GByteArray) -> bool;
         pub(super) fn qemu_plugin_outs(string: *const c_char);
 
         // glib, from the QEMU process.
@@ -539,15 +542,47 @@ impl Reg {
 /// `len` bytes of guest virtual memory at `addr` (None if they cannot be read). Call from a
 /// vCPU callback: the address is translated by that vCPU.
 pub fn read_mem(addr: u64, len: usize) -> Option<Vec<u8>> {
+    let mut v = vec![0; len];
+    read_mem_into(addr, &mut v).then_some(v)
+}
+
+/// Fills `dest` from guest virtual memory at `addr`; false if it cannot be read. Call from a
+/// vCPU callback: the address is translated by that vCPU (its page tables, as a debugger's
+/// access: no fault is raised).
+pub fn read_mem_into(addr: u64, dest: &mut [u8]) -> bool {
+    if dest.is_empty() {
+        return true;
+    }
     // SAFETY: called from a vCPU callback; the array is ours and freed here, and read only up to
     // the length QEMU filled.
     unsafe {
         let buf = sys::g_byte_array_new();
-        let ok = sys::qemu_plugin_read_memory_vaddr(addr, buf, len);
-        let out = (ok && (*buf).len as usize >= len)
-            .then(|| std::slice::from_raw_parts((*buf).data, len).to_vec());
+        let ok = sys::qemu_plugin_read_memory_vaddr(addr, buf, dest.len())
+            && (*buf).len as usize >= dest.len();
+        if ok {
+            std::ptr::copy_nonoverlapping((*buf).data, dest.as_mut_ptr(), dest.len());
+        }
         sys::g_byte_array_free(buf, 1);
-        out
+        ok
+    }
+}
+
+/// Writes `data` to guest virtual memory at `addr`; false if it cannot be written (QEMU then
+/// may have written a first part). Call from a vCPU callback: the address is translated by that
+/// vCPU, as for [`read_mem_into`].
+pub fn write_mem(addr: u64, data: &[u8]) -> bool {
+    if data.is_empty() {
+        return true;
+    }
+    // SAFETY: called from a vCPU callback; the array is ours, sized to the bytes copied into it,
+    // and freed here.
+    unsafe {
+        let buf = sys::g_byte_array_new();
+        sys::g_byte_array_set_size(buf, data.len() as c_uint);
+        std::ptr::copy_nonoverlapping(data.as_ptr(), (*buf).data, data.len());
+        let ok = sys::qemu_plugin_write_memory_vaddr(addr, buf);
+        sys::g_byte_array_free(buf, 1);
+        ok
     }
 }
 

@@ -5,7 +5,8 @@
 use crate::model::{self, Model};
 
 /// Plugin arguments: `model=NAME` (required), `format=N`, `depth=N`, `timed=on|off` (Arch LBR),
-/// `erratum1452=N` (LbrExtV2), `log=PATH`, `trace=on|off`, `cost=on|off`, `hypervisor=kvm`.
+/// `erratum1452=N` (LbrExtV2), `bts=on|off` (Intel: Branch Trace Store, on by default), `log=PATH`,
+/// `trace=on|off`, `cost=on|off`, `hypervisor=kvm`.
 pub struct Config {
     pub model: Model,
     /// `hypervisor=kvm`: the guest sees KVM's CPUID signature ([`model::Hypervisor`]).
@@ -18,7 +19,7 @@ pub struct Config {
 pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config, String> {
     let mut model = None;
     let (mut format, mut depth, mut log, mut trace, mut cost) = (None, None, None, false, false);
-    let (mut timed, mut erratum1452) = (None, None);
+    let (mut timed, mut erratum1452, mut bts) = (None, None, None);
     let mut hypervisor = None;
     for arg in args {
         let (k, v) = arg
@@ -44,6 +45,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             "depth" => depth = Some(num(v)?),
             "timed" => timed = Some(on_off(v)?),
             "erratum1452" => erratum1452 = Some(num(v)?),
+            "bts" => bts = Some(on_off(v)?),
             "log" => log = Some(v.to_string()),
             "trace" => trace = on_off(v)?,
             "cost" => cost = on_off(v)?,
@@ -53,8 +55,8 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             },
             _ => {
                 return Err(format!(
-                    "unknown argument {k:?} (model, format, depth, timed, erratum1452, log, trace, \
-                     cost, hypervisor)"
+                    "unknown argument {k:?} (model, format, depth, timed, erratum1452, bts, log, \
+                     trace, cost, hypervisor)"
                 ))
             }
         }
@@ -71,6 +73,9 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
     }
     if let Some(n) = erratum1452 {
         model = model.with_erratum1452(n)?;
+    }
+    if let Some(on) = bts {
+        model = model.with_bts(on)?;
     }
     if hypervisor.is_some()
         && matches!(
@@ -126,6 +131,14 @@ mod tests {
                 timed: false
             }
         );
+        assert!(!parse_args(["model=skylake", "bts=off"])
+            .unwrap()
+            .model
+            .has_bts());
+        assert!(parse_args(["model=core2", "bts=on"])
+            .unwrap()
+            .model
+            .has_bts());
         let c = parse_args(["model=skylake", "hypervisor=kvm"]).unwrap();
         assert_eq!(c.hypervisor, Some(model::Hypervisor::Kvm));
         assert_eq!(parse_args(["model=amd"]).unwrap().hypervisor, None);
@@ -176,6 +189,8 @@ mod tests {
                 &["model=zen4", "hypervisor=kvm"],
                 "hypervisor=kvm: KVM gives guests only legacy LBR",
             ),
+            (&["model=skylake", "bts=yes"], "bts=yes: on or off"),
+            (&["model=amd", "bts=on"], "bts=on: amd is an AMD model"),
             (
                 &["model=skylake", "timed=off"],
                 "timed= applies to Arch LBR models",

@@ -9,9 +9,21 @@
 
 use serde_json::{json, Value};
 
+use crate::bts::{Fields, Issue, Stats};
 use crate::classify::Kind;
-use crate::model::{Flavour, Model};
+use crate::cost::BtsTally;
+use crate::model::{Bts, Flavour, Model};
 use crate::recorder::{Counts, Slot};
+
+/// The BTS buffer's position at a freeze: the DS area, its BTS fields as memory holds them then
+/// (None if they cannot be read), the period's figures, and with `cost=on` its cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BtsPosition {
+    pub area: u64,
+    pub fields: Option<Fields>,
+    pub stats: Stats,
+    pub cost: Option<BtsTally>,
+}
 
 /// How an entry measurement (`cost=on`) ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,23 +50,30 @@ pub enum Event {
     },
     /// A system reset: every recorder is back in its power-on state.
     Reset { cpu: u32 },
-    /// `trace=on`: a taken branch seen while recording was on.
+    /// `trace=on`: a taken branch seen while recording (LBR or BTS) was on: `recorded` in the
+    /// LBR, its record stored in the BTS buffer (`bts`); `delivery`: an interrupt or exception
+    /// (kind `far`), not a branch instruction.
     Branch {
         cpu: u32,
         from: u64,
         to: u64,
         kind: Kind,
         recorded: bool,
+        bts: bool,
+        delivery: bool,
     },
-    /// Recording switched on or off (by `cause` at `pc`), through the MSR `msr`.
+    /// Recording switched on or off (by `cause` at `pc`), through the MSR `msr`: the LBR, or
+    /// (`bts`) the Branch Trace Store (DEBUGCTL.TR and .BTS).
     Switch {
         cpu: u32,
         on: bool,
         cause: &'static str,
         pc: u64,
         msr: u32,
+        bts: bool,
     },
-    /// Recording switched off: the record stack (newest first), LER and counts at that moment.
+    /// Recording (LBR or BTS) switched off: the record stack (newest first), LER and counts at
+    /// that moment, and the BTS buffer's position if BTS was on.
     Freeze {
         cpu: u32,
         cause: &'static str,
@@ -63,6 +82,24 @@ pub enum Event {
         records: Vec<Slot>,
         ler: (u64, u64),
         counts: Counts,
+        bts: Option<Box<BtsPosition>>,
+    },
+    /// The BTS met `issue` storing a record (the DS area at `area`, its fields as read): a
+    /// fault the real part would take (`would-fault`), a full buffer (`bts-full`) or a
+    /// misprogrammed one (`bts-misprogrammed`). Logged once per issue and configuration.
+    BtsIssue {
+        cpu: u32,
+        issue: Issue,
+        area: u64,
+        fields: Option<Fields>,
+    },
+    /// The BTS index reached the interrupt threshold: the real part would raise a performance
+    /// monitoring interrupt, which the emulator cannot (`btint`: DEBUGCTL.BTINT was set).
+    WouldInterrupt {
+        cpu: u32,
+        index: u64,
+        threshold: u64,
+        btint: bool,
     },
     /// An emulated MSR read.
     Rdmsr { cpu: u32, msr: u32, value: u64 },
@@ -85,8 +122,12 @@ pub enum Event {
     Marker { cpu: u32, value: u32 },
     /// A configuration error the guest cannot see (also printed on QEMU's plugin output).
     Error { message: String },
-    /// QEMU exits: branches seen and recorded in all.
-    Exit { branches_seen: u64, recorded: u64 },
+    /// QEMU exits: branches seen and recorded in all (LBR), and BTS records stored.
+    Exit {
+        branches_seen: u64,
+        recorded: u64,
+        bts_stored: u64,
+    },
 }
 
 fn hex(v: u64) -> String {
@@ -115,13 +156,47 @@ fn flavour_json(m: &Model) -> Value {
     }
 }
 
+/// The BTS fields as the log gives them (nulls if they could not be read).
+fn fields_json(area: u64, f: Option<Fields>) -> serde_json::Map<String, Value> {
+    let h = |g: fn(&Fields) -> u64| f.as_ref().map(|f| hex(g(f)));
+    let mut m = serde_json::Map::new();
+    m.insert("ds_area".into(), json!(hex(area)));
+    m.insert("base".into(), json!(h(|f| f.base)));
+    m.insert("index".into(), json!(h(|f| f.index)));
+    m.insert("max".into(), json!(h(|f| f.max)));
+    m.insert("threshold".into(), json!(h(|f| f.threshold)));
+    m
+}
+
+fn bts_json(p: &BtsPosition) -> Value {
+    let s = &p.stats;
+    let mut m = fields_json(p.area, p.fields);
+    m.insert("index_at_on".into(), json!(s.index_at_on.map(hex)));
+    m.insert("seen".into(), json!(s.seen));
+    m.insert("stored".into(), json!(s.stored));
+    m.insert("wraps".into(), json!(s.wraps));
+    m.insert("dropped".into(), json!(s.dropped));
+    m.insert(
+        "cost".into(),
+        match p.cost {
+            Some(c) => json!({"insns": c.insns, "records": c.records, "reads": c.reads,
+                              "stores": c.stores, "bytes": c.bytes}),
+            None => Value::Null,
+        },
+    );
+    m.into()
+}
+
 impl Event {
     /// Whether the log is flushed after this event: after all but the frequent ones (a traced
     /// branch, an entry measurement, an MSR write).
     pub fn flush(&self) -> bool {
         !matches!(
             self,
-            Event::Branch { .. } | Event::Entry { .. } | Event::Wrmsr { .. }
+            Event::Branch { .. }
+                | Event::Entry { .. }
+                | Event::Wrmsr { .. }
+                | Event::WouldInterrupt { .. }
         )
     }
 
@@ -135,8 +210,12 @@ impl Event {
                 trace,
                 cost,
             } => {
+                let bts = match model.bts {
+                    Bts::None => Value::Null,
+                    Bts::Store { predicted } => json!({"predicted_bit": predicted}),
+                };
                 let mut start = json!({"event": "start", "model": model.name, "api": [api.0, api.1],
-                                       "vcpus": vcpus, "trace": trace, "cost": cost});
+                                       "vcpus": vcpus, "trace": trace, "cost": cost, "bts": bts});
                 if let (Value::Object(s), Value::Object(f)) = (&mut start, flavour_json(model)) {
                     s.extend(f);
                 }
@@ -149,16 +228,20 @@ impl Event {
                 to,
                 kind,
                 recorded,
+                bts,
+                delivery,
             } => json!({"event": "branch", "cpu": cpu, "from": hex(*from), "to": hex(*to),
-                        "kind": kind.name(), "recorded": recorded}),
+                        "kind": kind.name(), "recorded": recorded, "bts": bts,
+                        "delivery": delivery}),
             Event::Switch {
                 cpu,
                 on,
                 cause,
                 pc,
                 msr,
+                bts,
             } => json!({"event": "switch", "cpu": cpu, "on": on, "cause": cause, "pc": hex(*pc),
-                        "msr": hex(*msr as u64)}),
+                        "msr": hex(*msr as u64), "recorder": if *bts { "bts" } else { "lbr" }}),
             Event::Freeze {
                 cpu,
                 cause,
@@ -167,6 +250,7 @@ impl Event {
                 records,
                 ler: (lf, lt),
                 counts: c,
+                bts,
             } => {
                 let records: Vec<Value> = records
                     .iter()
@@ -184,8 +268,36 @@ impl Event {
                        "counts": {"seen": c.seen, "seen_user": c.seen_user, "recorded": c.recorded,
                                   "recorded_user": c.recorded_user,
                                   "seen_kind": by_kind(&c.seen_kind),
-                                  "recorded_kind": by_kind(&c.recorded_kind)}})
+                                  "recorded_kind": by_kind(&c.recorded_kind)},
+                       "bts": bts.as_deref().map(bts_json)})
             }
+            Event::BtsIssue {
+                cpu,
+                issue,
+                area,
+                fields,
+            } => {
+                let mut m = fields_json(*area, *fields);
+                m.insert("event".into(), json!(issue.event()));
+                m.insert("cpu".into(), json!(cpu));
+                match issue {
+                    Issue::ReadFault(a) | Issue::WriteFault(a) => {
+                        m.insert("op".into(), json!(issue.name()));
+                        m.insert("addr".into(), json!(hex(*a)));
+                    }
+                    _ => {
+                        m.insert("reason".into(), json!(issue.name()));
+                    }
+                }
+                m.into()
+            }
+            Event::WouldInterrupt {
+                cpu,
+                index,
+                threshold,
+                btint,
+            } => json!({"event": "would-interrupt", "cause": "bts-threshold", "cpu": cpu,
+                        "index": hex(*index), "threshold": hex(*threshold), "btint": btint}),
             Event::Rdmsr { cpu, msr, value } => {
                 json!({"event": "rdmsr", "cpu": cpu, "msr": hex(*msr as u64), "value": hex(*value)})
             }
@@ -223,7 +335,9 @@ impl Event {
             Event::Exit {
                 branches_seen,
                 recorded,
-            } => json!({"event": "exit", "branches_seen": branches_seen, "recorded": recorded}),
+                bts_stored,
+            } => json!({"event": "exit", "branches_seen": branches_seen, "recorded": recorded,
+                        "bts_stored": bts_stored}),
         };
         v["seq"] = json!(seq);
         v
@@ -252,11 +366,15 @@ mod tests {
         };
         assert_eq!(
             line(&start("skylake"), 0),
-            r#"{"api":[7,7],"cost":true,"depth":32,"event":"start","flavour":"legacy","format":5,"from":"0x680","info":"0xdc0","model":"skylake","seq":0,"to":"0x6c0","trace":false,"vcpus":2}"#
+            r#"{"api":[7,7],"bts":{"predicted_bit":true},"cost":true,"depth":32,"event":"start","flavour":"legacy","format":5,"from":"0x680","info":"0xdc0","model":"skylake","seq":0,"to":"0x6c0","trace":false,"vcpus":2}"#
         );
         assert_eq!(
             line(&start("haswell"), 0),
-            r#"{"api":[7,7],"cost":true,"depth":16,"event":"start","flavour":"legacy","format":4,"from":"0x680","info":null,"model":"haswell","seq":0,"to":"0x6c0","trace":false,"vcpus":2}"#
+            r#"{"api":[7,7],"bts":{"predicted_bit":true},"cost":true,"depth":16,"event":"start","flavour":"legacy","format":4,"from":"0x680","info":null,"model":"haswell","seq":0,"to":"0x6c0","trace":false,"vcpus":2}"#
+        );
+        assert_eq!(
+            line(&start("amd"), 0),
+            r#"{"api":[7,7],"bts":null,"cost":true,"depth":1,"event":"start","flavour":"amd-single","model":"amd","seq":0,"trace":false,"vcpus":2}"#
         );
     }
 
@@ -282,11 +400,12 @@ mod tests {
             }],
             ler: (0x10, 0x20),
             counts,
+            bts: None,
         };
         assert!(freeze.flush());
         assert_eq!(
             line(&freeze, 12),
-            r#"{"cause":"wrmsr","counts":{"recorded":9,"recorded_kind":{"call":3,"call_ind":0,"far":1,"jcc":1,"jmp":0,"jmp_ind":0,"ret":4},"recorded_user":3,"seen":10,"seen_kind":{"call":3,"call_ind":0,"far":1,"jcc":2,"jmp":0,"jmp_ind":0,"ret":4},"seen_user":4},"cpu":1,"event":"freeze","ler":["0x10","0x20"],"pc":"0xffffffff81000000","records":[{"from":"0x401000","info":"0x8000000000000005","to":"0x401010"}],"seq":12,"tos":3}"#
+            r#"{"bts":null,"cause":"wrmsr","counts":{"recorded":9,"recorded_kind":{"call":3,"call_ind":0,"far":1,"jcc":1,"jmp":0,"jmp_ind":0,"ret":4},"recorded_user":3,"seen":10,"seen_kind":{"call":3,"call_ind":0,"far":1,"jcc":2,"jmp":0,"jmp_ind":0,"ret":4},"seen_user":4},"cpu":1,"event":"freeze","ler":["0x10","0x20"],"pc":"0xffffffff81000000","records":[{"from":"0x401000","info":"0x8000000000000005","to":"0x401010"}],"seq":12,"tos":3}"#
         );
         let branch = Event::Branch {
             cpu: 0,
@@ -294,11 +413,13 @@ mod tests {
             to: 0x2000,
             kind: Kind::CallInd,
             recorded: true,
+            bts: false,
+            delivery: false,
         };
         assert!(!branch.flush());
         assert_eq!(
             line(&branch, 3),
-            r#"{"cpu":0,"event":"branch","from":"0x1000","kind":"call_ind","recorded":true,"seq":3,"to":"0x2000"}"#
+            r#"{"bts":false,"cpu":0,"delivery":false,"event":"branch","from":"0x1000","kind":"call_ind","recorded":true,"seq":3,"to":"0x2000"}"#
         );
         let switch = Event::Switch {
             cpu: 0,
@@ -306,10 +427,11 @@ mod tests {
             cause: "#DB",
             pc: 0x1234,
             msr: 0x1d9,
+            bts: false,
         };
         assert_eq!(
             line(&switch, 4),
-            r##"{"cause":"#DB","cpu":0,"event":"switch","msr":"0x1d9","on":true,"pc":"0x1234","seq":4}"##
+            r##"{"cause":"#DB","cpu":0,"event":"switch","msr":"0x1d9","on":true,"pc":"0x1234","recorder":"lbr","seq":4}"##
         );
         assert_eq!(
             line(&Event::Reset { cpu: 0 }, 5),
@@ -405,11 +527,94 @@ mod tests {
         let exit = Event::Exit {
             branches_seen: 100,
             recorded: 60,
+            bts_stored: 7,
         };
         assert!(exit.flush());
         assert_eq!(
             line(&exit, 11),
-            r#"{"branches_seen":100,"event":"exit","recorded":60,"seq":11}"#
+            r#"{"branches_seen":100,"bts_stored":7,"event":"exit","recorded":60,"seq":11}"#
+        );
+    }
+
+    #[test]
+    fn bts_lines() {
+        let f = Fields {
+            base: 0x2000,
+            index: 0x2030,
+            max: 0x2048,
+            threshold: 0x2049,
+        };
+        let freeze = |bts| Event::Freeze {
+            cpu: 0,
+            cause: "wrmsr",
+            pc: 0x10,
+            tos: 0,
+            records: vec![],
+            ler: (0, 0),
+            counts: Counts::default(),
+            bts,
+        };
+        let pos = BtsPosition {
+            area: 0x1000,
+            fields: Some(f),
+            stats: Stats {
+                seen: 9,
+                stored: 8,
+                wraps: 2,
+                dropped: 0,
+                index_at_on: Some(0x2000),
+            },
+            cost: Some(BtsTally {
+                insns: 80,
+                records: 8,
+                reads: 8,
+                stores: 16,
+                bytes: 256,
+            }),
+        };
+        let v = freeze(Some(Box::new(pos))).to_json(1);
+        assert_eq!(
+            serde_json::to_string(&v["bts"]).unwrap(),
+            r#"{"base":"0x2000","cost":{"bytes":256,"insns":80,"reads":8,"records":8,"stores":16},"dropped":0,"ds_area":"0x1000","index":"0x2030","index_at_on":"0x2000","max":"0x2048","seen":9,"stored":8,"threshold":"0x2049","wraps":2}"#
+        );
+        let unread = BtsPosition {
+            fields: None,
+            cost: None,
+            stats: Stats::default(),
+            ..pos
+        };
+        assert_eq!(
+            serde_json::to_string(&freeze(Some(Box::new(unread))).to_json(1)["bts"]).unwrap(),
+            r#"{"base":null,"cost":null,"dropped":0,"ds_area":"0x1000","index":null,"index_at_on":null,"max":null,"seen":0,"stored":0,"threshold":null,"wraps":0}"#
+        );
+        let issue = |issue, fields| Event::BtsIssue {
+            cpu: 1,
+            issue,
+            area: 0x1000,
+            fields,
+        };
+        assert_eq!(
+            line(&issue(Issue::ReadFault(0x1000), None), 2),
+            r#"{"addr":"0x1000","base":null,"cpu":1,"ds_area":"0x1000","event":"would-fault","index":null,"max":null,"op":"ds-read","seq":2,"threshold":null}"#
+        );
+        assert_eq!(
+            line(&issue(Issue::IndexOutside, Some(f)), 3),
+            r#"{"base":"0x2000","cpu":1,"ds_area":"0x1000","event":"bts-misprogrammed","index":"0x2030","max":"0x2048","reason":"index-outside-buffer","seq":3,"threshold":"0x2049"}"#
+        );
+        assert_eq!(
+            serde_json::to_value(issue(Issue::Full, Some(f)).to_json(4)).unwrap()["event"],
+            "bts-full"
+        );
+        let irq = Event::WouldInterrupt {
+            cpu: 0,
+            index: 0x2048,
+            threshold: 0x2048,
+            btint: true,
+        };
+        assert!(!irq.flush());
+        assert_eq!(
+            line(&irq, 5),
+            r#"{"btint":true,"cause":"bts-threshold","cpu":0,"event":"would-interrupt","index":"0x2048","seq":5,"threshold":"0x2048"}"#
         );
     }
 }

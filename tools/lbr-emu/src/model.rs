@@ -10,6 +10,11 @@
 //! that family/model and sets PDCM. Arch LBR is enumerated by CPUID.(7,0):EDX[19] and leaf 0x1C;
 //! AMD LbrExtV2 by CPUID 0x80000022. The vendor string is QEMU's: run Intel choices with an Intel
 //! `-cpu` model and AMD choices with an AMD one (the emulator checks and says so).
+//!
+//! Branch Trace Store: every Intel model of the table has it, as the parts do (Core 2 and
+//! Bonnell onwards: CPUID.1:EDX.DS, ECX.DTES64 and ECX.DS-CPL, IA32_MISC_ENABLE bit 11 clear);
+//! `bts=off` presents an Intel model without a debug store. AMD parts have none (DS clear).
+//! See [`crate::bts`].
 
 /// IA32_DEBUGCTL and the MSRs every flavour shares.
 pub const MSR_DEBUGCTL: u32 = 0x1d9;
@@ -78,7 +83,27 @@ pub struct Model {
     /// Family 6 model number written into CPUID leaf 1 (Intel), or None to keep QEMU's.
     pub model: Option<u8>,
     pub flavour: Flavour,
+    pub bts: Bts,
 }
+
+/// The Branch Trace Store a model has (SDM vol. 3B 17.4.5 "Branch Trace Store (BTS)", 17.4.9
+/// "BTS and DS Save Area").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bts {
+    /// No debug store: CPUID.1:EDX.DS clear, so IA32_DS_AREA and DEBUGCTL's BTS bits do not
+    /// exist (an access is `would-fault`).
+    None,
+    /// BTS with the 64-bit DS save area (CPUID.1:ECX.DTES64) and CPL qualification
+    /// (CPUID.1:ECX.DS-CPL: BTS_OFF_OS/BTS_OFF_USR). `predicted`: records carry the "branch
+    /// predicted" bit, which 17.4.9.1 says "is not supported by Intel Core microarchitecture or
+    /// Intel Atom microarchitecture" (here: `core2` and `atom`).
+    Store { predicted: bool },
+}
+
+/// CPUID.1:EDX[21] DS, CPUID.1:ECX[2] DTES64, CPUID.1:ECX[4] DS-CPL.
+const CPUID1_EDX_DS: u32 = 1 << 21;
+const CPUID1_ECX_DTES64: u32 = 1 << 2;
+const CPUID1_ECX_DS_CPL: u32 = 1 << 4;
 
 /// The MSRs of a legacy-LBR generation (the kernel's `intel_pmu_lbr_init_*()`).
 #[derive(Clone, Copy)]
@@ -113,6 +138,16 @@ const fn legacy(name: &'static str, model: u8, depth: usize, msrs: Msrs, format:
             format,
             select: !matches!(msrs, Msrs::CoreNoSelect),
         },
+        bts: Bts::Store { predicted: true },
+    }
+}
+
+impl Model {
+    /// The model's BTS records without the "branch predicted" bit (Intel Core and Intel Atom
+    /// microarchitectures, SDM 17.4.9.1).
+    const fn bts_unpredicted(mut self) -> Model {
+        self.bts = Bts::Store { predicted: false };
+        self
     }
 }
 
@@ -121,8 +156,8 @@ const fn legacy(name: &'static str, model: u8, depth: usize, msrs: Msrs, format:
 /// 0x680/0x6c0 with LBR_INFO at 0xdc0); model numbers are asm/intel-family.h. The formats are
 /// what these parts report; `format=N` overrides it to exercise every format (0-7) on any model.
 pub const MODELS: &[Model] = &[
-    legacy("core2", 0x17, 4, Msrs::CoreNoSelect, 1),
-    legacy("atom", 0x1c, 8, Msrs::CoreNoSelect, 2),
+    legacy("core2", 0x17, 4, Msrs::CoreNoSelect, 1).bts_unpredicted(),
+    legacy("atom", 0x1c, 8, Msrs::CoreNoSelect, 2).bts_unpredicted(),
     legacy("silvermont", 0x37, 8, Msrs::Core, 3),
     legacy("nehalem", 0x1e, 16, Msrs::Nehalem, 3),
     legacy("sandybridge", 0x2a, 16, Msrs::Nehalem, 3),
@@ -140,6 +175,7 @@ pub const MODELS: &[Model] = &[
             depth: 32,
             timed: true,
         },
+        bts: Bts::Store { predicted: true },
     },
     Model {
         name: "zen4",
@@ -149,12 +185,14 @@ pub const MODELS: &[Model] = &[
             depth: 16,
             erratum1452: None,
         },
+        bts: Bts::None,
     },
     Model {
         name: "amd",
         vendor: Vendor::Amd,
         model: None,
         flavour: Flavour::AmdSingle,
+        bts: Bts::None,
     },
 ];
 
@@ -228,6 +266,54 @@ impl Model {
         Ok(self)
     }
 
+    /// The model with its Branch Trace Store taken away (`bts=off`), or kept (`bts=on`).
+    pub fn with_bts(mut self, on: bool) -> Result<Model, String> {
+        match (self.vendor, on) {
+            (Vendor::Amd, true) => {
+                return Err(format!(
+                    "bts=on: {} is an AMD model, and AMD parts have no Branch Trace Store",
+                    self.name
+                ))
+            }
+            (_, false) => self.bts = Bts::None,
+            (Vendor::Intel, true) => {}
+        }
+        Ok(self)
+    }
+
+    /// Does the model have BTS (and so IA32_DS_AREA)?
+    pub fn has_bts(&self) -> bool {
+        matches!(self.bts, Bts::Store { .. })
+    }
+
+    /// DEBUGCTL bits of the BTS facility that this model does not have: a write setting one is
+    /// a #GP (reserved bits). Intel without a debug store keeps TR (bit 6: branch trace
+    /// messages on the system bus, nothing the guest sees); AMD's DebugCtl has bits 6-10
+    /// reserved (APM vol. 2, "Debug-Control MSR (DebugCtl)": bits 63:6 reserved).
+    pub fn missing_debugctl_bts_bits(&self) -> u64 {
+        use crate::bts::{BTINT, BTS, BTS_OFF_OS, BTS_OFF_USR, TR};
+        match (self.bts, self.vendor) {
+            (Bts::Store { .. }, _) => 0,
+            (Bts::None, Vendor::Intel) => BTS | BTINT | BTS_OFF_OS | BTS_OFF_USR,
+            (Bts::None, Vendor::Amd) => TR | BTS | BTINT | BTS_OFF_OS | BTS_OFF_USR,
+        }
+    }
+
+    /// IA32_MISC_ENABLE as the guest reads it, from QEMU's value `v`: on Intel models, bit 11
+    /// (BTS unavailable) says whether the model has BTS and bit 12 (PEBS unavailable) is set, as
+    /// PEBS is not emulated (QEMU leaves both clear). None: not rewritten (AMD).
+    pub fn misc_enable(&self, v: u64) -> Option<u64> {
+        use crate::bts::{MISC_BTS_UNAVAILABLE, MISC_PEBS_UNAVAILABLE};
+        if self.vendor != Vendor::Intel {
+            return None;
+        }
+        let v = v | MISC_PEBS_UNAVAILABLE;
+        Some(match self.bts {
+            Bts::Store { .. } => v & !MISC_BTS_UNAVAILABLE,
+            Bts::None => v | MISC_BTS_UNAVAILABLE,
+        })
+    }
+
     /// IA32_PERF_CAPABILITIES as the guest reads it, if the model has it.
     pub fn perf_capabilities(&self) -> Option<u64> {
         match self.flavour {
@@ -283,6 +369,13 @@ impl Model {
                 }
                 if self.perf_capabilities().is_some() {
                     c |= 1 << 15; // PDCM
+                }
+                if self.has_bts() {
+                    d |= CPUID1_EDX_DS;
+                    c |= CPUID1_ECX_DTES64 | CPUID1_ECX_DS_CPL;
+                } else {
+                    d &= !CPUID1_EDX_DS;
+                    c &= !(CPUID1_ECX_DTES64 | CPUID1_ECX_DS_CPL);
                 }
             }
             (7, Flavour::Arch { .. }) if subleaf == 0 => d |= 1 << 19,
@@ -365,10 +458,45 @@ mod tests {
     fn skylake_cpuid_leaf1() {
         let m = find("skylake").unwrap();
         // Skylake client is family 6 model 0x5e: EAX 0x000506e1 with stepping 1.
-        let [a, _, c, _] = m.cpuid(1, 0, [0x000506e3, 0, 0x1234, 0], Some(0xd));
+        let [a, _, c, d] = m.cpuid(1, 0, [0x000506e3, 0, 0x1220, 0x10], Some(0xd));
         assert_eq!(a, 0x0005_06e1);
-        assert_eq!(c, 0x1234 | 0x8000);
+        // PDCM (15), and the debug store: DTES64 (ECX 2), DS-CPL (ECX 4), DS (EDX 21).
+        assert_eq!(c, 0x1220 | 0x8000 | 0x4 | 0x10);
+        assert_eq!(d, 0x10 | 0x20_0000);
         assert_eq!(m.perf_capabilities(), Some(5));
+    }
+
+    #[test]
+    fn bts_models() {
+        // Every Intel model has BTS; the AMD ones have no debug store.
+        for m in MODELS {
+            assert_eq!(m.has_bts(), m.vendor == Vendor::Intel, "{}", m.name);
+        }
+        let predicted = |n| match find(n).unwrap().bts {
+            Bts::Store { predicted } => predicted,
+            Bts::None => panic!("{n} has BTS"),
+        };
+        assert!(!predicted("core2") && !predicted("atom"));
+        assert!(predicted("silvermont") && predicted("skylake") && predicted("sapphirerapids"));
+        // bts=off: DS, DTES64 and DS-CPL read clear even if QEMU set them; MISC_ENABLE says
+        // BTS unavailable.
+        let off = find("skylake").unwrap().with_bts(false).unwrap();
+        assert_eq!(
+            off.cpuid(1, 0, [0x506e3, 0, 0x14, 0x20_0000], None)[2..],
+            [0x8000, 0]
+        );
+        assert_eq!(off.misc_enable(1), Some(1 | 0x1800));
+        assert!(find("zen4").unwrap().with_bts(true).is_err());
+        assert!(find("zen4").unwrap().with_bts(false).is_ok());
+        // IA32_MISC_ENABLE: bit 11 clear (BTS available), bit 12 set (PEBS unavailable), the rest
+        // QEMU's (fast strings, bit 0; MWAIT, bit 18); AMD: not rewritten.
+        let sky = find("skylake").unwrap();
+        assert_eq!(sky.misc_enable(0x4_0801), Some(0x4_1001));
+        assert_eq!(find("amd").unwrap().misc_enable(1), None);
+        // DEBUGCTL bits 6-10: all there with BTS; Intel without keeps TR; AMD has none.
+        assert_eq!(sky.missing_debugctl_bts_bits(), 0);
+        assert_eq!(off.missing_debugctl_bts_bits(), 0x780);
+        assert_eq!(find("zen4").unwrap().missing_debugctl_bts_bits(), 0x7c0);
     }
 
     #[test]

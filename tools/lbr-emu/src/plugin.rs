@@ -13,7 +13,15 @@
 //! is its own fall-through (`jmp .+2`) is invisible to this scheme and is not recorded. The
 //! instrumentation itself is in `translate`.
 //!
-//! `rdmsr`/`wrmsr` of an emulated MSR are emulated whole, and `cpuid` is rewritten (`msr`).
+//! `rdmsr`/`wrmsr` of an emulated MSR are emulated whole, and `cpuid` and `rdmsr` of
+//! IA32_MISC_ENABLE are rewritten after QEMU ran them (`msr`).
+//!
+//! Branch Trace Store: at each taken branch, interrupt or exception while DEBUGCTL.TR and .BTS
+//! are set, the record is stored in guest memory ([`crate::bts::store`] through [`GuestMem`],
+//! QEMU's `qemu_plugin_read/write_memory_vaddr` in this vCPU's context). The DS area's BTS
+//! fields are read at every record, not cached: software may swap the buffer with plain stores
+//! to the save area (no MSR write), and a plugin sees no store it has not instrumented; the cost
+//! of the read is measured in the README ("Branch Trace Store").
 //!
 //! With `cost=on`, every instruction also adds 1, inline, to a per-vCPU counter, and each
 //! interrupt or exception delivery starts an entry measurement ([`crate::cost`]), logged as an
@@ -33,10 +41,11 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::api::*;
 use crate::args::parse_args;
+use crate::bts::{self, Fields};
 use crate::classify::Kind;
-use crate::cost::Entry;
-use crate::event::{EntryEnd, Event};
-use crate::model::Model;
+use crate::cost::{BtsTally, Entry};
+use crate::event::{BtsPosition, EntryEnd, Event};
+use crate::model::{Model, MSR_DEBUGCTL};
 use crate::recorder::{Branch, Recorder, Switch};
 
 #[no_mangle]
@@ -55,8 +64,8 @@ struct Sb {
     insns: u64,
     /// `insns` when the previous branch was recorded.
     insns_at_record: u64,
-    /// A `cpuid` at the end of a block waits for its result to be rewritten.
-    cpuid_pending: u64,
+    /// A `cpuid` or `rdmsr` at the end of a block waits for its result to be rewritten.
+    fixup_pending: u64,
     /// `cost=on`: instructions executed (added one by one, inline).
     cost_insns: u64,
 }
@@ -73,17 +82,56 @@ struct Regs {
     rdx: Reg,
 }
 
+/// An instruction QEMU executes whose result the emulator rewrites afterwards.
+#[derive(Clone, Copy)]
+enum Fixup {
+    /// `cpuid` of (leaf, subleaf).
+    Cpuid(u32, u32),
+    /// `rdmsr` of IA32_MISC_ENABLE (its BTS and PEBS availability bits).
+    MiscEnable,
+}
+
 struct Cpu {
     rec: Recorder,
     regs: Option<Regs>,
-    /// (leaf, subleaf) of a `cpuid` that has not been rewritten yet.
-    cpuid: Option<(u32, u32)>,
+    /// The instruction waiting for its result to be rewritten.
+    fixup: Option<Fixup>,
     /// Highest basic / extended CPUID leaf QEMU itself answers.
     orig_max: [Option<u32>; 2],
     /// The IDT base of the last `lidt` (for recognising #DB delivery).
     idt: Option<u64>,
     /// `cost=on`: the delivery being measured.
     entry: Option<Entry>,
+    /// BTS: this recording period's cost, and the instruction count when it began.
+    bts_tally: BtsTally,
+    bts_insns_at_on: u64,
+}
+
+impl Cpu {
+    fn new(model: Model) -> Cpu {
+        Cpu {
+            rec: Recorder::new(model),
+            regs: None,
+            fixup: None,
+            orig_max: [None; 2],
+            idt: None,
+            entry: None,
+            bts_tally: BtsTally::default(),
+            bts_insns_at_on: 0,
+        }
+    }
+}
+
+/// Guest memory as the vCPU whose callback is running sees it.
+struct GuestMem;
+
+impl bts::Memory for GuestMem {
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        read_mem_into(addr, buf)
+    }
+    fn write(&mut self, addr: u64, data: &[u8]) -> bool {
+        write_mem(addr, data)
+    }
 }
 
 struct Emu {
@@ -97,6 +145,7 @@ struct Emu {
     vendor_warned: AtomicU64,
     seen: AtomicU64,
     recorded: AtomicU64,
+    bts_stored: AtomicU64,
     events: AtomicU64,
 }
 
@@ -135,7 +184,29 @@ impl Emu {
         self.sb.field(offset)
     }
 
-    fn freeze_event(&self, vcpu: c_uint, rec: &Recorder, cause: &'static str, pc: u64) {
+    /// A freeze on `vcpu`: the record stack, and the BTS buffer's position if BTS was on
+    /// (`bts`), read from memory now; `insns` is the `cost=on` instruction count.
+    fn freeze_event(
+        &self,
+        vcpu: c_uint,
+        cpu: &Cpu,
+        cause: &'static str,
+        pc: u64,
+        bts: bool,
+        insns: u64,
+    ) {
+        let rec = &cpu.rec;
+        let bts = bts.then(|| {
+            Box::new(BtsPosition {
+                area: rec.ds_area(),
+                fields: Fields::read(&mut GuestMem, rec.ds_area()),
+                stats: rec.bts,
+                cost: self.cost.then(|| BtsTally {
+                    insns: insns - cpu.bts_insns_at_on,
+                    ..cpu.bts_tally
+                }),
+            })
+        });
         self.log(Event::Freeze {
             cpu: vcpu,
             cause,
@@ -144,6 +215,7 @@ impl Emu {
             records: rec.stack(),
             ler: rec.ler(),
             counts: rec.counts,
+            bts,
         });
     }
 
@@ -154,20 +226,79 @@ impl Emu {
         }
     }
 
-    fn switched(&self, vcpu: c_uint, rec: &Recorder, sw: Switch, cause: &'static str, pc: u64) {
-        if sw.was_on == sw.now_on {
-            return;
+    /// Logs what an MSR write or #DB (`cause` at `pc`) switched: the LBR (`sw`) and BTS
+    /// (`bts_was_on` before, the recorder's state now); a freeze if either stopped. A BTS period
+    /// that begins reads the index it begins at; `insns` is the `cost=on` instruction count.
+    #[allow(clippy::too_many_arguments)]
+    fn switched(
+        &self,
+        vcpu: c_uint,
+        cpu: &mut Cpu,
+        sw: Switch,
+        bts_was_on: bool,
+        cause: &'static str,
+        pc: u64,
+        insns: u64,
+    ) {
+        let bts_now_on = cpu.rec.bts_on();
+        if sw.was_on != sw.now_on {
+            self.log(Event::Switch {
+                cpu: vcpu,
+                on: sw.now_on,
+                cause,
+                pc,
+                msr: cpu.rec.switch_msr(),
+                bts: false,
+            });
         }
-        self.log(Event::Switch {
-            cpu: vcpu,
-            on: sw.now_on,
-            cause,
-            pc,
-            msr: rec.switch_msr(),
-        });
-        if sw.was_on {
-            self.freeze_event(vcpu, rec, cause, pc);
+        if bts_was_on != bts_now_on {
+            self.log(Event::Switch {
+                cpu: vcpu,
+                on: bts_now_on,
+                cause,
+                pc,
+                msr: MSR_DEBUGCTL,
+                bts: true,
+            });
+            if bts_now_on {
+                cpu.rec.bts_started(&mut GuestMem);
+                cpu.bts_tally = BtsTally::default();
+                cpu.bts_insns_at_on = insns;
+            }
         }
+        if (sw.was_on && !sw.now_on) || (bts_was_on && !bts_now_on) {
+            self.freeze_event(vcpu, cpu, cause, pc, bts_was_on, insns);
+        }
+    }
+
+    /// Stores the BTS record of `b` on `vcpu` if BTS is on and its filter lets it; logs what
+    /// the store met. Returns whether a record was written.
+    fn bts_store(&self, vcpu: c_uint, cpu: &mut Cpu, b: &Branch) -> bool {
+        let Some(st) = cpu.rec.bts_record(&mut GuestMem, b) else {
+            return false;
+        };
+        let o = st.outcome;
+        cpu.bts_tally.add(&o);
+        if let Some(issue) = st.report {
+            self.log(Event::BtsIssue {
+                cpu: vcpu,
+                issue,
+                area: cpu.rec.ds_area(),
+                fields: o.fields,
+            });
+        }
+        if let (true, Some(at), Some(f)) = (o.interrupt, o.at, o.fields) {
+            self.log(Event::WouldInterrupt {
+                cpu: vcpu,
+                index: at + bts::RECORD_SIZE,
+                threshold: f.threshold,
+                btint: cpu.rec.btint(),
+            });
+        }
+        if o.at.is_some() {
+            self.bts_stored.fetch_add(1, Relaxed);
+        }
+        o.at.is_some()
     }
 
     /// `cost=on`: a block entered at `to`, not as the fall-through of the last one.
@@ -207,7 +338,7 @@ enum Cause {
     Delivery,
 }
 
-/// Records a taken branch on vCPU `vcpu`.
+/// Records a taken branch on vCPU `vcpu`: in the LBR and in the BTS buffer, each if on.
 fn take_branch(vcpu: c_uint, s: &mut Sb, from: u64, to: u64, kind: Kind, cause: Cause) {
     let e = emu();
     let b = Branch {
@@ -217,18 +348,23 @@ fn take_branch(vcpu: c_uint, s: &mut Sb, from: u64, to: u64, kind: Kind, cause: 
         cycles: s.insns - s.insns_at_record,
     };
     let mut cpu = e.cpu(vcpu);
-    if !cpu.rec.on() {
+    let (lbr, bts) = (cpu.rec.on(), cpu.rec.bts_on());
+    if !lbr && !bts {
         return;
     }
-    e.seen.fetch_add(1, Relaxed);
-    let recorded = match cause {
-        Cause::Delivery => cpu.rec.event(&b),
-        Cause::Instruction => cpu.rec.branch(&b),
-    };
-    if recorded {
-        s.insns_at_record = s.insns;
-        e.recorded.fetch_add(1, Relaxed);
+    let mut recorded = false;
+    if lbr {
+        e.seen.fetch_add(1, Relaxed);
+        recorded = match cause {
+            Cause::Delivery => cpu.rec.event(&b),
+            Cause::Instruction => cpu.rec.branch(&b),
+        };
+        if recorded {
+            s.insns_at_record = s.insns;
+            e.recorded.fetch_add(1, Relaxed);
+        }
     }
+    let stored = bts && e.bts_store(vcpu, &mut cpu, &b);
     if e.trace {
         e.log(Event::Branch {
             cpu: vcpu,
@@ -236,6 +372,8 @@ fn take_branch(vcpu: c_uint, s: &mut Sb, from: u64, to: u64, kind: Kind, cause: 
             to,
             kind,
             recorded,
+            bts: stored,
+            delivery: cause == Cause::Delivery,
         });
     }
 }
@@ -250,9 +388,12 @@ extern "C" fn on_reset(vcpu: c_uint, _: *mut c_void) {
     let e = emu();
     for cpu in &e.cpus {
         let mut cpu = cpu.lock().unwrap_or_else(|e| e.into_inner());
-        cpu.rec = Recorder::new(e.model);
-        cpu.idt = None;
-        cpu.entry = None;
+        let (regs, orig_max) = (cpu.regs, cpu.orig_max);
+        *cpu = Cpu {
+            regs,
+            orig_max,
+            ..Cpu::new(e.model)
+        };
     }
     e.log(Event::Reset { cpu: vcpu });
 }
@@ -300,9 +441,10 @@ extern "C" fn on_discon(vcpu: c_uint, kind: c_int, from: u64, to: u64, _: *mut c
     // (seen: #PF and #DB), so the kind cannot tell a #DB: its handler does (gate 1).
     if is_debug_exception(vcpu, to) {
         let mut cpu = e.cpu(vcpu);
+        let bts_was_on = cpu.rec.bts_on();
         let sw = cpu.rec.debug_exception();
-        e.switched(vcpu, &cpu.rec, sw, "#DB", from);
-        return;
+        e.switched(vcpu, &mut cpu, sw, bts_was_on, "#DB", from, s.cost_insns);
+        // Only DEBUGCTL.LBR is cleared: a BTS that runs stores the delivery.
     }
     take_branch(vcpu, s, from, to, Kind::Far, Cause::Delivery);
 }
@@ -339,6 +481,7 @@ extern "C" fn on_exit(_: *mut c_void) {
     e.log(Event::Exit {
         branches_seen: e.seen.load(Relaxed),
         recorded: e.recorded.load(Relaxed),
+        bts_stored: e.bts_stored.load(Relaxed),
     });
 }
 
@@ -384,18 +527,7 @@ fn install(id: PluginId, info: &Install) -> Result<(), String> {
         None => None,
     };
     let n = info.max_vcpus.max(info.smp_vcpus).max(1) as usize;
-    let cpus = (0..n)
-        .map(|_| {
-            Mutex::new(Cpu {
-                rec: Recorder::new(cfg.model),
-                regs: None,
-                cpuid: None,
-                orig_max: [None; 2],
-                idt: None,
-                entry: None,
-            })
-        })
-        .collect();
+    let cpus = (0..n).map(|_| Mutex::new(Cpu::new(cfg.model))).collect();
     let e = Emu {
         model: cfg.model,
         hypervisor: cfg.hypervisor,
@@ -407,6 +539,7 @@ fn install(id: PluginId, info: &Install) -> Result<(), String> {
         vendor_warned: AtomicU64::new(0),
         seen: AtomicU64::new(0),
         recorded: AtomicU64::new(0),
+        bts_stored: AtomicU64::new(0),
         events: AtomicU64::new(0),
     };
     if EMU.set(e).is_err() {

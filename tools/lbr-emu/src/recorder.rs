@@ -19,7 +19,12 @@
 //! - A plugin cannot make an instruction fault: accesses to MSRs that would #GP on the real part
 //!   (an Arch LBR entry past the depth, an unsupported depth) read 0 / are ignored and are
 //!   logged as "would-fault".
+//!
+//! Intel's Branch Trace Store shares DEBUGCTL with legacy LBR; its MSR (IA32_DS_AREA), switch
+//! (DEBUGCTL.TR and .BTS), ring filter and per-period figures are here, the record writing in
+//! [`crate::bts`].
 
+use crate::bts::{self, Fields, Issue, Outcome, MSR_DS_AREA};
 use crate::classify::Kind;
 use crate::model::*;
 
@@ -245,6 +250,24 @@ pub struct Recorder {
     /// The newest branch recorded (for LER / LastException).
     newest: Option<Branch>,
     pub counts: Counts,
+    /// IA32_DS_AREA (models with BTS).
+    ds_area: u64,
+    /// The linear-address width (CPUID.80000008H:EAX[15:8], as the guest last read it; 48
+    /// until then): WRMSR of a non-canonical IA32_DS_AREA is a #GP.
+    linear_bits: u32,
+    /// BTS figures since TR and BTS were last switched on.
+    pub bts: bts::Stats,
+    /// The last BTS issue reported (its kind, the DS area, base and maximum): the same issue in
+    /// the same configuration is reported once, not at every branch.
+    bts_issue: Option<(Issue, u64, u64, u64)>,
+}
+
+/// A BTS store as the plugin logs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BtsStore {
+    pub outcome: Outcome,
+    /// The outcome's issue, if it is not the one reported last (see `Recorder::bts_issue`).
+    pub report: Option<Issue>,
 }
 
 impl Recorder {
@@ -269,7 +292,91 @@ impl Recorder {
             last: (0, 0),
             newest: None,
             counts: Counts::default(),
+            ds_area: 0,
+            linear_bits: 48,
+            bts: bts::Stats::default(),
+            bts_issue: None,
         }
+    }
+
+    /// Are branch trace messages stored (DEBUGCTL.TR and .BTS set, on a model with BTS)? The ring
+    /// filter (BTS_OFF_OS/USR) applies per branch ([`Self::bts_record`]).
+    pub fn bts_on(&self) -> bool {
+        self.model.has_bts() && self.debugctl & (bts::TR | bts::BTS) == bts::TR | bts::BTS
+    }
+
+    /// IA32_DS_AREA.
+    pub fn ds_area(&self) -> u64 {
+        self.ds_area
+    }
+
+    /// DEBUGCTL.BTINT.
+    pub fn btint(&self) -> bool {
+        self.debugctl & bts::BTINT != 0
+    }
+
+    /// The guest read CPUID.80000008H:EAX: the linear-address width is bits 15:8.
+    pub fn set_linear_bits(&mut self, eax: u32) {
+        let n = (eax >> 8) & 0xff;
+        if (32..=64).contains(&n) {
+            self.linear_bits = n;
+        }
+    }
+
+    fn canonical(&self, v: u64) -> bool {
+        let sh = 64 - self.linear_bits;
+        (((v << sh) as i64) >> sh) as u64 == v
+    }
+
+    /// BTS stores the record of a branch taken at CPL 0 unless BTS_OFF_OS, and at CPL > 0 unless
+    /// BTS_OFF_USR (SDM 17.4.9.4); the CPL is the one the branch is taken in (see `crate::bts`).
+    fn bts_allows(&self, b: &Branch) -> bool {
+        let off = if b.from >> 63 == 1 {
+            bts::BTS_OFF_OS
+        } else {
+            bts::BTS_OFF_USR
+        };
+        self.debugctl & off == 0
+    }
+
+    /// A taken branch (or an exception or interrupt) while BTS may be on: stores its record in
+    /// the BTS buffer through `mem`, if BTS is on and the ring filter lets it. None: not stored
+    /// (off, or filtered out).
+    pub fn bts_record(&mut self, mem: &mut impl bts::Memory, b: &Branch) -> Option<BtsStore> {
+        if !self.bts_on() {
+            return None;
+        }
+        self.bts.seen += 1;
+        if !self.bts_allows(b) {
+            return None;
+        }
+        let predicted = matches!(self.model.bts, Bts::Store { predicted: true });
+        let o = bts::store(mem, self.ds_area, b, self.btint(), predicted);
+        match o.at {
+            Some(_) => self.bts.stored += 1,
+            None => self.bts.dropped += 1,
+        }
+        self.bts.wraps += o.wrapped as u64;
+        let report = o.issue.filter(|&i| {
+            let f = o.fields.unwrap_or_default();
+            let key = (i, self.ds_area, f.base, f.max);
+            let new = self.bts_issue != Some(key);
+            self.bts_issue = Some(key);
+            new
+        });
+        if o.issue.is_none() {
+            self.bts_issue = None;
+        }
+        Some(BtsStore { outcome: o, report })
+    }
+
+    /// BTS was just switched on: a new period begins at the index the DS area has now.
+    pub fn bts_started(&mut self, mem: &mut impl bts::Memory) {
+        self.bts = bts::Stats {
+            index_at_on: Fields::read(mem, self.ds_area).map(|f| f.index),
+            ..bts::Stats::default()
+        };
+        self.bts_issue = None;
     }
 
     /// Is recording on?
@@ -451,6 +558,8 @@ impl Recorder {
             },
             (MSR_LER_FROM, _) => self.ler.0,
             (MSR_LER_TO, _) => self.ler.1,
+            (MSR_DS_AREA, _) if self.model.has_bts() => self.ds_area,
+            (MSR_DS_AREA, _) => return Access::WouldFault,
             (MSR_LBR_SELECT, Flavour::Legacy { select: false, .. }) => return Access::WouldFault,
             (MSR_LBR_SELECT, Flavour::Legacy { .. }) => self.lbr_select,
             (MSR_LBR_TOS, Flavour::Legacy { .. }) => self.tos as u64,
@@ -479,7 +588,13 @@ impl Recorder {
     pub fn wrmsr(&mut self, msr: u32, v: u64) -> Access {
         let was_on = self.on();
         match (msr, self.model.flavour) {
+            (MSR_DEBUGCTL, _) if v & self.model.missing_debugctl_bts_bits() != 0 => {
+                return Access::WouldFault
+            }
             (MSR_DEBUGCTL, _) => self.debugctl = v,
+            // A non-canonical address is a #GP (KVM's intel_pmu_set_msr() checks the same).
+            (MSR_DS_AREA, _) if self.model.has_bts() && self.canonical(v) => self.ds_area = v,
+            (MSR_DS_AREA, _) => return Access::WouldFault,
             (MSR_PERF_CAPABILITIES, _) if self.model.perf_capabilities().is_some() => {
                 return Access::WouldFault
             }
@@ -800,6 +915,134 @@ mod tests {
                 now_on: false
             }
         );
+    }
+
+    #[test]
+    fn ds_area_and_debugctl_bts_bits() {
+        let mut r = Recorder::new(find("skylake").unwrap());
+        assert!(matches!(
+            r.wrmsr(MSR_DS_AREA, 0xffff_8880_0100_0000),
+            Access::Done(..)
+        ));
+        assert_eq!(r.rdmsr(MSR_DS_AREA), r.done(0xffff_8880_0100_0000, false));
+        // Non-canonical with 48-bit linear addresses: #GP; canonical with 57 (CPUID
+        // 0x80000008 EAX[15:8] = 57, as on an LA57 part).
+        assert_eq!(
+            r.wrmsr(MSR_DS_AREA, 0xff00_0000_0000_0000),
+            Access::WouldFault
+        );
+        r.set_linear_bits(0x3930);
+        assert!(matches!(
+            r.wrmsr(MSR_DS_AREA, 0xff00_0000_0000_0000),
+            Access::Done(..)
+        ));
+        assert_eq!(
+            r.wrmsr(MSR_DS_AREA, 0x8000_0000_0000_0000),
+            Access::WouldFault
+        );
+        assert!(matches!(r.wrmsr(MSR_DEBUGCTL, 0x7c1), Access::Done(..)));
+        assert!(r.bts_on() && r.on());
+        // No debug store: IA32_DS_AREA does not exist; DEBUGCTL's BTS bits are reserved (AMD:
+        // TR too).
+        let mut amd = Recorder::new(find("zen4").unwrap());
+        assert_eq!(amd.rdmsr(MSR_DS_AREA), Access::WouldFault);
+        assert_eq!(amd.wrmsr(MSR_DS_AREA, 0), Access::WouldFault);
+        assert_eq!(amd.wrmsr(MSR_DEBUGCTL, bts::TR), Access::WouldFault);
+        assert!(matches!(amd.wrmsr(MSR_DEBUGCTL, 1), Access::Done(..)));
+        let mut off = Recorder::new(find("skylake").unwrap().with_bts(false).unwrap());
+        assert_eq!(
+            off.wrmsr(MSR_DEBUGCTL, bts::TR | bts::BTS),
+            Access::WouldFault
+        );
+        assert!(matches!(off.wrmsr(MSR_DEBUGCTL, bts::TR), Access::Done(..)));
+        assert!(!off.bts_on());
+    }
+
+    #[test]
+    fn bts_needs_tr_and_bts_and_filters_by_the_ring_taken_in() {
+        use crate::bts::tests::{setup, AREA, BUF};
+        let mut m = setup(8);
+        let mut r = Recorder::new(find("skylake").unwrap());
+        r.wrmsr(MSR_DS_AREA, AREA);
+        let kernel = br(K_FROM, K_TO, Kind::JmpRel, 0);
+        let syscall = br(U_FROM, K_TO, Kind::Far, 0); // taken in ring 3, ends in ring 0
+        let sysret = br(K_FROM, U_FROM, Kind::Far, 0);
+        let stored = |r: &mut Recorder, m: &mut _, b| r.bts_record(m, b).map(|s| s.outcome.at);
+        // TR alone: branch trace messages, nothing stored.
+        r.wrmsr(MSR_DEBUGCTL, bts::TR);
+        assert_eq!(stored(&mut r, &mut m, &kernel), None);
+        r.wrmsr(MSR_DEBUGCTL, bts::TR | bts::BTS);
+        r.bts_started(&mut m);
+        assert_eq!(r.bts.index_at_on, Some(BUF));
+        assert_eq!(stored(&mut r, &mut m, &kernel), Some(Some(BUF)));
+        // BTS_OFF_USR (the module's kernel-only mode): a system call from user mode is not
+        // stored; the return to user mode, taken at CPL 0, is.
+        r.wrmsr(MSR_DEBUGCTL, bts::TR | bts::BTS | bts::BTS_OFF_USR);
+        assert_eq!(stored(&mut r, &mut m, &syscall), None);
+        assert_eq!(stored(&mut r, &mut m, &sysret), Some(Some(BUF + 24)));
+        r.wrmsr(MSR_DEBUGCTL, bts::TR | bts::BTS | bts::BTS_OFF_OS);
+        assert_eq!(stored(&mut r, &mut m, &sysret), None);
+        assert_eq!(stored(&mut r, &mut m, &syscall), Some(Some(BUF + 48)));
+        // Both: "generate BTMs but do not store BTMs".
+        r.wrmsr(
+            MSR_DEBUGCTL,
+            bts::TR | bts::BTS | bts::BTS_OFF_OS | bts::BTS_OFF_USR,
+        );
+        assert_eq!(stored(&mut r, &mut m, &syscall), None);
+        assert_eq!(stored(&mut r, &mut m, &kernel), None);
+        assert_eq!(
+            r.bts,
+            bts::Stats {
+                seen: 7,
+                stored: 3,
+                wraps: 0,
+                dropped: 0,
+                index_at_on: Some(BUF)
+            }
+        );
+        // LBR is independent: DEBUGCTL.LBR alone records no BTS; both in one write.
+        r.wrmsr(MSR_DEBUGCTL, 1);
+        assert!(r.on() && !r.bts_on());
+        assert_eq!(stored(&mut r, &mut m, &kernel), None);
+        r.wrmsr(MSR_DEBUGCTL, 1 | bts::TR | bts::BTS);
+        assert!(r.branch(&kernel));
+        assert_eq!(stored(&mut r, &mut m, &kernel), Some(Some(BUF + 72)));
+        // #DB clears DEBUGCTL.LBR only.
+        r.debug_exception();
+        assert!(!r.on() && r.bts_on());
+    }
+
+    #[test]
+    fn bts_issues_are_reported_once_per_configuration() {
+        use crate::bts::tests::{setup, AREA};
+        let mut m = setup(2);
+        let mut r = Recorder::new(find("skylake").unwrap());
+        r.wrmsr(MSR_DEBUGCTL, bts::TR | bts::BTS);
+        let b = br(K_FROM, K_TO, Kind::Jcc, 0);
+        // DS_AREA still 0: unmapped.
+        let s: Vec<_> = (0..3).map(|_| r.bts_record(&mut m, &b).unwrap()).collect();
+        assert_eq!(s[0].report, Some(Issue::ReadFault(0)));
+        assert_eq!((s[1].report, s[2].report), (None, None));
+        assert_eq!(s[2].outcome.issue, Some(Issue::ReadFault(0)));
+        assert_eq!(r.bts.dropped, 3);
+        r.wrmsr(MSR_DS_AREA, AREA);
+        let s = r.bts_record(&mut m, &b).unwrap();
+        assert_eq!((s.report, s.outcome.issue), (None, None));
+        // Misaligned index: reported once though the index moves on.
+        let base = m.q(AREA);
+        m.set_q(AREA + 8, base + 4);
+        let s: Vec<_> = (0..3).map(|_| r.bts_record(&mut m, &b).unwrap()).collect();
+        assert_eq!(s[0].report, Some(Issue::IndexOffRecord));
+        assert_eq!(s[1].report, None);
+        // At base + 4, no room after it in two records: back to the base; then base, base + 24,
+        // and back again.
+        assert_eq!(
+            s.iter()
+                .map(|s| s.outcome.at.unwrap() - base)
+                .collect::<Vec<_>>(),
+            [4, 0, 24]
+        );
+        assert_eq!(r.bts.wraps, 2);
     }
 
     #[test]

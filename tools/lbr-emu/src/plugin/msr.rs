@@ -4,15 +4,17 @@
 //!
 //! `rdmsr`/`wrmsr` of an emulated MSR are emulated whole: a callback before the instruction does
 //! the access on the emulated recorder, writes RAX/RDX for a read, and resumes after the
-//! instruction (`qemu_plugin_set_pc`). `cpuid` runs in QEMU and is rewritten afterwards, from a
-//! callback on the next instruction (or, when `cpuid` ends its block, on entry to the next
-//! block). A `cpuid` of [`MARKER_LEAF`] logs a marker instead.
+//! instruction (`qemu_plugin_set_pc`). `cpuid`, and `rdmsr` of IA32_MISC_ENABLE (whose other
+//! bits are QEMU's), run in QEMU and are rewritten afterwards, from a callback on the next
+//! instruction (or, when the instruction ends its block, on entry to the next block). A `cpuid`
+//! of [`MARKER_LEAF`] logs a marker instead.
 
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{emu, outs, sb, Cpu, Emu, Regs, MARKER_LEAF};
+use super::{emu, outs, sb, Cpu, Emu, Fixup, Regs, MARKER_LEAF};
 use crate::api::{find_registers, set_pc};
+use crate::bts::MSR_MISC_ENABLE;
 use crate::event::Event;
 use crate::model::Vendor;
 use crate::recorder::{Access, MsrOp};
@@ -34,31 +36,45 @@ pub(super) extern "C" fn on_vcpu_init(vcpu: c_uint, _: *mut c_void) {
 }
 
 pub(super) extern "C" fn on_rdmsr(vcpu: c_uint, next: *mut c_void) {
-    msr_access(vcpu, next as u64, MsrOp::Read)
+    msr_access(vcpu, next as u64, MsrOp::Read, false)
+}
+
+/// `rdmsr` that ends its block.
+pub(super) extern "C" fn on_rdmsr_last(vcpu: c_uint, next: *mut c_void) {
+    msr_access(vcpu, next as u64, MsrOp::Read, true)
 }
 
 pub(super) extern "C" fn on_wrmsr(vcpu: c_uint, next: *mut c_void) {
-    msr_access(vcpu, next as u64, MsrOp::Write)
+    msr_access(vcpu, next as u64, MsrOp::Write, false)
 }
 
 /// Before `rdmsr`/`wrmsr`: emulate the access if the MSR is ours, then resume after it, at
-/// `next`.
-fn msr_access(vcpu: c_uint, next: u64, op: MsrOp) {
+/// `next`. `last`: the instruction ends its block.
+fn msr_access(vcpu: c_uint, next: u64, op: MsrOp, last: bool) {
     // (the instruction is 2 bytes; the log names the next one)
-    if emulate_msr(vcpu, next, op) {
+    if emulate_msr(vcpu, next, op, last) {
         resume_at(vcpu, next);
     }
 }
 
 /// Does the access on the emulated recorder; false if the MSR is not one it emulates (QEMU
-/// then executes the instruction). `pc` is the next instruction's address.
-fn emulate_msr(vcpu: c_uint, pc: u64, op: MsrOp) -> bool {
+/// then executes the instruction, and the result of a `rdmsr` of IA32_MISC_ENABLE is rewritten
+/// after it). `pc` is the next instruction's address.
+fn emulate_msr(vcpu: c_uint, pc: u64, op: MsrOp, last: bool) -> bool {
     let e = emu();
     let mut cpu = e.cpu(vcpu);
     let Some(regs) = cpu.regs else { return false };
     let msr = regs.rcx.read() as u32;
     if let Some(en) = cpu.entry.as_mut() {
         en.msr_access(op);
+    }
+    if op == MsrOp::Read && msr == MSR_MISC_ENABLE && e.model.misc_enable(0).is_some() {
+        cpu.fixup = Some(Fixup::MiscEnable);
+        if last {
+            // SAFETY: a callback on vCPU `vcpu`.
+            unsafe { sb(vcpu) }.fixup_pending = 1;
+        }
+        return false;
     }
     let access = match op {
         MsrOp::Write => wrmsr(e, vcpu, &mut cpu, regs, msr, pc),
@@ -77,6 +93,7 @@ fn emulate_msr(vcpu: c_uint, pc: u64, op: MsrOp) -> bool {
 /// `wrmsr` of EDX:EAX to `msr`, logged if it took effect, with the switch it made.
 fn wrmsr(e: &Emu, vcpu: c_uint, cpu: &mut Cpu, regs: Regs, msr: u32, pc: u64) -> Access {
     let v = (regs.rdx.read() << 32) | (regs.rax.read() & 0xffff_ffff);
+    let bts_was_on = cpu.rec.bts_on();
     let a = cpu.rec.wrmsr(msr, v);
     if let Access::Done(_, sw) = a {
         e.log(Event::Wrmsr {
@@ -84,7 +101,9 @@ fn wrmsr(e: &Emu, vcpu: c_uint, cpu: &mut Cpu, regs: Regs, msr: u32, pc: u64) ->
             msr,
             value: v,
         });
-        e.switched(vcpu, &cpu.rec, sw, "wrmsr", pc);
+        // SAFETY: a callback on vCPU `vcpu`; the reference does not outlive the statement.
+        let insns = unsafe { sb(vcpu) }.cost_insns;
+        e.switched(vcpu, cpu, sw, bts_was_on, "wrmsr", pc, insns);
     }
     a
 }
@@ -143,23 +162,49 @@ pub(super) extern "C" fn on_cpuid(vcpu: c_uint, last: *mut c_void) {
         });
         return;
     }
-    cpu.cpuid = Some((leaf, sub));
+    cpu.fixup = Some(Fixup::Cpuid(leaf, sub));
     if !last.is_null() {
         // SAFETY: a callback on vCPU `vcpu`.
-        unsafe { sb(vcpu) }.cpuid_pending = 1;
+        unsafe { sb(vcpu) }.fixup_pending = 1;
     }
 }
 
-/// After `cpuid` (on the next instruction, or entering the next block): rewrite its result.
-pub(super) extern "C" fn on_cpuid_done(vcpu: c_uint, _: *mut c_void) {
+/// After `cpuid` or `rdmsr` (on the next instruction, or entering the next block): rewrite its
+/// result if it is one the emulator rewrites.
+pub(super) extern "C" fn on_fixup(vcpu: c_uint, _: *mut c_void) {
     // SAFETY: a callback on vCPU `vcpu`.
-    unsafe { sb(vcpu) }.cpuid_pending = 0;
+    unsafe { sb(vcpu) }.fixup_pending = 0;
     let e = emu();
     let mut cpu = e.cpu(vcpu);
-    let Some((leaf, sub)) = cpu.cpuid.take() else {
+    let Some(regs) = cpu.regs else { return };
+    match cpu.fixup.take() {
+        Some(Fixup::Cpuid(leaf, sub)) => cpuid_done(e, &mut cpu, regs, leaf, sub),
+        Some(Fixup::MiscEnable) => misc_enable_done(e, vcpu, regs),
+        None => {}
+    }
+}
+
+/// IA32_MISC_ENABLE as QEMU read it into EDX:EAX, with the model's BTS and PEBS availability
+/// bits; logged as an `rdmsr`.
+fn misc_enable_done(e: &Emu, vcpu: c_uint, regs: Regs) {
+    let v = (regs.rdx.read() << 32) | (regs.rax.read() & 0xffff_ffff);
+    let Some(new) = e.model.misc_enable(v) else {
         return;
     };
-    let Some(regs) = cpu.regs else { return };
+    if new != v {
+        regs.rax.write(new & 0xffff_ffff);
+        regs.rdx.write(new >> 32);
+    }
+    e.log(Event::Rdmsr {
+        cpu: vcpu,
+        msr: MSR_MISC_ENABLE,
+        value: new,
+    });
+}
+
+/// `cpuid` of (`leaf`, `sub`) as QEMU answered it in the registers: rewritten as the model
+/// answers it.
+fn cpuid_done(e: &Emu, cpu: &mut Cpu, regs: Regs, leaf: u32, sub: u32) {
     let hs = [regs.rax, regs.rbx, regs.rcx, regs.rdx];
     let old: [u32; 4] = hs.map(|h| h.read() as u32);
     let range = (leaf >> 31) as usize;
@@ -177,6 +222,9 @@ pub(super) extern "C" fn on_cpuid_done(vcpu: c_uint, _: *mut c_void) {
         if new[i] != old[i] {
             hs[i].write(new[i] as u64);
         }
+    }
+    if leaf == 0x8000_0008 {
+        cpu.rec.set_linear_bits(new[0]);
     }
 }
 

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use std::mem::offset_of;
 use std::ptr::null_mut;
 
-use super::msr::{on_cpuid, on_cpuid_done, on_rdmsr, on_wrmsr};
+use super::msr::{on_cpuid, on_fixup, on_rdmsr, on_rdmsr_last, on_wrmsr};
 use super::{emu, on_block, on_lidt, on_reset, Emu, Sb, RESET_VECTOR};
 use crate::api::*;
 use crate::classify::{classify, Insn as InsnKind};
@@ -28,8 +28,8 @@ pub(super) extern "C" fn on_translate(tb: *mut Tb, _: *mut c_void) {
 }
 
 /// On entry to the block: a system reset at the reset vector, the taken-branch test (this block
-/// is not the last one's fall-through), the rewrite of a `cpuid` that ended the last block, and
-/// the count of the block's instructions.
+/// is not the last one's fall-through), the rewrite of a `cpuid` or `rdmsr` that ended the last
+/// block, and the count of the block's instructions.
 fn instrument_block(e: &Emu, tb: TbHandle<'_>) {
     let vaddr = tb.vaddr();
     if vaddr == RESET_VECTOR {
@@ -44,10 +44,10 @@ fn instrument_block(e: &Emu, tb: TbHandle<'_>) {
         vaddr as *mut c_void,
     );
     tb.register_exec_cond_cb(
-        on_cpuid_done,
+        on_fixup,
         CB_RW_REGS,
         COND_NE,
-        e.field(offset_of!(Sb, cpuid_pending)),
+        e.field(offset_of!(Sb, fixup_pending)),
         0,
         null_mut(),
     );
@@ -95,10 +95,18 @@ fn hook_emulated(
             insn.register_exec_cb(on_cpuid, CB_R_REGS, last as usize as *mut c_void);
             if !last {
                 tb.insn(i + 1)
-                    .register_exec_cb(on_cpuid_done, CB_RW_REGS, null_mut());
+                    .register_exec_cb(on_fixup, CB_RW_REGS, null_mut());
             }
         }
-        InsnKind::Rdmsr => insn.register_exec_cb(on_rdmsr, CB_RW_REGS_PC, next as *mut c_void),
+        // A `rdmsr` of IA32_MISC_ENABLE is executed by QEMU and rewritten after it.
+        InsnKind::Rdmsr if last => {
+            insn.register_exec_cb(on_rdmsr_last, CB_RW_REGS_PC, next as *mut c_void)
+        }
+        InsnKind::Rdmsr => {
+            insn.register_exec_cb(on_rdmsr, CB_RW_REGS_PC, next as *mut c_void);
+            tb.insn(i + 1)
+                .register_exec_cb(on_fixup, CB_RW_REGS, null_mut());
+        }
         InsnKind::Wrmsr => insn.register_exec_cb(on_wrmsr, CB_RW_REGS_PC, next as *mut c_void),
         InsnKind::Lidt => insn.register_mem_cb(on_lidt, CB_NO_REGS, MEM_R, null_mut()),
         _ => {}

@@ -77,6 +77,15 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
     if let Some(on) = bts {
         model = model.with_bts(on)?;
     }
+    if hypervisor.is_some() {
+        // KVM gives guests no BTS: IA32_MISC_ENABLE reads BTS_UNAVAIL (kvm_vcpu_reset() in
+        // arch/x86/kvm/x86.c) and CPUID.1 DS / DTES64 only come with guest PEBS (vmx.c), which
+        // the emulator does not have.
+        if bts == Some(true) {
+            return Err("bts=on: KVM gives guests no Branch Trace Store".into());
+        }
+        model = model.with_bts(false)?;
+    }
     if hypervisor.is_some()
         && matches!(
             model.flavour,
@@ -141,6 +150,7 @@ mod tests {
             .has_bts());
         let c = parse_args(["model=skylake", "hypervisor=kvm"]).unwrap();
         assert_eq!(c.hypervisor, Some(model::Hypervisor::Kvm));
+        assert!(!c.model.has_bts(), "KVM guests have no BTS");
         assert_eq!(parse_args(["model=amd"]).unwrap().hypervisor, None);
         let c = parse_args(["model=zen4", "erratum1452=3"]).unwrap();
         assert_eq!(
@@ -191,6 +201,10 @@ mod tests {
             ),
             (&["model=skylake", "bts=yes"], "bts=yes: on or off"),
             (&["model=amd", "bts=on"], "bts=on: amd is an AMD model"),
+            (
+                &["model=skylake", "hypervisor=kvm", "bts=on"],
+                "bts=on: KVM gives guests no Branch Trace Store",
+            ),
             (
                 &["model=skylake", "timed=off"],
                 "timed= applies to Arch LBR models",

@@ -13,11 +13,14 @@
  *    that freezes the recorder: every conditional jump before it is laid out so that it falls
  *    through for a crash, so the newest record is the exception itself;
  *  - no indirect branch on any path: each stub goes on to the kernel's handler with a direct
- *    `jmp` to its static call (lbr_dump_orig_<vector>, src/glue.c), which arming points at the
- *    handler read from the IDT (static_call_update()). With objtool's static-call sites (IBT
- *    builds record such a tail jump as a site) the `jmp` in the stub itself is patched to a direct
- *    `jmp rel32` to the handler; otherwise the trampoline is, and the stub's jump reaches it.
+ *    `jmp` (LBR_GO_ON). In a module, to its static call (lbr_dump_orig_<vector>, src/glue.c),
+ *    which arming points at the handler read from the IDT (static_call_update()). With objtool's
+ *    static-call sites (IBT builds record such a tail jump as a site) the `jmp` in the stub itself
+ *    is patched to a direct `jmp rel32` to the handler; otherwise the trampoline is, and the
+ *    stub's jump reaches it. Built in, to the kernel's asm_exc_* entry point itself.
  *    Stubs and trampolines are on the kprobe blacklist.
+ *  - built in, the stubs are entry text, mapped under the user CR3 with page-table isolation:
+ *    see LBR_ENTRY_TEXT and LBR_SKIP_IF_USER_CR3 below.
  *    The user-mode path (every user exception, all registers user-controlled, before the kernel's
  *    IBRS/untrain sequences) is `testb; jnz; jmp rel32; jmp rel32`: nothing to train;
  *  - user-mode exceptions (CS.RPL != 0) go straight on without loading any data of ours; so does
@@ -48,6 +51,134 @@
 /* Generated from src/layout.rs (Kbuild): LBR_CFG_* (struct capture_config), LBR_CPU_*, LBR_SNAP_*. */
 #include "layout.h"
 #include "cpunode.h"
+
+#ifndef MODULE
+#include <asm/alternative.h>
+#include <asm/cpufeatures.h>
+#include <asm/page_types.h>
+#endif
+
+/*
+ * Where the IDT's targets live. A module's text is not mapped while a user CR3 is loaded, so a
+ * module refuses to arm under page-table isolation (src/glue.c). Built in, every stub a gate
+ * points at is entry text: pti_clone_entry_text() maps .entry.text (__entry_text_start ..
+ * __entry_text_end, include/asm-generic/vmlinux.lds.h ENTRY_TEXT) into the user page tables, and
+ * each stub goes on straight to the kernel's own handler there (LBR_GO_ON), so the user-mode
+ * path touches nothing else: no data of lbr-dump's, no trampoline. The functions called from C
+ * (panic, stop, thaw) stay ordinary text.
+ */
+#ifdef MODULE
+#define LBR_ENTRY_TEXT	.text
+#else
+#define LBR_ENTRY_TEXT	.section .entry.text, "ax"
+#endif
+
+/*
+ * LBR_GO_ON vec: on to the kernel's handler of \vec, every register and the frame as delivered.
+ * Module: a direct jmp to the vector's static-call trampoline (src/glue.c), which arming points
+ * at the handler read from the IDT; with objtool's static-call sites the jmp itself becomes a
+ * direct jmp rel32 to the handler. Built in: a direct jmp to the kernel's entry point
+ * (arch/x86/include/asm/idtentry.h), entry text like the stub; arming checks that the gate
+ * holds exactly that handler (glue.c lbr_dump_set_handler). No data load, no indirect branch.
+ */
+.macro LBR_GO_ON vec:req
+#ifdef MODULE
+	jmp	__SCT__lbr_dump_orig_\vec
+#else
+.if \vec == 0
+	jmp	asm_exc_divide_error
+.elseif \vec == 1
+	jmp	asm_exc_debug
+.elseif \vec == 2
+	jmp	asm_exc_nmi
+.elseif \vec == 6
+	jmp	asm_exc_invalid_op
+.elseif \vec == 8
+	jmp	asm_exc_double_fault
+.elseif \vec == 11
+	jmp	asm_exc_segment_not_present
+.elseif \vec == 12
+	jmp	asm_exc_stack_segment
+.elseif \vec == 13
+	jmp	asm_exc_general_protection
+.elseif \vec == 14
+	jmp	asm_exc_page_fault
+.elseif \vec == 17
+	jmp	asm_exc_alignment_check
+.elseif \vec == 21
+	jmp	asm_exc_control_protection
+.elseif \vec == 248
+	jmp	asm_sysvec_reboot
+.else
+	.error "LBR_GO_ON: no kernel handler for this vector"
+.endif
+#endif
+.endm
+
+/* The static-call trampoline of \vec is on a stub's path: no kprobe there (module only). */
+.macro LBR_NOKPROBE_WAY_ON vec:req
+#ifdef MODULE
+_ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
+#endif
+.endm
+
+/*
+ * Page-table isolation (built in only; a module refuses to arm under it). While the user page
+ * tables are loaded, CR3 has PTI_USER_PGTABLE_BIT (arch/x86/entry/calling.h: PAGE_SHIFT) set
+ * and lbr-dump's data is not mapped. That is so in user mode, and in kernel mode too in the few
+ * instructions of the kernel's exit path after SWITCH_TO_USER_CR3 (an IRET that faults, an NMI or
+ * a #DB there: entry-hazards.md).
+ *
+ * LBR_SKIP_IF_USER_CR3 label: goes to \label if page-table isolation is on and the user page
+ * tables are loaded; falls through otherwise (always without PTI: rax is zeroed instead of read,
+ * the kernel's alternatives patch in the CR3 read at boot where X86_FEATURE_PTI is set). No data
+ * load, no taken branch in the usual case. The exception stubs use it on their kernel-mode path:
+ * a kernel-mode exception under the user CR3 is an IRET fault the kernel fixes up, not a crash.
+ * Clobbers rax and flags.
+ */
+#ifndef MODULE
+/* As assembler symbols: the C preprocessor does not expand names inside ALTERNATIVE's strings. */
+	.set	lbr_kernel_cr3_mask, ~((1 << PAGE_SHIFT) | (1 << X86_CR3_PTI_PCID_USER_BIT))
+	.set	lbr_cr4_pcide_bit, X86_CR4_PCIDE_BIT
+#endif
+.macro LBR_SKIP_IF_USER_CR3 label:req
+#ifndef MODULE
+	ALTERNATIVE "xorl %eax, %eax", "movq %cr3, %rax", X86_FEATURE_PTI
+	btq	$PAGE_SHIFT, %rax		/* PTI_USER_PGTABLE_BIT */
+	jc	\label
+#endif
+.endm
+
+/*
+ * LBR_KERNEL_CR3 / LBR_RESTORE_CR3: for the #DB re-arm stub, which must work in user mode too
+ * (a single-stepped process): with PTI, push CR3 at entry and load the kernel page tables
+ * (ADJUST_KERNEL_CR3 of calling.h: clear the user page-table and user PCID bits
+ * (PTI_USER_PGTABLE_AND_PCID_MASK), NOFLUSH where CR4.PCIDE is set: bit 63 is reserved without
+ * it); then pop that value and load it back, also with NOFLUSH where PCIDE is set, as the kernel
+ * does for the interrupted context's CR3 (PARANOID_RESTORE_CR3): nothing between the two can
+ * queue a TLB flush (interrupts off, no kernel code runs), so the TLB holds what it held at
+ * entry. Without PTI, one push of 0 and its pop. Branch-free (alternatives patched at boot;
+ * the pushes and pops are outside them, as objtool wants the same stack layout in both).
+ * Clobber rax, rcx and flags.
+ */
+.macro LBR_KERNEL_CR3
+#ifndef MODULE
+	ALTERNATIVE "xorl %eax, %eax", "movq %cr3, %rax", X86_FEATURE_PTI
+	pushq	%rax				/* CR3 at entry (0 without PTI) */
+	ALTERNATIVE "", \
+		"andq $lbr_kernel_cr3_mask, %rax; movq %cr4, %rcx; shrq $lbr_cr4_pcide_bit, %rcx; shlq $63, %rcx; orq %rcx, %rax; movq %rax, %cr3", \
+		X86_FEATURE_PTI
+#endif
+.endm
+
+.macro LBR_RESTORE_CR3
+#ifndef MODULE
+	popq	%rax				/* CR3 at entry (0 without PTI) */
+	ALTERNATIVE "", \
+		"movq %cr4, %rcx; shrq $lbr_cr4_pcide_bit, %rcx; shlq $63, %rcx; orq %rcx, %rax; movq %rax, %cr3", \
+		X86_FEATURE_PTI
+#endif
+.endm
 
 /* #PF error code bit 4 (arch/x86/include/asm/trap_pf.h X86_PF_INSTR): an instruction fetch. */
 #define PF_INSTR	0x10
@@ -221,7 +352,7 @@ SYM_DATA_END(lbr_dump_capture)
 	wrmsr
 .endm
 
-	.text
+	LBR_ENTRY_TEXT
 .macro LBR_STUB vec:req err:req
 /* #PF keeps CR2 at entry on the stack: 8 more bytes between the pushes and the frame. */
 .if \vec == 14
@@ -239,6 +370,8 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	pushq	%rax
 	pushq	%rcx
 	pushq	%rdx
+	/* Kernel mode under the user CR3 (PTI, built in): an IRET fault, straight on. */
+	LBR_SKIP_IF_USER_CR3 .Lpass_\vec
 	ASM_CLAC				/* AC may be set inside a user-access region */
 	cld					/* DF may be set (memmove) */
 .if \vec == 14
@@ -320,15 +453,13 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	popq	%rax
 .Lgo_on_\vec:
 	/*
-	 * Every register and the frame are as the CPU left them: on to the kernel's handler through
-	 * this vector's static call (a direct jmp rel32 once armed, here or in the trampoline; no
-	 * data load).
+	 * Every register and the frame are as the CPU left them: on to the kernel's handler
+	 * (LBR_GO_ON: a direct jmp rel32, here or in the module's trampoline; no data load).
 	 */
-	jmp	__SCT__lbr_dump_orig_\vec
+	LBR_GO_ON \vec
 SYM_CODE_END(lbr_dump_stub_\vec)
 _ASM_NOKPROBE(lbr_dump_stub_\vec)
-/* Its static-call trampoline (src/glue.c) is on the same path: no kprobe or breakpoint there. */
-_ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
+LBR_NOKPROBE_WAY_ON \vec
 .endm
 
 /*
@@ -345,8 +476,13 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
  * forever; the kernel's handler clears DR7 first (local_db_save()). Recording then stays off
  * until the next capture re-arms it (README "Recording").
  *
+ * Page-table isolation (built in): a #DB in user mode, or in the kernel's exit path after it
+ * loaded the user CR3, finds lbr-dump's data unmapped: LBR_KERNEL_CR3 loads the kernel page
+ * tables for the re-arm and LBR_RESTORE_CR3 puts the CR3 at entry back before going on.
+ *
  * Stack at entry (IST stack in kernel and user mode): SS, RSP, RFLAGS, CS, RIP; no error code.
- * Every register is live: rax, rcx and rdx (DR7, RDMSR/WRMSR) are pushed and popped.
+ * Every register is live: rax, rcx and rdx (DR7, RDMSR/WRMSR) are pushed and popped; built in,
+ * the CR3 at entry (or 0 without PTI) is pushed after them.
  */
 SYM_CODE_START(lbr_dump_rearm_1)
 	UNWIND_HINT_IRET_ENTRY
@@ -357,6 +493,7 @@ SYM_CODE_START(lbr_dump_rearm_1)
 	jnz	.Lrearm_skip			/* a breakpoint is armed: load nothing of ours */
 	pushq	%rcx
 	pushq	%rdx
+	LBR_KERNEL_CR3				/* built in: CR3 at entry pushed, kernel's loaded */
 	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
 	rdmsr
 	shlq	$32, %rdx
@@ -371,15 +508,16 @@ SYM_CODE_START(lbr_dump_rearm_1)
 	shrq	$32, %rdx
 	wrmsr					/* recording on again */
 .Lrearm_done:
+	LBR_RESTORE_CR3				/* built in: the CR3 at entry, popped */
 	popq	%rdx
 	popq	%rcx
 .Lrearm_skip:
 	popq	%rax
-	/* On to the kernel's #DB handler (direct jump to the static-call trampoline). */
-	jmp	__SCT__lbr_dump_orig_1
+	/* On to the kernel's #DB handler (LBR_GO_ON: a direct jump). */
+	LBR_GO_ON 1
 SYM_CODE_END(lbr_dump_rearm_1)
 _ASM_NOKPROBE(lbr_dump_rearm_1)
-_ASM_NOKPROBE(__SCT__lbr_dump_orig_1)
+LBR_NOKPROBE_WAY_ON 1
 
 /* The hooked vectors and whether the CPU pushes an error code. */
 LBR_STUB 0 0		/* #DE */
@@ -390,7 +528,15 @@ LBR_STUB 12 1		/* #SS */
 LBR_STUB 13 1		/* #GP */
 LBR_STUB 14 1		/* #PF */
 LBR_STUB 17 1		/* #AC */
-LBR_STUB 21 1		/* #CP */
+#if defined(MODULE) || defined(CONFIG_X86_CET)
+LBR_STUB 21 1		/* #CP (built in: the kernel has its handler only with CONFIG_X86_CET) */
+#define LBR_STUB_21	lbr_dump_stub_21
+#else
+#define LBR_STUB_21	0
+#endif
+
+/* The functions called from C below are ordinary text. */
+	.text
 
 /*
  * Panic entry: lbr_dump_panic_entry is attached to the fentry call site of panic(), vpanic() and
@@ -578,7 +724,10 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
  * for the length of a capture.) REBOOT_VECTOR uses the same code with its own save area (an NMI
  * may arrive inside it).
  *
- * Any mode, user or kernel: the capture uses neither %gs nor the interrupted stack. No
+ * Any mode, user or kernel: the capture uses neither %gs nor the interrupted stack; but with
+ * page-table isolation (built in) a CPU that takes the stop interrupt under the user CR3 (in user
+ * mode, or in the kernel's exit path) is not captured: lbr-dump's data is not mapped there
+ * (LBR_SKIP_IF_USER_CR3; README "Page-table isolation"). No
  * clac/cld: nothing here depends on AC or DF (no user access, no string instruction), and the
  * kernel's handler clears both.
  * Stack at entry: SS, RSP, RFLAGS, CS, RIP (no error code). Every register is live.
@@ -591,6 +740,7 @@ SYM_CODE_START(lbr_dump_stop_\name)
 	movq	%dr7, %rax
 	testb	$DR7_ENABLED, %al
 	jnz	.Lstop_skip_\name		/* a breakpoint is armed: load nothing of ours */
+	LBR_SKIP_IF_USER_CR3 .Lstop_skip_\name	/* PTI, user page tables: not captured */
 	LBR_THIS_CPU %rax	/* rax = this CPU's number, without %gs */
 	LBR_STOP_AREA %rax, .Lstop_skip_\name	/* this CPU's save areas */
 	cmpq	$0, LBR_STOP_DONE(%rax)
@@ -636,16 +786,17 @@ SYM_CODE_START(lbr_dump_stop_\name)
 	movq	LBR_STOP_R9(%r11), %r9
 	movq	LBR_STOP_R10(%r11), %r10
 	movq	LBR_STOP_R11(%r11), %r11
-	jmp	__SCT__lbr_dump_orig_\vec
+	LBR_GO_ON \vec
 .Lstop_skip_\name:
 	movq	-8(%rsp), %rax
-	/* Every register and the frame as delivered: on to the kernel's handler (static call). */
-	jmp	__SCT__lbr_dump_orig_\vec
+	/* Every register and the frame as delivered: on to the kernel's handler (LBR_GO_ON). */
+	LBR_GO_ON \vec
 SYM_CODE_END(lbr_dump_stop_\name)
 _ASM_NOKPROBE(lbr_dump_stop_\name)
-_ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
+LBR_NOKPROBE_WAY_ON \vec
 .endm
 
+	LBR_ENTRY_TEXT
 LBR_STOP_STUB 2 LBR_STOP_NMI nmi		/* NMI (IST) */
 LBR_STOP_STUB 248 LBR_STOP_IPI ipi		/* REBOOT_VECTOR (0xf8) */
 
@@ -673,6 +824,7 @@ SYM_CODE_START(lbr_dump_nmi_watch)
 	movq	%dr7, %rax
 	testb	$DR7_ENABLED, %al
 	jnz	.Lwatch_skip			/* a breakpoint is armed: load nothing of ours */
+	LBR_SKIP_IF_USER_CR3 .Lwatch_skip	/* PTI: the exit path's user CR3 (kernel mode) */
 	LBR_THIS_CPU %rax
 	LBR_STOP_AREA %rax, .Lwatch_skip
 	movq	%rcx, LBR_STOP_NMI+LBR_STOP_RCX(%rax)
@@ -700,10 +852,12 @@ SYM_CODE_START(lbr_dump_nmi_watch)
 .Lwatch_skip:
 	movq	-8(%rsp), %rax
 .Lwatch_go_on:
-	/* Every register and the frame as delivered: on to the kernel's handler (static call). */
-	jmp	__SCT__lbr_dump_orig_2
+	/* Every register and the frame as delivered: on to the kernel's handler (LBR_GO_ON). */
+	LBR_GO_ON 2
 SYM_CODE_END(lbr_dump_nmi_watch)
 _ASM_NOKPROBE(lbr_dump_nmi_watch)
+
+	.text
 
 /*
  * void lbr_dump_nmi_thaw(void): from lbr-dump's NMI handler (src/glue.c), in NMI context: if
@@ -742,6 +896,6 @@ _ASM_NOKPROBE(lbr_dump_nmi_thaw)
 SYM_DATA_START(lbr_dump_stubs)
 	.quad lbr_dump_stub_0, lbr_dump_rearm_1, 0, 0, 0, 0, lbr_dump_stub_6, 0
 	.quad lbr_dump_stub_8, 0, 0, lbr_dump_stub_11, lbr_dump_stub_12, lbr_dump_stub_13
-	.quad lbr_dump_stub_14, 0, 0, lbr_dump_stub_17, 0, 0, 0, lbr_dump_stub_21
+	.quad lbr_dump_stub_14, 0, 0, lbr_dump_stub_17, 0, 0, 0, LBR_STUB_21
 	.fill 10, 8, 0
 SYM_DATA_END(lbr_dump_stubs)

@@ -103,7 +103,8 @@ unsafe extern "C" {
 
     /// src/glue.c: points the static call `lbr_dump_orig_<vector>`, where that vector's stub
     /// goes on, at `handler` (static_call_update(): text patching, may sleep); -EINVAL for a
-    /// vector without a stub.
+    /// vector without a stub. Built in (no static calls: the stubs jump to the kernel's entry
+    /// points), checks that `handler` is that entry point: -EXDEV if not.
     pub(crate) fn lbr_dump_set_handler(vector: c_uint, handler: c_ulong) -> c_int;
 
     /// src/glue.c: register_syscore() with `resume` as the resume callback (boot CPU, IRQs off).

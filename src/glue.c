@@ -24,6 +24,9 @@
 #include <linux/vmalloc.h>
 #include <asm/cpufeature.h>
 #include <asm/desc.h>
+#include <asm/idtentry.h>
+#include <asm/irq_vectors.h>
+#include <asm/trapnr.h>
 #include <asm/nmi.h>
 #include <xen/xen.h>
 
@@ -71,8 +74,11 @@ void lbr_dump_idt_unalias(void *alias)
 /* Why lbr-dump cannot run here, or NULL. See README "Refusals". */
 const char *lbr_dump_environment_refusal(void)
 {
+#ifdef MODULE
+	/* Built in, the stubs are entry text, mapped under the user CR3 (asm/stubs.S). */
 	if (boot_cpu_has(X86_FEATURE_PTI))
-		return "page-table isolation is active: under a user CR3 neither module memory nor the IRET-fault entries are mapped (boot with pti=off)";
+		return "page-table isolation is active: a module's code is not mapped under the user CR3 that exceptions from user mode arrive with; build lbr-dump into the kernel (CONFIG_LBR_DUMP=y), whose stubs are entry text, or boot with pti=off";
+#endif
 	if (cpu_feature_enabled(X86_FEATURE_FRED))
 		return "FRED is active: exceptions do not go through the IDT (boot with fred=off)";
 	if (xen_pv_domain())
@@ -101,6 +107,7 @@ unsigned long lbr_dump_alloc_pages(unsigned int order)
 	return __get_free_pages(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN, order);
 }
 
+#ifdef MODULE
 /*
  * The stubs' way on to the kernel's handlers (asm/stubs.S `jmp __SCT__lbr_dump_orig_<vector>`):
  * one static call per hookable vector. static_call_update() points it at the handler lbr-dump
@@ -126,6 +133,37 @@ int lbr_dump_set_handler(unsigned int vector, unsigned long handler)
 	}
 	return -EINVAL;
 }
+#else
+/*
+ * Built in, each stub jumps straight to the kernel's own entry point (asm/stubs.S LBR_GO_ON:
+ * entry text, mapped under the user CR3 with page-table isolation), so the gate must hold
+ * exactly that handler: 0 if it does, -EXDEV if the gate holds another (then lbr-dump does not
+ * hook it), -EINVAL for a vector without a stub.
+ */
+int lbr_dump_set_handler(unsigned int vector, unsigned long handler)
+{
+	unsigned long kernel;
+
+	switch (vector) {
+	case X86_TRAP_DE: kernel = (unsigned long)asm_exc_divide_error; break;
+	case X86_TRAP_DB: kernel = (unsigned long)asm_exc_debug; break;
+	case X86_TRAP_NMI: kernel = (unsigned long)asm_exc_nmi; break;
+	case X86_TRAP_UD: kernel = (unsigned long)asm_exc_invalid_op; break;
+	case X86_TRAP_DF: kernel = (unsigned long)asm_exc_double_fault; break;
+	case X86_TRAP_NP: kernel = (unsigned long)asm_exc_segment_not_present; break;
+	case X86_TRAP_SS: kernel = (unsigned long)asm_exc_stack_segment; break;
+	case X86_TRAP_GP: kernel = (unsigned long)asm_exc_general_protection; break;
+	case X86_TRAP_PF: kernel = (unsigned long)asm_exc_page_fault; break;
+	case X86_TRAP_AC: kernel = (unsigned long)asm_exc_alignment_check; break;
+#ifdef CONFIG_X86_CET
+	case X86_TRAP_CP: kernel = (unsigned long)asm_exc_control_protection; break;
+#endif
+	case REBOOT_VECTOR: kernel = (unsigned long)asm_sysvec_reboot; break;
+	default: return -EINVAL;
+	}
+	return handler == kernel ? 0 : -EXDEV;
+}
+#endif
 
 /*
  * Resume from suspend: syscore resume runs on the boot CPU alone, IRQs off, before the other

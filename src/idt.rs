@@ -81,6 +81,9 @@ pub(crate) enum GateRefusal {
     Changed,
     /// No writable alias of the IDT could be mapped.
     NoAlias,
+    /// Built in, the stub goes on to the kernel's own entry point (asm/stubs.S LBR_GO_ON), and
+    /// the gate holds another handler.
+    NotKernelHandler,
 }
 
 impl GateRefusal {
@@ -96,6 +99,18 @@ impl GateRefusal {
             Self::NoMemory => "out of memory",
             Self::Changed => "its gate changed while lbr-dump was hooking it",
             Self::NoAlias => "no writable alias of the IDT could be mapped",
+            Self::NotKernelHandler => {
+                "its gate does not hold the kernel's own entry point (asm_exc_*), where built-in lbr-dump's stub goes on"
+            }
+        }
+    }
+
+    /// The refusal for `lbr_dump_set_handler`'s error code `err` (glue.c).
+    fn of_set_handler(err: i32) -> Self {
+        if err == -(kernel::bindings::EXDEV as i32) {
+            Self::NotKernelHandler
+        } else {
+            Self::NoStub
         }
     }
 }
@@ -212,9 +227,11 @@ impl Hooks {
             .reserve(plan.hook.len(), GFP_KERNEL)
             .map_err(|_| (0, GateRefusal::NoMemory))?;
         for &(v, q0, orig, stub) in plan.hook.iter() {
-            // SAFETY: a vector with a stub has a static call (glue.c); text patching, may sleep.
-            if unsafe { ffi::lbr_dump_set_handler(v as u32, orig as usize) } != 0 {
-                return Err((v, GateRefusal::NoStub));
+            // SAFETY: a vector with a stub has a static call (glue.c; built in, a check only);
+            // text patching, may sleep.
+            let err = unsafe { ffi::lbr_dump_set_handler(v as u32, orig as usize) };
+            if err != 0 {
+                return Err((v, GateRefusal::of_set_handler(err)));
             }
             // SAFETY: the alias maps the IDT page and `v < 32`.
             let now = unsafe { ptr::read_volatile(self.alias.add(2 * v)) };
@@ -261,9 +278,11 @@ impl Hooks {
                 return Err(GateRefusal::FarAway);
             }
             self.stop.reserve(1, GFP_KERNEL).map_err(|_| GateRefusal::NoMemory)?;
-            // SAFETY: vectors 2 and 248 have static calls (glue.c); text patching, may sleep.
-            if unsafe { ffi::lbr_dump_set_handler(v as u32, orig as usize) } != 0 {
-                return Err(GateRefusal::NoStub);
+            // SAFETY: vectors 2 and 248 have static calls (glue.c; built in, a check only); text
+            // patching, may sleep.
+            let err = unsafe { ffi::lbr_dump_set_handler(v as u32, orig as usize) };
+            if err != 0 {
+                return Err(GateRefusal::of_set_handler(err));
             }
             let gate = StopGate {
                 // SAFETY: within the alias of the IDT page, as above.

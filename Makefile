@@ -9,13 +9,15 @@
 #                             each), both kernel builds, the module build from clean, the QEMU
 #                             scenarios, then benchmark reports; ends "N passed, N failed"
 #   make test-host            only the host tests (seconds)
+#   make test-kvm             the KVM guest scenarios under this host's KVM (README "KVM guests");
+#                             one SKIP line with the reason where KVM cannot run such a guest
 #   make demo                 the main job: build, boot a VM under the branch-record emulator, crash
 #                             it, show the oops' branch records decoded by lbr-decode
 #   make vm ARGS="..."        boot the test VM by hand (scripts/vm.py --help)
 #
 # The pinned environment and kernel builds are cached in $LBR_DUMP_CACHE (~/.cache/lbr-dump).
 
-.PHONY: all module test test-host demo vm clean
+.PHONY: all module test test-host test-kvm demo vm clean
 
 ifneq ($(KDIR),)
 all module:
@@ -34,6 +36,9 @@ test:
 
 test-host:
 	python3 tests/run.py --host-only --fuzz-seconds 0
+
+test-kvm:
+	python3 tests/run.py --kvm
 
 demo:
 	scripts/demo.sh

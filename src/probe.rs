@@ -4,6 +4,8 @@
 //! switched on and read back with exception-safe accesses. A recorder whose switch faults (a
 //! hypervisor without LBR pass-through) or does not stay on (plain QEMU TCG drops the write)
 //! counts as absent: lbr-dump refuses to arm rather than print records that are always zero.
+//! In a virtual machine the probe also names the hypervisor and, under KVM, where the records
+//! come from (`hypervisor.rs`): its line and its refusals say so.
 
 use core::fmt;
 

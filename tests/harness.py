@@ -164,11 +164,12 @@ fi
 
 
 class Results:
-    """PASS/FAIL lines as they happen, and the counts."""
+    """PASS/FAIL/SKIP lines as they happen, and the counts."""
 
     def __init__(self) -> None:
         self.passed = 0
         self.failed = 0
+        self.skipped = 0
 
     def record(self, name: str, ok: bool, detail: str = "") -> None:
         if ok:
@@ -182,6 +183,16 @@ class Results:
         print(f"FAIL {name}", flush=True)
         for line in detail.rstrip().splitlines():
             print(f"     {line}", flush=True)
+
+    def skip(self, names: list[str], reason: str) -> None:
+        """Tests not run because the environment cannot run them: one SKIP line for all of them,
+        with the reason; each counts as skipped, never as passed."""
+        self.skipped += len(names)
+        print(f"SKIP {len(names)} test(s) ({', '.join(names)}): {reason}", flush=True)
+
+    def summary(self) -> str:
+        """The closing line: `N passed, N failed`, and `, N skipped` when tests were skipped."""
+        return f"{self.passed} passed, {self.failed} failed" + (f", {self.skipped} skipped" if self.skipped else "")
 
 
 def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:

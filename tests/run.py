@@ -10,7 +10,14 @@ Stages, in order (a failed build fails the tests that need it, and the run goes 
      result per KTAP test case).
 Prints PASS/FAIL lines, then `N passed, N failed`; exits 1 on any failure.
 
+--kvm runs, instead of all that, the `kvm_*` functions of tests/scenarios/kvm_guest.py (the same
+test bodies that its `test_*` functions run under the emulator in `make test`) in VMs under this
+host's KVM, with the -cpu that gives the guest branch records (scripts/kvmhost.py). Where KVM
+cannot run such a guest, it prints one SKIP line with the reason, counts those tests as skipped,
+ends `0 passed, 0 failed, N skipped` and exits 0.
+
     python3 tests/run.py [--host-only] [-k SUBSTRING]... [-j N] [--fuzz-seconds N] [--no-bench]
+    python3 tests/run.py --kvm      # `make test-kvm`: the KVM guest scenarios, on this host's KVM
 
 VM scenarios run one per CPU at a time (-j N to change), each file's tests as separate jobs
 except files that share a VM run between tests. --host-only runs stage 1 (and the fuzzers) alone (`make test-host`); -k narrows the VM scenarios
@@ -174,9 +181,9 @@ def run_job(path: Path, names: list[str]) -> list[tuple[str, bool, str]]:
     try:
         mod = load_scenario(path)
     except Exception:  # a broken scenario file fails its tests, it does not stop the run
-        return [(f"{path.stem}: {n[5:]}", False, traceback.format_exc()) for n in names]
+        return [(f"{path.stem}: {n.split('_', 1)[1]}", False, traceback.format_exc()) for n in names]
     for name in names:
-        full = f"{path.stem}: {name[5:]}"
+        full = f"{path.stem}: {name.split('_', 1)[1]}"
         t = time.monotonic()
         try:
             getattr(mod, name)(r)
@@ -214,17 +221,39 @@ def scenarios(r: harness.Results, only: list[str], jobs: int) -> None:
                 r.record(name, ok, detail)
 
 
+def kvm_scenarios(r: harness.Results) -> None:
+    """`make test-kvm`: the kvm_* functions of tests/scenarios/kvm_guest.py, one VM at a time,
+    under this host's KVM; or one SKIP line saying why this host cannot run them."""
+    import kvmhost
+    path = REPO / "tests" / "scenarios" / "kvm_guest.py"
+    names = [n for n in sorted(dir(load_scenario(path))) if n.startswith("kvm_")]
+    verdict = kvmhost.host()
+    if isinstance(verdict, kvmhost.Skip):
+        r.skip([f"{path.stem}: {n[4:]}" for n in names], f"KVM cannot run a guest with branch records here: {verdict.reason}")
+        return
+    print(f"[lbr-dump] KVM guest: -accel kvm -cpu {verdict.cpu} ({verdict.flavour} format {verdict.fmt}, "
+          f"{verdict.depth} records)", flush=True)
+    for name, ok, detail in run_job(path, names):
+        r.record(name, ok, detail)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--host-only", action="store_true", help="only the host tests (stage 1)")
     ap.add_argument("-k", action="append", default=[], help="VM scenarios: only names containing this")
     ap.add_argument("--fuzz-seconds", type=int, default=30, help="per fuzz target (0: no fuzzing)")
     ap.add_argument("--no-bench", action="store_true", help="skip the benchmark reports")
+    ap.add_argument("--kvm", action="store_true", help="only the KVM guest scenarios, under this host's KVM")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
                     help="VMs at a time (default: one per CPU)")
     a = ap.parse_args()
     r = harness.Results()
     t = time.monotonic()
+    if a.kvm:
+        kvm_scenarios(r)
+        print(f"\n[lbr-dump] tests took {time.monotonic() - t:.0f}s")
+        print(r.summary())
+        return 0 if r.failed == 0 else 1
     host_tests(r)
     script_tests(r)
     if a.fuzz_seconds > 0 and not a.k:
@@ -237,7 +266,7 @@ def main() -> int:
         else:
             r.fail("scenarios", "not run: a build failed")
     print(f"\n[lbr-dump] tests took {time.monotonic() - t:.0f}s")
-    print(f"{r.passed} passed, {r.failed} failed")
+    print(r.summary())
     return 0 if r.failed == 0 else 1
 
 

@@ -22,7 +22,8 @@
  *  - built in, the stubs are entry text, mapped under the user CR3 with page-table isolation:
  *    see LBR_ENTRY_TEXT and LBR_SKIP_IF_USER_CR3 below.
  *    The user-mode path (every user exception, all registers user-controlled, before the kernel's
- *    IBRS/untrain sequences) is `testb; jnz; jmp rel32; jmp rel32`: nothing to train;
+ *    IBRS/untrain sequences) is `testb; jnz; jmp rel32` and, in a module, the trampoline's
+ *    `jmp rel32`: nothing to train (#DF has no user-mode test: see below);
  *  - user-mode exceptions (CS.RPL != 0) go straight on without loading any data of ours; so does
  *    a #PF on a user address (CR2 bit 63 clear: any paging mode, 4- or 5-level) with the saved
  *    RFLAGS.AC set that is not an instruction fetch (a fault inside a user-access region:
@@ -133,14 +134,11 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
  * tables are loaded; falls through otherwise (always without PTI: rax is zeroed instead of read,
  * the kernel's alternatives patch in the CR3 read at boot where X86_FEATURE_PTI is set). No data
  * load, no taken branch in the usual case. The exception stubs use it on their kernel-mode path:
- * a kernel-mode exception under the user CR3 is an IRET fault the kernel fixes up, not a crash.
- * Clobbers rax and flags.
+ * a kernel-mode exception under the user CR3 is, in a working kernel, an IRET fault the kernel
+ * fixes up (#GP/#SS/#NP at native_irq_return_iret, or the espfix #DF it promotes): not a crash.
+ * A real crash there (a bug in the entry code's user-CR3 window itself) is not captured either
+ * (README "Page-table isolation"). Clobbers rax and flags.
  */
-#ifndef MODULE
-/* As assembler symbols: the C preprocessor does not expand names inside ALTERNATIVE's strings. */
-	.set	lbr_kernel_cr3_mask, ~((1 << PAGE_SHIFT) | (1 << X86_CR3_PTI_PCID_USER_BIT))
-	.set	lbr_cr4_pcide_bit, X86_CR4_PCIDE_BIT
-#endif
 .macro LBR_SKIP_IF_USER_CR3 label:req
 #ifndef MODULE
 	ALTERNATIVE "xorl %eax, %eax", "movq %cr3, %rax", X86_FEATURE_PTI
@@ -151,32 +149,51 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
 
 /*
  * LBR_KERNEL_CR3 / LBR_RESTORE_CR3: for the #DB re-arm stub, which must work in user mode too
- * (a single-stepped process): with PTI, push CR3 at entry and load the kernel page tables
- * (ADJUST_KERNEL_CR3 of calling.h: clear the user page-table and user PCID bits
- * (PTI_USER_PGTABLE_AND_PCID_MASK), NOFLUSH where CR4.PCIDE is set: bit 63 is reserved without
- * it); then pop that value and load it back, also with NOFLUSH where PCIDE is set, as the kernel
- * does for the interrupted context's CR3 (PARANOID_RESTORE_CR3): nothing between the two can
- * queue a TLB flush (interrupts off, no kernel code runs), so the TLB holds what it held at
- * entry. Without PTI, one push of 0 and its pop. Branch-free (alternatives patched at boot;
- * the pushes and pops are outside them, as objtool wants the same stack layout in both).
- * Clobber rax, rcx and flags.
+ * (a single-stepped process), and which has no freeze to protect (branches are fine). With PTI
+ * and the user page tables loaded, LBR_KERNEL_CR3 loads the kernel's, as the kernel's
+ * SAVE_AND_SWITCH_TO_KERNEL_CR3 does (calling.h: ADJUST_KERNEL_CR3 clears
+ * PTI_USER_PGTABLE_AND_PCID_MASK; NOFLUSH where CR4.PCIDE is set, bit 63 being reserved
+ * without it), and pushes the CR3 found (else 0); LBR_RESTORE_CR3 pops it and, if not 0, loads
+ * it back with NOFLUSH where PCIDE is set. That NOFLUSH is safe because asm_exc_debug runs next:
+ * a TLB flush for the user address space queued meanwhile (by an NMI or #MC in this window, which
+ * saw the kernel CR3 loaded here and so restored nothing) is still pending in
+ * user_pcid_flush_mask, and the kernel takes it on its own way back, SWITCH_TO_USER_CR3 from
+ * user mode or PARANOID_RESTORE_CR3 from kernel mode, before anything but entry text and the
+ * cpu_entry_area runs under that CR3. Without PTI (the CR3 read is patched out at boot) or with
+ * the kernel page tables loaded, no CR3 write. Clobber rax, rcx and flags.
  */
+.macro LBR_PCID_NOFLUSH reg:req, tmp:req
+	movq	%cr4, \tmp
+	shrq	$X86_CR4_PCIDE_BIT, \tmp
+	shlq	$63, \tmp			/* NOFLUSH (bit 63) iff CR4.PCIDE */
+	orq	\tmp, \reg
+.endm
+
 .macro LBR_KERNEL_CR3
 #ifndef MODULE
 	ALTERNATIVE "xorl %eax, %eax", "movq %cr3, %rax", X86_FEATURE_PTI
-	pushq	%rax				/* CR3 at entry (0 without PTI) */
-	ALTERNATIVE "", \
-		"andq $lbr_kernel_cr3_mask, %rax; movq %cr4, %rcx; shrq $lbr_cr4_pcide_bit, %rcx; shlq $63, %rcx; orq %rcx, %rax; movq %rax, %cr3", \
-		X86_FEATURE_PTI
+	btq	$PAGE_SHIFT, %rax		/* PTI_USER_PGTABLE_BIT */
+	jc	.Luser_cr3_\@
+	xorl	%eax, %eax			/* kernel page tables (or no PTI): nothing to undo */
+.Luser_cr3_\@:
+	pushq	%rax				/* the user CR3 to load back, or 0 */
+	testq	%rax, %rax
+	jz	.Lkernel_cr3_\@
+	andq	$(~((1 << PAGE_SHIFT) | (1 << X86_CR3_PTI_PCID_USER_BIT))), %rax
+	LBR_PCID_NOFLUSH %rax, %rcx
+	movq	%rax, %cr3			/* the kernel page tables */
+.Lkernel_cr3_\@:
 #endif
 .endm
 
 .macro LBR_RESTORE_CR3
 #ifndef MODULE
-	popq	%rax				/* CR3 at entry (0 without PTI) */
-	ALTERNATIVE "", \
-		"movq %cr4, %rcx; shrq $lbr_cr4_pcide_bit, %rcx; shlq $63, %rcx; orq %rcx, %rax; movq %rax, %cr3", \
-		X86_FEATURE_PTI
+	popq	%rax				/* the user CR3 to load back, or 0 */
+	testq	%rax, %rax
+	jz	.Lkept_cr3_\@
+	LBR_PCID_NOFLUSH %rax, %rcx
+	movq	%rax, %cr3
+.Lkept_cr3_\@:
 #endif
 .endm
 

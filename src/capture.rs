@@ -370,6 +370,13 @@ impl Area {
         })
     }
 
+    /// The branch filter recording uses, as the header records it.
+    pub(crate) fn branches(&self) -> Filter {
+        let code = u32::from_le_bytes([0, 1, 2, 3].map(|i| self.byte(hdr::BRANCH_FILTER + i)));
+        // The header was written from a `Filter` (write_header): its code is one of ALL's.
+        Filter::ALL.get(code as usize).copied().unwrap_or(Filter::All)
+    }
+
     /// The last exception record's raw FROM and TO values in the snapshot at `snap` (None: the
     /// recorder has none), after the records' values (layout.rs).
     pub(crate) fn ler(&self, snap: usize) -> Option<(u64, u64)> {
@@ -550,7 +557,7 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         )
     })?;
     let armed_value = control.armed(rdmsr_on_this_cpu(control.switch.msr)?);
-    write_header(&area, &control, armed_value, &msrs[..n], recorder.last_exception(), text_base);
+    write_header(&area, &control, armed_value, &msrs[..n], recorder.last_exception(), filter, text_base);
 
     let saved = Saved::new(control, armed_value, &msrs[..n], nr_cpus)?;
     let stop_save = Pages::new(nr_cpus * layout::stop::CPU_SIZE).inspect_err(|_| {
@@ -731,13 +738,15 @@ fn capture_msrs(recorder: &Recorder, layout: &Encoding, control: &Control) -> ([
 }
 
 /// Fills the area's self-describing header and MSR list (layout.rs), then its checksum. `ler`:
-/// the last exception record's MSRs, where the capture reads them (after the records).
+/// the last exception record's MSRs, where the capture reads them (after the records);
+/// `branches`: the branch filter recording uses.
 fn write_header(
     area: &Area,
     control: &Control,
     armed_value: u64,
     msrs: &[u32],
     ler: Option<(u32, u32)>,
+    branches: Filter,
     text_base: u64,
 ) {
     let g = area.geometry;
@@ -763,6 +772,7 @@ fn write_header(
         (hdr::FILTER_MSR, control.filter.map_or(0, |(m, _)| m)),
         (hdr::LER_FROM_MSR, ler.map_or(0, |(from, _)| from)),
         (hdr::LER_TO_MSR, ler.map_or(0, |(_, to)| to)),
+        (hdr::BRANCH_FILTER, branches as u32),
     ] {
         area.put(off, &v.to_le_bytes());
     }

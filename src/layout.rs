@@ -34,7 +34,8 @@
 //! 0x090   8     control value lbr-dump writes to record (armed)
 //! 0x098   4     filter MSR (LBR_SELECT), 0: none; when set, it is the MSR list's last entry, so
 //!               each snapshot's last value is the filter as the capture found it
-//! 0x09c   4     reserved, zero
+//! 0x09c   4     branch filter lbr-dump records with (the `filter` parameter, facility::Filter's
+//!               code: 0 all, 1 functions, 2 calls)
 //! 0x0a0   8     filter value lbr-dump writes when arming
 //! 0x0a8   4     last exception record's FROM MSR (Intel LER, AMD LastIntFromIP), 0: none; when
 //!               set, the MSR list holds it and the TO MSR right after the records' values
@@ -75,8 +76,9 @@
 
 /// "LBRDUMP\0".
 pub const MAGIC: [u8; 8] = *b"LBRDUMP\0";
-/// Layout version; bumped on any incompatible change (3: the last exception record).
-pub const VERSION: u32 = 3;
+/// Layout version; bumped on any incompatible change (3: the last exception record; 4: the
+/// branch filter).
+pub const VERSION: u32 = 4;
 /// Size of the area header; CPU blocks start at a page boundary after it.
 pub const HEADER_SIZE: usize = 0x100;
 /// Size of a CPU block's header.
@@ -110,6 +112,7 @@ pub mod hdr {
     pub const CTL_MSR: usize = 0x8c;
     pub const CTL_ARMED: usize = 0x90;
     pub const FILTER_MSR: usize = 0x98;
+    pub const BRANCH_FILTER: usize = 0x9c;
     pub const FILTER_ARMED: usize = 0xa0;
     pub const LER_FROM_MSR: usize = 0xa8;
     pub const LER_TO_MSR: usize = 0xac;
@@ -404,6 +407,10 @@ pub struct AreaHeader<'a> {
     /// The last exception record's MSRs (FROM, TO), when the recorder has one; their values at
     /// each capture follow the records' values.
     pub ler: Option<(u32, u32)>,
+    /// Which branches were recorded (`filter`): with any but
+    /// [`crate::facility::Filter::All`], consecutive records
+    /// are not straight-line code apart.
+    pub branches: crate::facility::Filter,
 }
 
 impl<'a> AreaHeader<'a> {
@@ -498,6 +505,9 @@ impl<'a> AreaHeader<'a> {
             ctl_armed: le64(b, hdr::CTL_ARMED),
             filter,
             ler,
+            branches: *crate::facility::Filter::ALL
+                .get(le32(b, hdr::BRANCH_FILTER) as usize)
+                .ok_or(AreaError::Field("branch filter"))?,
         })
     }
 

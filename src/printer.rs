@@ -288,6 +288,7 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
         state: layout::snapshot_state(s.state, s.ctl_entry, a.area.ctl_armed(), a.area.filter(s.off))
             .with_records(count),
         nest,
+        filter: a.area.branches(),
     };
     let mut l = LineBuf::new();
     let _ = write!(l, "{h}");

@@ -6,7 +6,7 @@
 //!
 //! Format, version 1 (stable: fields are only ever added at the end of a line):
 //! ```text
-//! lbr_dump: v1 cpu=C seq=S vector=V (#NAME) error=0xE rip=0xR cr2=0xA flavour=F format=N records=K state=STATE nest=D
+//! lbr_dump: v1 cpu=C seq=S vector=V (#NAME) error=0xE rip=0xR cr2=0xA flavour=F format=N records=K state=STATE nest=D filter=B
 //! lbr_dump: #I 0xFROM -> 0xTO [mispred] [in_tx] [abort] [spec] [cycles=N] [type=T] | FROM_SYM -> TO_SYM
 //! lbr_dump: ler 0xFROM -> 0xTO | FROM_SYM -> TO_SYM
 //! lbr_dump: end cpu=C seq=S
@@ -24,7 +24,12 @@
 //! taken away, see [`State::Zeroed`]). `nest=0` is the
 //! exception that oopsed; when it interrupted the handling of earlier exceptions on the same
 //! stack (IBT: a #CP whose handler BUG()s), their snapshots follow with `nest=1`, `nest=2`, ...
-//! (a line without `nest=` is from an older lbr-dump: read it as 0). The symbols are
+//! (a line without `nest=` is from an older lbr-dump: read it as 0). `filter=` names the branch
+//! filter the records were taken with (the `filter` parameter, [`Filter`]) when it is not `all`:
+//! then conditional branches and relative jumps (`functions`), and indirect jumps too (`calls`),
+//! are not among the records, so the code between two consecutive records is not straight-line.
+//! The reader takes a line without it as `all`, and ignores a `key=value` field after `state=`
+//! that it does not know (a later lbr-dump's). The symbols are
 //! the kernel's `%pS` (`func+0xoff/0xsize [module]`), absent when not printed by the kernel.
 //!
 //! A panic prints, from the panic notifier: the panicking CPU's snapshot taken at the entry of
@@ -36,6 +41,7 @@
 
 use core::fmt;
 
+use crate::facility::Filter;
 use crate::record::{Branch, BranchType};
 
 /// The prefix of every line (the module's `pr_fmt`).
@@ -193,6 +199,8 @@ pub struct Header<'a> {
     /// 0 for the exception that oopsed, N for the one it interrupted N levels out; `None` when
     /// not printed.
     pub nest: Option<u32>,
+    /// The branch filter of the records (printed when not [`Filter::All`]).
+    pub filter: Filter,
 }
 
 impl fmt::Display for Header<'_> {
@@ -214,6 +222,9 @@ impl fmt::Display for Header<'_> {
         )?;
         if let Some(n) = self.nest {
             write!(f, " nest={n}")?;
+        }
+        if self.filter != Filter::All {
+            write!(f, " filter={}", self.filter.name())?;
         }
         Ok(())
     }
@@ -358,10 +369,16 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             "zeroed" => State::Zeroed,
             _ => return None,
         };
-        let nest = match t.next() {
-            Some(tok) => Some(num(field(Some(tok), "nest")?)? as u32),
-            None => None,
-        };
+        let (mut nest, mut filter) = (None, Filter::All);
+        for tok in t {
+            let (key, value) = tok.split_once('=')?;
+            match key {
+                "nest" => nest = Some(num(value)? as u32),
+                // A name cut by a console is no filter's: the line is damaged.
+                "filter" => filter = Filter::from_name(value)?,
+                _ => {} // a field of a later lbr-dump
+            }
+        }
         return Some(Line::Header(Header {
             cpu,
             seq,
@@ -374,6 +391,7 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             records,
             state,
             nest,
+            filter,
         }));
     }
     if let Some(r) = rest.strip_prefix("end ") {

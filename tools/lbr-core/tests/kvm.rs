@@ -220,6 +220,7 @@ fn zeroed_prints_and_parses_back() {
         records: 0,
         state: State::Zeroed,
         nest: Some(0),
+        filter: lbr_core::facility::Filter::All,
     };
     let line = format!("{}{h}", report::PREFIX);
     assert!(line.contains(" records=0 state=zeroed nest=0"), "{line}");

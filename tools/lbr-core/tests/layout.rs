@@ -133,7 +133,7 @@ fn area() -> Vec<u8> {
     let put64 =
         |a: &mut Vec<u8>, off: usize, v: u64| a[off..off + 8].copy_from_slice(&v.to_le_bytes());
     a[..8].copy_from_slice(b"LBRDUMP\0");
-    put32(&mut a, 0x08, 3);
+    put32(&mut a, 0x08, 4);
     put32(&mut a, 0x0c, 0x100);
     put64(&mut a, 0x10, g.area_size() as u64);
     put32(&mut a, 0x20, 2);
@@ -154,6 +154,7 @@ fn area() -> Vec<u8> {
     put32(&mut a, 0x8c, 0x1d9);
     put64(&mut a, 0x90, 1);
     put32(&mut a, 0x98, 0x1c8); // LBR_SELECT
+    put32(&mut a, 0x9c, 1); // filter=functions
     put64(&mut a, 0xa0, 2); // kernel only
     put32(&mut a, 0xa8, 0x1dd); // LER FROM
     put32(&mut a, 0xac, 0x1de); // LER TO
@@ -208,6 +209,7 @@ fn area_reads_back() {
     assert_eq!(h.msr(&a, 12), 0x68c);
     assert_eq!(h.filter, Some((0x1c8, 2)));
     assert_eq!(h.ler, Some((0x1dd, 0x1de)));
+    assert_eq!(h.branches, lbr_core::facility::Filter::Functions);
     assert_eq!((h.msr(&a, 13), h.msr(&a, 14)), (0x1dd, 0x1de));
     assert_eq!((h.count(&a, 0), h.count(&a, 1)), (0, 2));
     let s = h.snapshot(&a, 1, 1);
@@ -243,13 +245,16 @@ fn bad_headers_are_refused() {
     let mut a = area();
     a[0x08] = 1;
     assert_eq!(AreaHeader::parse(&a), Err(AreaError::Version(1)));
-    // Version 2 (no last exception record) is refused by name, whatever it holds.
-    let mut a = area();
-    a[0x08] = 2;
-    assert_eq!(AreaHeader::parse(&a), Err(AreaError::Version(2)));
+    // Versions 2 (no last exception record) and 3 (no branch filter) are refused by name,
+    // whatever they hold.
+    for v in [2, 3] {
+        let mut a = area();
+        a[0x08] = v as u8;
+        assert_eq!(AreaHeader::parse(&a), Err(AreaError::Version(v)));
+    }
     assert_eq!(
-        AreaError::Version(2).to_string(),
-        "layout version 2, this reader knows 3"
+        AreaError::Version(3).to_string(),
+        "layout version 3, this reader knows 4"
     );
     let mut a = area();
     a[0x20] = 3; // CPU count changed without the checksum
@@ -266,6 +271,7 @@ fn bad_headers_are_refused() {
         (0x98, 0, "value count"), // no filter MSR, but room for its value
         (0xa8, 0, "last exception record MSRs"), // a TO MSR without a FROM MSR
         (0xac, 0, "last exception record MSRs"),
+        (0x9c, 3, "branch filter"), // no filter has code 3
         (0x30, 9, "flavour, format, depth or layout flags"),
         (0x88, 64, "CPU block size"),
     ] {

@@ -4,7 +4,7 @@
 //! behind any log prefix; no input (a line, a dump header, raw record values) makes the readers
 //! panic.
 
-use lbr_core::facility::Flavour;
+use lbr_core::facility::{Filter, Flavour};
 use lbr_core::layout::{checksum, hdr, AreaHeader, HEADER_SIZE, MAGIC};
 use lbr_core::record::{records, Branch, BranchType, Encoding};
 use lbr_core::report::{parse, Header, Line, RecordLine, State};
@@ -78,8 +78,9 @@ proptest! {
                           rip in any::<u64>(), cr2 in any::<u64>(), format in 0u32..8, records in 0u32..65,
                           state in prop_oneof![Just(State::Complete), Just(State::Torn), Just(State::WasOff), Just(State::Foreign)],
                           flavour in proptest::sample::select(Flavour::ALL.map(Flavour::name).to_vec()),
-                          nest in proptest::option::of(0u32..8), pre in prefix()) {
-        let h = Header { cpu, seq, vector, error, rip, cr2, flavour, format, records, state, nest };
+                          nest in proptest::option::of(0u32..8), pre in prefix(),
+                          filter in proptest::sample::select(Filter::ALL.to_vec())) {
+        let h = Header { cpu, seq, vector, error, rip, cr2, flavour, format, records, state, nest, filter };
         let line = format!("{pre}lbr_dump: {h}");
         prop_assert_eq!(parse(&line), Some(Line::Header(h)));
     }

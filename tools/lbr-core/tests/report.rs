@@ -3,6 +3,7 @@
 //! The printed line format: lines as the kernel prints them (with printk decorations and `%pS`
 //! symbols written out by hand) parse, and what the module formats parses back to itself.
 
+use lbr_core::facility::Filter;
 use lbr_core::record::{Branch, BranchType};
 use lbr_core::report::*;
 
@@ -117,6 +118,7 @@ fn what_the_module_prints_parses_back() {
         records: 0,
         state: State::Torn,
         nest: None,
+        filter: Filter::All,
     };
     let line = format!("{PREFIX}{h}");
     assert!(line.contains(" vector=21 (#CP) "), "{line}");
@@ -126,6 +128,65 @@ fn what_the_module_prints_parses_back() {
     let line = format!("{PREFIX}{nested}");
     assert!(line.ends_with(" state=torn nest=1"), "{line}");
     assert_eq!(parse(&line), Some(Line::Header(nested)));
+}
+
+/// The branch filter on the header line: printed after the nesting label when it is not `all`
+/// (and not at all for `all`, as older lbr-dumps printed nothing), read back; the reader takes
+/// no `filter=` as `all`, refuses a name that is no filter's (a console cut it), and ignores a
+/// field it does not know.
+#[test]
+fn header_names_the_filter() {
+    let head = "lbr_dump: v1 cpu=0 seq=1 vector=14 (#PF) error=0x0 rip=0xffffffff81000000 cr2=0x0 flavour=intel-lbr format=5 records=32 state=complete";
+    let filter_of = |l: &str| match parse(l) {
+        Some(Line::Header(h)) => Some((h.nest, h.filter)),
+        _ => None,
+    };
+    assert_eq!(filter_of(head), Some((None, Filter::All)));
+    assert_eq!(
+        filter_of(&format!("{head} nest=0 filter=functions")),
+        Some((Some(0), Filter::Functions))
+    );
+    assert_eq!(
+        filter_of(&format!("{head} filter=calls\r\n")),
+        Some((None, Filter::Calls))
+    );
+    assert_eq!(
+        filter_of(&format!("{head} nest=1 later=field filter=calls")),
+        Some((Some(1), Filter::Calls))
+    );
+    for bad in [
+        format!("{head} filter=func"),
+        format!("{head} filter="),
+        format!("{head} nest=0 filter"),
+        format!("{head} nest=x"),
+    ] {
+        assert_eq!(parse(&bad), None, "{bad}");
+    }
+    let h = Header {
+        cpu: 1,
+        seq: 2,
+        vector: 13,
+        error: 0,
+        rip: 0xffff_ffff_8100_0000,
+        cr2: 0,
+        flavour: "intel-lbr",
+        format: 5,
+        records: 32,
+        state: State::Complete,
+        nest: Some(0),
+        filter: Filter::Functions,
+    };
+    let line = format!("{PREFIX}{h}");
+    assert!(
+        line.ends_with(" state=complete nest=0 filter=functions"),
+        "{line}"
+    );
+    assert_eq!(parse(&line), Some(Line::Header(h)));
+    let all = Header {
+        filter: Filter::All,
+        ..h
+    };
+    assert!(format!("{all}").ends_with(" nest=0"), "{all}");
 }
 
 /// The last exception record's line: as the kernel prints it (written out by hand, `%pS`

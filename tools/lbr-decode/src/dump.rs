@@ -403,6 +403,7 @@ fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>
                 )
                 .with_records(recs.len()),
                 nest: None,
+                filter: h.branches,
                 announced: recs.len() as u32,
                 records: recs,
                 ler: s
@@ -467,6 +468,33 @@ mod tests {
         assert_eq!(
             s.ler.as_ref().map(|l| (l.from, l.to, l.line)),
             Some((0xffff_ffff_8100_0004, 0xffff_ffff_8100_0008, 0))
+        );
+    }
+
+    /// The branch filter the area's header names is each snapshot's (the straight-line check
+    /// then knows its records are not straight-line code apart); a code no filter has makes the
+    /// header unusable, with a warning.
+    #[test]
+    fn the_areas_branch_filter_is_read() {
+        use lbr_core::facility::Filter;
+        use lbr_core::layout::{checksum, hdr};
+        let with = |code: u32| {
+            let mut a = area(1);
+            a[hdr::BRANCH_FILTER..hdr::BRANCH_FILTER + 4].copy_from_slice(&code.to_le_bytes());
+            let sum = checksum(&a[..HEADER_SIZE], hdr::CHECKSUM);
+            a[hdr::CHECKSUM..hdr::CHECKSUM + 8].copy_from_slice(&sum.to_le_bytes());
+            let mut w = Vec::new();
+            let areas = open(&core(62, &[(0, &a)])).unwrap().areas(&mut w);
+            (areas.first().map(|a| a.snapshots[0].filter), w)
+        };
+        assert_eq!(with(0), (Some(Filter::All), vec![]));
+        assert_eq!(with(1), (Some(Filter::Functions), vec![]));
+        assert_eq!(with(2), (Some(Filter::Calls), vec![]));
+        let (none, w) = with(3);
+        assert_eq!(none, None);
+        assert!(
+            w[0].contains("impossible header field: branch filter"),
+            "{w:?}"
         );
     }
 

@@ -18,6 +18,7 @@
 
 use std::ops::RangeInclusive;
 
+use lbr_core::facility::Filter;
 use lbr_core::record::Branch;
 use lbr_core::report::{parse, Line, State, PREFIX};
 
@@ -77,6 +78,8 @@ pub struct Snapshot {
     /// 0: the exception that oopsed; N: the one it interrupted, N levels out (the printer's
     /// `nest=`); `None` when not printed (an older lbr-dump, or a dump).
     pub nest: Option<u32>,
+    /// The branch filter the records were taken with (the header's `filter=`; absent: all).
+    pub filter: Filter,
     /// Records the header announced.
     pub announced: u32,
     /// The records found.
@@ -327,6 +330,7 @@ pub fn parse_log(text: &str) -> Parsed {
                     format: h.format,
                     state: h.state,
                     nest: h.nest,
+                    filter: h.filter,
                     announced: h.records,
                     records: Vec::new(),
                     ler: None,

@@ -14,10 +14,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use lbr_core::facility::Filter;
 use lbr_core::report::{vector_name, Kind, State};
 
 use crate::log::{Record, Snapshot};
-use crate::straight::Verdict;
+use crate::straight::{Reason, Verdict};
 use crate::symbolize::Symbolizer;
 use crate::symbols::Frame;
 
@@ -29,8 +30,9 @@ pub const VERSION: u32 = 1;
 
 /// Fields added within [`VERSION`] (1: [`SnapshotOut::kind`]; 2: frames' `function_source`,
 /// [`RecordOut::group`] and [`SnapshotOut::groups`]; 3: [`RecordOut::straight_line`] and
-/// [`SnapshotOut::straight_line`]; 4: [`SnapshotOut::last_exception`]).
-pub const MINOR_VERSION: u32 = 4;
+/// [`SnapshotOut::straight_line`]; 4: [`SnapshotOut::last_exception`]; 5:
+/// [`SnapshotOut::filter`]).
+pub const MINOR_VERSION: u32 = 5;
 
 /// Where an address is, once symbolized.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -106,8 +108,8 @@ pub struct LastExceptionOut {
 pub struct StraightOut {
     /// "ok", "violated" or "unchecked".
     pub status: &'static str,
-    /// Unchecked: why ("module", "outside-text", "no-vmlinux", "too-far", "patched-code",
-    /// "undecodable"); violated: "branch-before-from" or "from-inside-instruction".
+    /// Unchecked: why ("cross-image", "outside-text", "no-vmlinux", "too-far", "patched-code",
+    /// "undecodable", "filtered"); violated: "branch-before-from" or "from-inside-instruction".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
     /// Violated: the offending instruction (its runtime address and symbol).
@@ -187,6 +189,9 @@ pub struct SnapshotOut {
     /// log does not say, and for dumps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nest: Option<u32>,
+    /// The branch filter the records were taken with: "all", "functions" or "calls" (schema
+    /// 1.5).
+    pub filter: &'static str,
     /// All announced records were found.
     pub complete: bool,
     /// The records.
@@ -206,7 +211,7 @@ pub struct Output {
     /// [`VERSION`].
     pub version: u32,
     /// Fields added within `version` (1: `kind`; 2: `function_source`, `group`, `groups`;
-    /// 3: `straight_line`; 4: `last_exception`).
+    /// 3: `straight_line`; 4: `last_exception`; 5: `filter`).
     pub minor_version: u32,
     /// Per image, the directory its source paths are relative to.
     pub source_roots: BTreeMap<String, String>,
@@ -359,6 +364,7 @@ impl SnapshotOut {
             format: s.format,
             state: state_name(s.state),
             nest: s.nest,
+            filter: s.filter.name(),
             complete: s.complete,
             records,
             groups,
@@ -369,7 +375,8 @@ impl SnapshotOut {
 }
 
 /// The straight-line check of each pair of consecutive records (newest first: from record
-/// N+1's `to` to record N's `from`), set on record N; the counts.
+/// N+1's `to` to record N's `from`), set on record N; the counts. Records taken with a branch
+/// filter are not straight-line code apart: each pair is unchecked, `filtered`.
 fn check_straight(
     s: &Snapshot,
     records: &mut [RecordOut],
@@ -378,7 +385,11 @@ fn check_straight(
     let mut sum = StraightSummary::default();
     for n in 0..records.len().saturating_sub(1) {
         let (to, from) = (s.records[n + 1].branch.to, s.records[n].branch.from);
-        let verdict = symbolizer.straight(to, &records[n + 1].to, from, &records[n].from);
+        let verdict = if s.filter == Filter::All {
+            symbolizer.straight(to, &records[n + 1].to, from, &records[n].from)
+        } else {
+            Verdict::Unchecked(Reason::Filtered)
+        };
         let out = match verdict {
             Verdict::Ok => {
                 sum.ok += 1;
@@ -546,6 +557,53 @@ fn common_dir(files: &[&String]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A snapshot whose header says `filter=functions` has every pair unchecked for that
+    /// reason (its records are not straight-line code apart); the same records unfiltered are
+    /// checked as usual (here, without ELF files: unchecked for want of a vmlinux, not filtered).
+    #[test]
+    fn a_filtered_snapshot_is_not_checked_for_straight_line() {
+        let log = |filter: &str| {
+            format!(
+                "lbr_dump: v1 cpu=0 seq=1 vector=14 (#PF) error=0x0 rip=0xffffffff81000040 cr2=0x0 flavour=intel-lbr format=5 records=3 state=complete nest=0{filter}
+lbr_dump: #0 0xffffffff81000040 -> 0xffffffffc0000000 cycles=1
+lbr_dump: #1 0xffffffff81000010 -> 0xffffffff81000030 cycles=1
+lbr_dump: #2 0xffffffff81000100 -> 0xffffffff81000000 cycles=1
+lbr_dump: end cpu=0 seq=1
+"
+            )
+        };
+        let sym = Symbolizer::load(None, &[], &mut Vec::new()).unwrap();
+        let out = |text: String| {
+            let p = crate::log::parse_log(&text);
+            assert_eq!(p.warnings, Vec::<String>::new());
+            let snaps: Vec<_> = p
+                .snapshots
+                .into_iter()
+                .map(|s| ("t".to_string(), s))
+                .collect();
+            Output::build(&snaps, &sym, Vec::new())
+        };
+        let filtered = out(log(" filter=functions"));
+        let s = &filtered.snapshots[0];
+        assert_eq!(s.filter, "functions");
+        assert_eq!((s.straight_line.ok, s.straight_line.violated), (0, 0));
+        assert_eq!(
+            s.straight_line.unchecked_reasons,
+            BTreeMap::from([("filtered", 2)])
+        );
+        assert!(s.records[..2]
+            .iter()
+            .all(|r| r
+                .straight_line
+                .as_ref()
+                .is_some_and(|v| (v.status, v.reason) == ("unchecked", Some("filtered")))));
+        let all = out(log(""));
+        let s = &all.snapshots[0];
+        assert_eq!(s.filter, "all");
+        assert!(!s.straight_line.unchecked_reasons.contains_key("filtered"));
+        assert_eq!(s.straight_line.unchecked, 2);
+    }
 
     #[test]
     fn kernel_tree_and_common_dir() {

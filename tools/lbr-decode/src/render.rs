@@ -196,7 +196,7 @@ fn write_header(w: &mut impl Write, s: &SnapshotOut, sgr: &Sgr) -> Result<()> {
     let Sgr { bold, reset, .. } = sgr;
     writeln!(
         w,
-        "{bold}{}:{}: cpu {} seq {}: {} (vector {}) error {} rip {} cr2 {}{reset}  [{} format {}, {} records, {}{}]{}",
+        "{bold}{}:{}: cpu {} seq {}: {} (vector {}) error {} rip {} cr2 {}{reset}  [{} format {}, {} records, {}{}{}]{}",
         s.source,
         s.line,
         s.cpu,
@@ -211,6 +211,11 @@ fn write_header(w: &mut impl Write, s: &SnapshotOut, sgr: &Sgr) -> Result<()> {
         s.records.len(),
         s.state,
         if s.complete { "" } else { ", cut" },
+        if s.filter == "all" {
+            String::new()
+        } else {
+            format!(", filter={}", s.filter)
+        },
         nest_note(s.nest),
     )?;
     Ok(())

@@ -121,6 +121,9 @@ pub enum Reason {
     Patched,
     /// Bytes on the path do not decode.
     Undecodable,
+    /// The records were taken with a branch filter (`filter=functions` or `calls`): branches of
+    /// the kinds it leaves out may have been taken between them, so no path is straight-line.
+    Filtered,
 }
 
 impl Reason {
@@ -133,6 +136,7 @@ impl Reason {
             Reason::TooFar => "too-far",
             Reason::Patched => "patched-code",
             Reason::Undecodable => "undecodable",
+            Reason::Filtered => "filtered",
         }
     }
 }

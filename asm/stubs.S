@@ -140,7 +140,7 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
  * (README "Page-table isolation"). Clobbers rax and flags.
  */
 .macro LBR_SKIP_IF_USER_CR3 label:req
-#ifndef MODULE
+#if !defined(MODULE) && defined(CONFIG_MITIGATION_PAGE_TABLE_ISOLATION)
 	ALTERNATIVE "xorl %eax, %eax", "movq %cr3, %rax", X86_FEATURE_PTI
 	btq	$PAGE_SHIFT, %rax		/* PTI_USER_PGTABLE_BIT */
 	jc	\label
@@ -159,8 +159,9 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
  * saw the kernel CR3 loaded here and so restored nothing) is still pending in
  * user_pcid_flush_mask, and the kernel takes it on its own way back, SWITCH_TO_USER_CR3 from
  * user mode or PARANOID_RESTORE_CR3 from kernel mode, before anything but entry text and the
- * cpu_entry_area runs under that CR3. Without PTI (the CR3 read is patched out at boot) or with
- * the kernel page tables loaded, no CR3 write. Clobber rax, rcx and flags.
+ * cpu_entry_area runs under that CR3. Without PTI (the CR3 read is never patched in; a kernel
+ * without CONFIG_MITIGATION_PAGE_TABLE_ISOLATION has none of these macros' code) or with the
+ * kernel page tables loaded, no CR3 write. Clobber rax, rcx and flags.
  */
 .macro LBR_PCID_NOFLUSH reg:req, tmp:req
 	movq	%cr4, \tmp
@@ -170,7 +171,7 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
 .endm
 
 .macro LBR_KERNEL_CR3
-#ifndef MODULE
+#if !defined(MODULE) && defined(CONFIG_MITIGATION_PAGE_TABLE_ISOLATION)
 	ALTERNATIVE "xorl %eax, %eax", "movq %cr3, %rax", X86_FEATURE_PTI
 	btq	$PAGE_SHIFT, %rax		/* PTI_USER_PGTABLE_BIT */
 	jc	.Luser_cr3_\@
@@ -187,7 +188,7 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
 .endm
 
 .macro LBR_RESTORE_CR3
-#ifndef MODULE
+#if !defined(MODULE) && defined(CONFIG_MITIGATION_PAGE_TABLE_ISOLATION)
 	popq	%rax				/* the user CR3 to load back, or 0 */
 	testq	%rax, %rax
 	jz	.Lkept_cr3_\@
@@ -498,8 +499,8 @@ LBR_NOKPROBE_WAY_ON \vec
  * tables for the re-arm and LBR_RESTORE_CR3 puts the CR3 at entry back before going on.
  *
  * Stack at entry (IST stack in kernel and user mode): SS, RSP, RFLAGS, CS, RIP; no error code.
- * Every register is live: rax, rcx and rdx (DR7, RDMSR/WRMSR) are pushed and popped; built in,
- * the CR3 at entry (or 0 without PTI) is pushed after them.
+ * Every register is live: rax, rcx and rdx (DR7, RDMSR/WRMSR) are pushed and popped; built in
+ * with PTI, the user CR3 to load back (or 0 under the kernel's) is pushed after them.
  */
 SYM_CODE_START(lbr_dump_rearm_1)
 	UNWIND_HINT_IRET_ENTRY
@@ -510,7 +511,7 @@ SYM_CODE_START(lbr_dump_rearm_1)
 	jnz	.Lrearm_skip			/* a breakpoint is armed: load nothing of ours */
 	pushq	%rcx
 	pushq	%rdx
-	LBR_KERNEL_CR3				/* built in: CR3 at entry pushed, kernel's loaded */
+	LBR_KERNEL_CR3				/* built in, PTI: the user CR3 or 0 pushed, kernel's loaded */
 	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
 	rdmsr
 	shlq	$32, %rdx

@@ -20,6 +20,7 @@ mod capture;
 mod control;
 pub mod facility;
 mod ffi;
+pub mod hypervisor;
 mod idt;
 pub mod layout;
 mod printer;

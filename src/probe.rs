@@ -15,13 +15,7 @@ use crate::facility::{self, msr, Bts, Cpuid, CpuidRegs, Facility, Recorder, Swit
 use crate::ffi;
 use crate::record::{self, Tsx};
 
-// Pure code shared with the host tools: tools/lbr-core includes the same file as a public module,
-// so its items are `pub`, unreachable from outside this crate here.
-#[allow(unreachable_pub)]
-#[path = "hypervisor.rs"]
-pub(crate) mod hypervisor;
-
-use hypervisor::{Hypervisor, Short};
+use crate::hypervisor::{self, Hypervisor, Short};
 
 /// The `cpuid` instruction of the CPU this runs on.
 pub(crate) struct CpuidInsn;

@@ -187,6 +187,20 @@ fn print_raw(line: &mut LineBuf) {
     unsafe { bindings::_printk(c"\x013lbr_dump: %s\n".as_ptr().cast(), line.as_ptr()) };
 }
 
+/// Prints `line` followed by `from` and `to` symbolized (`| %pS -> %pS`): a record or LER line.
+fn print_branch(line: &mut LineBuf, from: u64, to: u64) {
+    // SAFETY: NUL-terminated format; `%s` gets a NUL-terminated buffer, the two `%pS` get
+    // addresses, which printk symbolizes without dereferencing them.
+    unsafe {
+        bindings::_printk(
+            c"\x013lbr_dump: %s | %pS -> %pS\n".as_ptr().cast(),
+            line.as_ptr(),
+            from as *const c_void,
+            to as *const c_void,
+        )
+    };
+}
+
 /// Prints the snapshots that belong to the oops with `regs`.
 fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
     // SAFETY: reads a segment limit; callable anywhere.
@@ -305,30 +319,13 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
                     branch: b
                 }
             );
-            // SAFETY: NUL-terminated format; `%s` gets a NUL-terminated buffer, the two `%pS`
-            // get addresses, which printk symbolizes without dereferencing them.
-            unsafe {
-                bindings::_printk(
-                    c"\x013lbr_dump: %s | %pS -> %pS\n".as_ptr().cast(),
-                    l.as_ptr(),
-                    b.from as *const c_void,
-                    b.to as *const c_void,
-                )
-            };
+            print_branch(&mut l, b.from, b.to);
         }
     }
     if let Some(ler) = a.area.ler(s.off).and_then(|(f, t)| record::last_exception(layout, f, t)) {
         let mut l = LineBuf::new();
         let _ = write!(l, "{}", LerLine { from: ler.from, to: ler.to });
-        // SAFETY: as for the record lines above.
-        unsafe {
-            bindings::_printk(
-                c"\x013lbr_dump: %s | %pS -> %pS\n".as_ptr().cast(),
-                l.as_ptr(),
-                ler.from as *const c_void,
-                ler.to as *const c_void,
-            )
-        };
+        print_branch(&mut l, ler.from, ler.to);
     }
     let mut l = LineBuf::new();
     let _ = write!(l, "end cpu={} seq={}", s.cpu, s.seq);

@@ -4,41 +4,10 @@
 //! from the CPUs' documented signatures (Intel SDM vol. 2 CPUID, AMD APM vol. 3 appendix E) and
 //! the expected depths/MSRs from the kernel's arch/x86/events/intel/lbr.c.
 
+mod common;
+
+use common::{cpu, regs, Table, AMD, INTEL};
 use lbr_core::facility::*;
-use std::collections::HashMap;
-
-/// A CPU as a table of CPUID leaves; absent leaves read as zero, like a real CPU past its maximum.
-struct Table(HashMap<(u32, u32), CpuidRegs>);
-
-impl Cpuid for Table {
-    fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidRegs {
-        self.0.get(&(leaf, subleaf)).copied().unwrap_or_default()
-    }
-}
-
-const INTEL: (u32, u32, u32) = (0x756e_6547, 0x4965_6e69, 0x6c65_746e); // "Genu" "ineI" "ntel"
-const AMD: (u32, u32, u32) = (0x6874_7541, 0x6974_6e65, 0x444d_4163); // "Auth" "enti" "cAMD"
-
-fn cpu(vendor: (u32, u32, u32), max: u32, leaves: &[((u32, u32), CpuidRegs)]) -> Table {
-    let mut t = HashMap::new();
-    t.insert(
-        (0, 0),
-        CpuidRegs {
-            eax: max,
-            ebx: vendor.0,
-            edx: vendor.1,
-            ecx: vendor.2,
-        },
-    );
-    for (k, v) in leaves {
-        t.insert(*k, *v);
-    }
-    Table(t)
-}
-
-fn regs(eax: u32, ebx: u32, ecx: u32, edx: u32) -> CpuidRegs {
-    CpuidRegs { eax, ebx, ecx, edx }
-}
 
 const PDCM: u32 = 1 << 15; // CPUID.1:ECX
 const DS: u32 = 1 << 21; // CPUID.1:EDX

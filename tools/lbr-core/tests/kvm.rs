@@ -7,21 +7,13 @@
 //! X86_FEATURE_HYPERVISOR), KVM's signature "KVMKVMKVM\0\0\0" in EBX, ECX, EDX of its base leaf
 //! (include/uapi/asm/kvm_para.h), QEMU TCG's "TCGTCGTCGTCG" and Hyper-V's "Microsoft Hv".
 
+mod common;
+
+use common::{regs, Table, AMD, INTEL};
 use lbr_core::facility::*;
 use lbr_core::hypervisor::*;
 use lbr_core::report::{self, Header, Line, State};
-use std::collections::HashMap;
 
-struct Table(HashMap<(u32, u32), CpuidRegs>);
-
-impl Cpuid for Table {
-    fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidRegs {
-        self.0.get(&(leaf, subleaf)).copied().unwrap_or_default()
-    }
-}
-
-const INTEL: (u32, u32, u32) = (0x756e_6547, 0x4965_6e69, 0x6c65_746e); // "Genu" "ineI" "ntel"
-const AMD: (u32, u32, u32) = (0x6874_7541, 0x6974_6e65, 0x444d_4163); // "Auth" "enti" "cAMD"
 const HYPERVISOR: u32 = 1 << 31; // CPUID.1:ECX
 const PDCM: u32 = 1 << 15; // CPUID.1:ECX
 
@@ -34,15 +26,12 @@ fn sig(s: &[u8; 12]) -> (u32, u32, u32) {
 /// A CPU of `vendor` with leaf 1 EAX/ECX as given and hypervisor leaves `hv`: (leaf, max leaf in
 /// EAX, signature).
 fn cpu(vendor: (u32, u32, u32), eax1: u32, ecx1: u32, hv: &[(u32, u32, &[u8; 12])]) -> Table {
-    let mut t = HashMap::new();
-    let r = |eax, ebx, ecx, edx| CpuidRegs { eax, ebx, ecx, edx };
-    t.insert((0, 0), r(0x16, vendor.0, vendor.2, vendor.1));
-    t.insert((1, 0), r(eax1, 0, ecx1, 0));
+    let mut leaves = vec![((1, 0), regs(eax1, 0, ecx1, 0))];
     for &(leaf, max, s) in hv {
         let (b, c, d) = sig(s);
-        t.insert((leaf, 0), r(max, b, c, d));
+        leaves.push(((leaf, 0), regs(max, b, c, d)));
     }
-    Table(t)
+    common::cpu(vendor, 0x16, &leaves)
 }
 
 const SKYLAKE: u32 = 0x0005_06e3; // family 6 model 0x5e stepping 3

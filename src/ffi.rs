@@ -94,8 +94,10 @@ unsafe extern "C" {
     /// src/glue.c: why lbr-dump cannot run in this environment (static string), or NULL.
     pub(crate) fn lbr_dump_environment_refusal() -> *const c_char;
 
-    /// src/glue.c: `on_each_cpu(func, info, 1)`.
-    pub(crate) fn lbr_dump_on_each_cpu(func: unsafe extern "C" fn(*mut c_void), info: *mut c_void);
+    /// src/glue.c: `stop_machine(fn, data, NULL)`: `fn(data)` runs on one CPU while every other
+    /// online CPU spins with interrupts off; returns what `fn` returned. Sleeps; takes the CPU
+    /// hotplug lock.
+    pub(crate) fn lbr_dump_stop_machine(fn_: unsafe extern "C" fn(*mut c_void) -> c_int, data: *mut c_void) -> c_int;
 
     /// src/glue.c: `__get_free_pages(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN, order)`, 0 on
     /// failure or for an order above MAX_PAGE_ORDER.

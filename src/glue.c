@@ -20,6 +20,7 @@
 #include <linux/module.h>
 #include <linux/smp.h>
 #include <linux/static_call.h>
+#include <linux/stop_machine.h>
 #include <linux/syscore_ops.h>
 #include <linux/vmalloc.h>
 #include <asm/cpufeature.h>
@@ -34,7 +35,7 @@
 void *lbr_dump_idt_alias(void);
 void lbr_dump_idt_unalias(void *alias);
 const char *lbr_dump_environment_refusal(void);
-void lbr_dump_on_each_cpu(void (*func)(void *info), void *info);
+int lbr_dump_stop_machine(int (*fn)(void *data), void *data);
 unsigned long lbr_dump_alloc_pages(unsigned int order);
 int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
 void lbr_dump_syscore_register(void (*resume)(void));
@@ -90,10 +91,15 @@ const char *lbr_dump_environment_refusal(void)
 	return NULL;
 }
 
-/* on_each_cpu(func, info, wait=1), a static inline. */
-void lbr_dump_on_each_cpu(void (*func)(void *info), void *info)
+/*
+ * stop_machine(fn, data, NULL): fn runs on one CPU while every other online CPU spins in its
+ * stopper thread with interrupts off (an inline without SMP). lbr-dump switches IDT gates only
+ * there (src/idt.rs): a CPU reads a gate in parts, so no CPU may take an exception while one
+ * changes.
+ */
+int lbr_dump_stop_machine(int (*fn)(void *data), void *data)
 {
-	on_each_cpu(func, info, 1);
+	return stop_machine(fn, data, NULL);
 }
 
 /*

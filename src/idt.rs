@@ -6,13 +6,25 @@
 //! its cpu_entry_area), so one store per gate hooks every CPU at once, and CPU hotplug, resume
 //! and KVM's host-IDTR reload keep the hook. The IDT is read-only after boot; it is written
 //! through a writable vmap() alias of its page (src/glue.c). Only the first 8 bytes of a gate
-//! change (offset bits 15:0 and 31:16), with one aligned 8-byte store, so a CPU taking the
-//! exception at that moment sees either the old or the new gate, never a mix: the stub and the
-//! original handler must therefore share offset bits 63:32, which is checked.
+//! change (offset bits 15:0 and 31:16): the stub and the original handler must share offset bits
+//! 63:32, which is checked.
+//!
+//! A CPU delivering an exception reads the gate in parts: QEMU's TCG with three 4-byte loads
+//! (target/i386/tcg/seg_helper.c do_interrupt64), and the SDM promises no single read. A gate
+//! changed between those reads sends the CPU to the low half of one address with the high half
+//! of the other: into the middle of some function (CI saw a user-mode #PF land in
+//! facility::signature, another in an int3-filled gap of the kernel's text). So gates change
+//! only inside stop_machine() ([`with_cpus_held`]): every other CPU spins with interrupts off in
+//! its stopper and takes no exception meanwhile. (An NMI still can, and a fault inside an NMI
+//! handler: the one exposure left, the length of the stores; the NMI gate itself changes only
+//! with `nmi_freeze`, and at a panic's stop, README "Limits".)
 
 use core::ptr;
 
-use kernel::{ffi::c_void, prelude::*};
+use kernel::{
+    ffi::{c_int, c_void},
+    prelude::*,
+};
 
 use crate::ffi;
 
@@ -29,8 +41,24 @@ fn retarget(q0: u64, target: u64) -> u64 {
     (q0 & 0x0000_ffff_ffff_0000) | (target & 0xffff) | (((target >> 16) & 0xffff) << 48)
 }
 
-/// Hooked gates. Dropping it restores every original gate and waits until no CPU can still be
-/// inside a stub.
+/// Runs `f` on one CPU while every other online CPU spins with interrupts off (stop_machine);
+/// returns what `f` returned. Sleeps.
+fn with_cpus_held<F: FnMut() -> c_int>(mut f: F) -> c_int {
+    /// # Safety
+    ///
+    /// `data` must be the `&mut F` that [`with_cpus_held`] passes, alive for the call.
+    unsafe extern "C" fn call<F: FnMut() -> c_int>(data: *mut c_void) -> c_int {
+        // SAFETY: the caller's `&mut F`, which nothing else uses while stop_machine runs it.
+        let f = unsafe { &mut *data.cast::<F>() };
+        f()
+    }
+    // SAFETY: `call::<F>` gets back `&mut f`, which outlives stop_machine (it returns only after
+    // the callback has run).
+    unsafe { ffi::lbr_dump_stop_machine(call::<F>, ptr::from_mut(&mut f).cast()) }
+}
+
+/// Hooked gates. Dropping it restores every original gate, with every other CPU held, so no CPU
+/// can still be inside a stub but one in an NMI.
 pub(crate) struct Hooks {
     /// Writable alias of gate 0 (two u64 per gate).
     alias: *mut u64,
@@ -223,30 +251,44 @@ impl Hooks {
         Ok((hooks, plan))
     }
 
-    /// Points the planned gates at their stubs. The caller must have filled the stubs'
-    /// configuration first; each vector's static call is pointed at its original handler before
-    /// its gate changes. A gate that changed since the plan was read is refused (then nothing
-    /// more is hooked; what was hooked is restored when `self` drops).
+    /// Points the planned gates at their stubs, all at once with every other CPU held
+    /// ([`with_cpus_held`]). The caller must have filled the stubs' configuration first; every
+    /// vector's static call is pointed at its original handler before. If a gate changed since
+    /// the plan was read, none is hooked and that vector is named.
     pub(crate) fn hook(&mut self, plan: &Plan) -> Result<(), (usize, GateRefusal)> {
         self.hooked
             .reserve(plan.hook.len(), GFP_KERNEL)
             .map_err(|_| (0, GateRefusal::NoMemory))?;
-        for &(v, q0, orig, stub) in plan.hook.iter() {
+        for &(v, _, orig, _) in plan.hook.iter() {
             // SAFETY: a vector with a stub has a static call (glue.c; built in, a check only);
             // text patching, may sleep.
             let err = unsafe { ffi::lbr_dump_set_handler(v as u32, orig as usize) };
             if err != 0 {
                 return Err((v, GateRefusal::of_set_handler(err)));
             }
-            // SAFETY: the alias maps the IDT page and `v < 32`.
-            let now = unsafe { ptr::read_volatile(self.alias.add(2 * v)) };
-            if now != q0 {
-                return Err((v, GateRefusal::Changed));
+        }
+        let alias = self.alias;
+        let mut changed = None;
+        with_cpus_held(|| {
+            for &(v, q0, _, _) in plan.hook.iter() {
+                // SAFETY: the alias maps the IDT page and `v < 32`.
+                if unsafe { ptr::read_volatile(alias.add(2 * v)) } != q0 {
+                    changed = Some(v);
+                    return 0;
+                }
             }
-            // SAFETY: one aligned 8-byte store into the IDT page through its writable alias: the
-            // gate switches atomically from the original handler to the stub, whose way on (the
-            // static call) already leads to that handler.
-            unsafe { ptr::write_volatile(self.alias.add(2 * v), retarget(q0, stub)) };
+            for &(v, q0, _, stub) in plan.hook.iter() {
+                // SAFETY: one aligned 8-byte store into the IDT page through its writable alias,
+                // while no other CPU can take an exception; the stub's way on (the static call)
+                // already leads to the original handler.
+                unsafe { ptr::write_volatile(alias.add(2 * v), retarget(q0, stub)) };
+            }
+            0
+        });
+        if let Some(v) = changed {
+            return Err((v, GateRefusal::Changed));
+        }
+        for &(v, q0, _, _) in plan.hook.iter() {
             // Cannot fail: the capacity was reserved above.
             let _ = self.hooked.push((v, q0), GFP_ATOMIC);
         }
@@ -319,35 +361,40 @@ impl Hooks {
         if g.handler >> 32 != watch >> 32 {
             return Err(GateRefusal::FarAway);
         }
-        // SAFETY: the NMI gate's low quadword in the alias; one aligned 8-byte store switches it
-        // from the kernel's handler to the watch stub, whose way on leads to that handler.
-        unsafe { ptr::write_volatile(g.slot, retarget(g.orig, watch)) };
+        with_cpus_held(|| {
+            // SAFETY: the NMI gate's low quadword in the alias; one aligned 8-byte store, with
+            // every other CPU held (an NMI there is the exposure the module doc names), switches
+            // it from the kernel's handler to the watch stub, whose way on leads to that handler.
+            unsafe { ptr::write_volatile(g.slot, retarget(g.orig, watch)) };
+            0
+        });
         Ok(())
     }
 }
 
-/// Does nothing: run on every CPU with IRQs off, its completion proves that no CPU is still
-/// inside a stub (the stubs run with IRQs off).
-unsafe extern "C" fn sync(_info: *mut c_void) {}
-
 impl Drop for Hooks {
     fn drop(&mut self) {
-        for g in self.stop.iter() {
-            // SAFETY: the gate's low quadword in the alias (valid until unaliased below); one
-            // aligned 8-byte store puts back the kernel's value if a panic switched it.
-            unsafe {
-                if ptr::read_volatile(g.slot) != g.orig {
-                    ptr::write_volatile(g.slot, g.orig);
+        // With every other CPU held: when stop_machine returns, every CPU has been through its
+        // stopper with interrupts off since the gates changed, so none is still inside a stub
+        // (they run with interrupts off) but one in an NMI.
+        with_cpus_held(|| {
+            for g in self.stop.iter() {
+                // SAFETY: the gate's low quadword in the alias (valid until unaliased below); one
+                // aligned 8-byte store puts back the kernel's value if the NMI watch or a panic
+                // switched it.
+                unsafe {
+                    if ptr::read_volatile(g.slot) != g.orig {
+                        ptr::write_volatile(g.slot, g.orig);
+                    }
                 }
             }
-        }
-        for &(v, q0) in self.hooked.iter() {
-            // SAFETY: restores the exact original low quadword of a gate we changed, with one
-            // aligned 8-byte store through the alias (valid until unaliased below).
-            unsafe { ptr::write_volatile(self.alias.add(2 * v), q0) };
-        }
-        // SAFETY: `sync` is a valid IPI callback that ignores its argument.
-        unsafe { ffi::lbr_dump_on_each_cpu(sync, ptr::null_mut()) };
+            for &(v, q0) in self.hooked.iter() {
+                // SAFETY: restores the exact original low quadword of a gate we changed, with one
+                // aligned 8-byte store through the alias (valid until unaliased below).
+                unsafe { ptr::write_volatile(self.alias.add(2 * v), q0) };
+            }
+            0
+        });
         // SAFETY: `alias` came from `lbr_dump_idt_alias` and is not used after this.
         unsafe { ffi::lbr_dump_idt_unalias(self.alias.cast()) };
     }

@@ -228,7 +228,7 @@ def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
     if finish:
         assert r.finished, (
             f"VM {'timed out' if r.timed_out else 'ended early'} after {r.seconds:.0f}s "
-            f"(log {r.log}); console tail:\n" + tail(r.console)
+            f"(log {r.log}); " + first_problem(r.console) + "console tail:\n" + tail(r.console)
         )
     return r
 
@@ -242,6 +242,21 @@ def cpus_brought_up(console: str) -> int | None:
 
 def tail(text: str, n: int = 40) -> str:
     return "\n".join(text.splitlines()[-n:])
+
+
+PROBLEM = re.compile(r"BUG:|Oops:|general protection fault|kernel BUG at|Kernel panic|WARNING: CPU:|"
+                     r"double fault|stack guard page|Kernel stack overflow")
+
+
+def first_problem(console: str, before: int = 8, after: int = 60) -> str:
+    """The first kernel problem report of a console (a tail shows only the last of a cascade,
+    and CI keeps no log): the lines before it (what the guest was doing) and the report."""
+    lines = console.splitlines()
+    i = next((i for i, l in enumerate(lines) if PROBLEM.search(l)), None)
+    if i is None:
+        return ""
+    return ("first problem report (console line %d):\n" % (i + 1)
+            + "\n".join(lines[max(0, i - before):i + after]) + "\n")
 
 
 def kernel_lines(console: str, prefix: str) -> list[str]:

@@ -212,6 +212,41 @@ rmmod lbr_dump
     assert_clean(vm.console)
 
 
+def test_gates_are_never_seen_half_switched(r):
+    # Arming and disarming switch live IDT gates between the kernel's handler and a stub while
+    # other CPUs take exceptions. A CPU reads a gate in parts (QEMU TCG: three 4-byte loads per
+    # gate; the SDM promises no atomic read), so a gate changed under a delivery can send it to
+    # a mix of both addresses: the low half of one with the high half of the other, code in the
+    # middle of some function (seen in CI: a user-mode #PF that landed in lbr-dump's
+    # facility::signature, and in an int3-filled gap of the kernel's text). lbr_crash crash=gates
+    # reads every hooked gate that way on every CPU, as fast as it can, through 20 arm/disarm
+    # cycles, and checks each address it assembles.
+    vm = boot(name="forced-gates", cpu="EPYC-Genoa", accel="tcg", smp=4, timeout=900, script=f"""
+insmod {MODULE} force=1
+insmod {CRASH} crash=gates
+i=0
+while [ $i -lt 20 ]; do
+  echo 1 > {SYSFS}/enabled
+  echo 0 > {SYSFS}/enabled
+  i=$((i+1))
+done
+echo cycles=$i
+rmmod lbr_crash
+rmmod lbr_dump
+""")
+    assert "cycles=20" in vm.console
+    assert "lbr_crash: gates: watching 10 gates on 4 CPUs" in vm.console, "the watchers did not start"
+    m = re.search(r"lbr_crash: gates: (\d+) reads of every gate, (\d+) changes seen, (\d+) torn", vm.console)
+    assert m, "no result line from lbr_crash crash=gates"
+    reads, changes, torn = map(int, m.groups())
+    # Each cycle switches 10 gates to their stubs and back: a watcher that saw the gates change
+    # fewer times than that did not watch the cycles.
+    assert reads > 0 and changes >= 20 * 2 * 10, f"the watchers saw too little: {m[0]}"
+    first = kernel_lines(vm.console, "lbr_crash: gates: first torn")
+    assert torn == 0, f"gates read half switched {torn} times; {first}"
+    assert_clean(vm.console)
+
+
 def test_vector_set_is_configurable(r):
     # vectors= selects the hooked vectors (bit N: vector N): a mask with a vector that has no
     # stub (2, NMI) or with #DB alone is refused with a reason; vectors=0x4000 hooks #PF only,

@@ -73,6 +73,16 @@
  *                                     once all spin, a kernel thread on CPU 0 triggers sysrq-c
  *                                     (handle_sysrq('c'): what `echo c > /proc/sysrq-trigger`
  *                                     runs)
+ *   insmod lbr_crash.ko crash=gates
+ *                                     no crash: a kernel thread per CPU reads the gates lbr_dump
+ *                                     hooks, over and over, the way QEMU's TCG delivers an
+ *                                     exception (target/i386/tcg/seg_helper.c do_interrupt64:
+ *                                     three 4-byte loads per gate; the SDM does not promise
+ *                                     more), and checks each address so read: the kernel's
+ *                                     handler (as read at load) or the start of lbr_dump's stub
+ *                                     for that vector; anything else is a gate seen half
+ *                                     switched, where a CPU taking that exception would have
+ *                                     jumped. rmmod stops them and prints the counts
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -604,8 +614,108 @@ static int lbr_crash_idt(void)
 	return 0;
 }
 
+/* crash=gates */
+static const int gate_vectors[] = { 0, 1, 6, 8, 11, 12, 13, 14, 17, 21 };
+static unsigned long gate_kernel[ARRAY_SIZE(gate_vectors)];
+static struct task_struct *gate_threads[NR_CPUS];
+static atomic64_t gate_reads, gate_changes, gate_torn;
+static unsigned long gate_torn_addr;
+static int gate_torn_vector = -1;
+
+/* Whether addr is the kernel's handler of gate i or the start of lbr_dump's stub for it. */
+static bool lbr_crash_gate_ok(int i, unsigned long addr)
+{
+	char want[32], sym[KSYM_SYMBOL_LEN];
+
+	if (addr == gate_kernel[i])
+		return true;
+	if (gate_vectors[i] == 1)
+		snprintf(want, sizeof(want), "lbr_dump_rearm_1+0x0/");
+	else
+		snprintf(want, sizeof(want), "lbr_dump_stub_%d+0x0/", gate_vectors[i]);
+	sprint_symbol(sym, addr);
+	return !strncmp(sym, want, strlen(want));
+}
+
+static int lbr_crash_gate_thread(void *data)
+{
+	unsigned long last[ARRAY_SIZE(gate_vectors)];
+	struct desc_ptr idtr;
+	const u32 *idt;
+	unsigned long n = 0;
+	int i;
+
+	store_idt(&idtr);
+	idt = (const u32 *)idtr.address;
+	memcpy(last, gate_kernel, sizeof(last));
+	while (!kthread_should_stop()) {
+		for (i = 0; i < ARRAY_SIZE(gate_vectors); i++) {
+			const u32 *g = idt + 4 * gate_vectors[i];
+			u32 e1 = READ_ONCE(g[0]), e2 = READ_ONCE(g[1]), e3 = READ_ONCE(g[2]);
+			unsigned long addr = ((unsigned long)e3 << 32) | (e2 & 0xffff0000) | (e1 & 0xffff);
+
+			if (addr == last[i])
+				continue;
+			last[i] = addr;
+			atomic64_inc(&gate_changes);
+			if (!lbr_crash_gate_ok(i, addr) && atomic64_inc_return(&gate_torn) == 1) {
+				gate_torn_vector = gate_vectors[i];
+				gate_torn_addr = addr;
+			}
+		}
+		if (++n % 1024 == 0) {
+			atomic64_add(1024, &gate_reads);
+			/* A quiescent state for RCU-tasks too: arming waits for its grace periods. */
+			cond_resched_tasks_rcu_qs();
+		}
+	}
+	return 0;
+}
+
+static void lbr_crash_gates_stop(void);
+
+static int lbr_crash_gates(void)
+{
+	struct desc_ptr idtr;
+	gate_desc *idt;
+	int i, c;
+
+	store_idt(&idtr);
+	idt = (gate_desc *)idtr.address;
+	for (i = 0; i < ARRAY_SIZE(gate_vectors); i++)
+		gate_kernel[i] = gate_offset(&idt[gate_vectors[i]]);
+	for_each_online_cpu(c) {
+		struct task_struct *t = kthread_create_on_cpu(lbr_crash_gate_thread, NULL, c, "lbr_gates/%u");
+
+		if (IS_ERR(t)) {
+			lbr_crash_gates_stop();
+			return PTR_ERR(t);
+		}
+		gate_threads[c] = t;
+		wake_up_process(t);
+	}
+	pr_info("gates: watching %zu gates on %u CPUs\n", ARRAY_SIZE(gate_vectors), num_online_cpus());
+	return 0;
+}
+
+static void lbr_crash_gates_stop(void)
+{
+	int c;
+
+	for (c = 0; c < NR_CPUS; c++)
+		if (gate_threads[c])
+			kthread_stop(gate_threads[c]);
+	pr_info("gates: %lld reads of every gate, %lld changes seen, %lld torn\n",
+		atomic64_read(&gate_reads), atomic64_read(&gate_changes), atomic64_read(&gate_torn));
+	if (gate_torn_vector >= 0)
+		pr_info("gates: first torn: vector %d read as %016lx %pS\n", gate_torn_vector,
+			gate_torn_addr, (void *)gate_torn_addr);
+}
+
 static void __exit lbr_crash_exit(void)
 {
+	if (!strcmp(crash, "gates"))
+		lbr_crash_gates_stop();
 	lbr_crash_unwatch();
 	if (!strcmp(crash, "nmi_lockup"))
 		unregister_nmi_handler(NMI_LOCAL, "lbr_crash");
@@ -618,6 +728,8 @@ static int __init lbr_crash_init(void)
 	pr_info("crash=%s\n", crash);
 	if (!strcmp(crash, "idt"))
 		return lbr_crash_idt();
+	if (!strcmp(crash, "gates"))
+		return lbr_crash_gates();
 	if (!strcmp(crash, "de"))
 		return lbr_crash_de();
 	if (!strcmp(crash, "gp"))

@@ -15,9 +15,13 @@
 //! of the other: into the middle of some function (CI saw a user-mode #PF land in
 //! facility::signature, another in an int3-filled gap of the kernel's text). So gates change
 //! only inside stop_machine() ([`with_cpus_held`]): every other CPU spins with interrupts off in
-//! its stopper and takes no exception meanwhile. (An NMI still can, and a fault inside an NMI
-//! handler: the one exposure left, the length of the stores; the NMI gate itself changes only
-//! with `nmi_freeze`, and at a panic's stop, README "Limits".)
+//! its stopper and takes no exception meanwhile, but for these, during the few stores: an NMI
+//! (which matters for the NMI gate, switched only with `nmi_freeze`), a fault inside an NMI
+//! handler (perf's user call chains can take a #PF), a #DB from a hardware breakpoint in the
+//! stopper's loop. The stop trampoline's switch of the NMI and REBOOT_VECTOR gates at a panic
+//! stores while the other CPUs run (asm/stubs.S LBR_SET_GATE). When stop_machine returns, no
+//! CPU is inside a stub: an NMI on a held CPU runs on top of its stopper, which reports done
+//! only after it.
 
 use core::ptr;
 
@@ -41,20 +45,34 @@ fn retarget(q0: u64, target: u64) -> u64 {
     (q0 & 0x0000_ffff_ffff_0000) | (target & 0xffff) | (((target >> 16) & 0xffff) << 48)
 }
 
-/// Runs `f` on one CPU while every other online CPU spins with interrupts off (stop_machine);
-/// returns what `f` returned. Sleeps.
-fn with_cpus_held<F: FnMut() -> c_int>(mut f: F) -> c_int {
+/// Runs `f` on one CPU (the first online one's stopper thread) with interrupts off, while every
+/// other online CPU spins with interrupts off (stop_machine); the caller sleeps until it is
+/// done. Fails only if stop_machine does (it cannot with CPUs online).
+///
+/// # Safety
+///
+/// `f` runs on another CPU, in atomic context: it must not sleep, and everything it touches
+/// (raw pointers included) must be valid from any CPU until this returns.
+unsafe fn with_cpus_held<F: FnMut()>(mut f: F) -> Result {
     /// # Safety
     ///
     /// `data` must be the `&mut F` that [`with_cpus_held`] passes, alive for the call.
-    unsafe extern "C" fn call<F: FnMut() -> c_int>(data: *mut c_void) -> c_int {
-        // SAFETY: the caller's `&mut F`, which nothing else uses while stop_machine runs it.
+    unsafe extern "C" fn call<F: FnMut()>(data: *mut c_void) -> c_int {
+        // SAFETY: the caller's `&mut F`, alive and used by nothing else until stop_machine
+        // returns (the caller is blocked in it; its completion orders the closure's writes
+        // before the caller's next reads).
         let f = unsafe { &mut *data.cast::<F>() };
-        f()
+        f();
+        0
     }
     // SAFETY: `call::<F>` gets back `&mut f`, which outlives stop_machine (it returns only after
-    // the callback has run).
-    unsafe { ffi::lbr_dump_stop_machine(call::<F>, ptr::from_mut(&mut f).cast()) }
+    // the callback has run); the caller vouches for what `f` does.
+    let r = unsafe { ffi::lbr_dump_stop_machine(call::<F>, ptr::from_mut(&mut f).cast()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(Error::from_errno(r))
+    }
 }
 
 /// Hooked gates. Dropping it restores every original gate, with every other CPU held, so no CPU
@@ -91,6 +109,8 @@ unsafe impl Sync for Hooks {}
 /// Why a gate cannot be hooked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum GateRefusal {
+    /// stop_machine() failed: the gates cannot be switched with the other CPUs held.
+    NotHeld,
     /// The kernel installed no handler: the gate is not present, or still holds the early boot
     /// handler (a kernel without CONFIG_X86_CET has no #CP handler). Skipped, not an error.
     Absent,
@@ -127,6 +147,7 @@ impl GateRefusal {
             Self::NoMemory => "out of memory",
             Self::Changed => "its gate changed while lbr-dump was hooking it",
             Self::NoAlias => "no writable alias of the IDT could be mapped",
+            Self::NotHeld => "stop_machine() failed, and gates change only with the other CPUs held",
             Self::NotKernelHandler => {
                 "its gate does not hold the kernel's own entry point (asm_exc_*), where built-in lbr-dump's stub goes on"
             }
@@ -269,22 +290,26 @@ impl Hooks {
         }
         let alias = self.alias;
         let mut changed = None;
-        with_cpus_held(|| {
-            for &(v, q0, _, _) in plan.hook.iter() {
-                // SAFETY: the alias maps the IDT page and `v < 32`.
-                if unsafe { ptr::read_volatile(alias.add(2 * v)) } != q0 {
-                    changed = Some(v);
-                    return 0;
+        // SAFETY: the closure only reads and stores gates through the vmap alias, valid on every
+        // CPU, and reads the plan, which outlives the call.
+        unsafe {
+            with_cpus_held(|| {
+                for &(v, q0, _, _) in plan.hook.iter() {
+                    // SAFETY: the alias maps the IDT page and `v < 32`.
+                    if ptr::read_volatile(alias.add(2 * v)) != q0 {
+                        changed = Some(v);
+                        return;
+                    }
                 }
-            }
-            for &(v, q0, _, stub) in plan.hook.iter() {
-                // SAFETY: one aligned 8-byte store into the IDT page through its writable alias,
-                // while no other CPU can take an exception; the stub's way on (the static call)
-                // already leads to the original handler.
-                unsafe { ptr::write_volatile(alias.add(2 * v), retarget(q0, stub)) };
-            }
-            0
-        });
+                for &(v, q0, _, stub) in plan.hook.iter() {
+                    // SAFETY: one aligned 8-byte store into the IDT page through its writable
+                    // alias, while the other CPUs are held; the stub's way on (the static call)
+                    // already leads to the original handler.
+                    ptr::write_volatile(alias.add(2 * v), retarget(q0, stub));
+                }
+            })
+        }
+        .map_err(|_| (0, GateRefusal::NotHeld))?;
         if let Some(v) = changed {
             return Err((v, GateRefusal::Changed));
         }
@@ -361,40 +386,74 @@ impl Hooks {
         if g.handler >> 32 != watch >> 32 {
             return Err(GateRefusal::FarAway);
         }
-        with_cpus_held(|| {
-            // SAFETY: the NMI gate's low quadword in the alias; one aligned 8-byte store, with
-            // every other CPU held (an NMI there is the exposure the module doc names), switches
-            // it from the kernel's handler to the watch stub, whose way on leads to that handler.
-            unsafe { ptr::write_volatile(g.slot, retarget(g.orig, watch)) };
-            0
-        });
+        let mut changed = false;
+        // SAFETY: the closure reads and stores one gate through the vmap alias, valid on every
+        // CPU.
+        unsafe {
+            with_cpus_held(|| {
+                // SAFETY: the NMI gate's low quadword in the alias. If it is still the kernel's,
+                // one aligned 8-byte store, with every other CPU held (an NMI arriving there is
+                // the exposure the module doc names), switches it to the watch stub, whose way
+                // on leads to the kernel's handler.
+                if ptr::read_volatile(g.slot) == g.orig {
+                    ptr::write_volatile(g.slot, retarget(g.orig, watch));
+                } else {
+                    changed = true;
+                }
+            })
+        }
+        .map_err(|_| GateRefusal::NotHeld)?;
+        if changed {
+            return Err(GateRefusal::Changed);
+        }
         Ok(())
+    }
+}
+
+impl Hooks {
+    /// Puts back every gate lbr-dump changed: the hooked ones, and the stop gates if the NMI
+    /// watch or a panic switched them. Plain stores: the caller holds the other CPUs.
+    ///
+    /// # Safety
+    ///
+    /// The alias must still be mapped.
+    unsafe fn restore(&self) {
+        for g in self.stop.iter() {
+            // SAFETY: the gate's low quadword in the alias (mapped: the caller's contract).
+            unsafe {
+                if ptr::read_volatile(g.slot) != g.orig {
+                    ptr::write_volatile(g.slot, g.orig);
+                }
+            }
+        }
+        for &(v, q0) in self.hooked.iter() {
+            // SAFETY: restores the exact original low quadword of a gate we changed, with one
+            // aligned 8-byte store through the alias (mapped: the caller's contract).
+            unsafe { ptr::write_volatile(self.alias.add(2 * v), q0) };
+        }
+    }
+
+    /// Whether any gate holds something of lbr-dump's.
+    fn changed_any(&self) -> bool {
+        // SAFETY: reads the stop gates' low quadwords through the alias, mapped while `self` is.
+        !self.hooked.is_empty() || self.stop.iter().any(|g| unsafe { ptr::read_volatile(g.slot) } != g.orig)
     }
 }
 
 impl Drop for Hooks {
     fn drop(&mut self) {
-        // With every other CPU held: when stop_machine returns, every CPU has been through its
-        // stopper with interrupts off since the gates changed, so none is still inside a stub
-        // (they run with interrupts off) but one in an NMI.
-        with_cpus_held(|| {
-            for g in self.stop.iter() {
-                // SAFETY: the gate's low quadword in the alias (valid until unaliased below); one
-                // aligned 8-byte store puts back the kernel's value if the NMI watch or a panic
-                // switched it.
-                unsafe {
-                    if ptr::read_volatile(g.slot) != g.orig {
-                        ptr::write_volatile(g.slot, g.orig);
-                    }
-                }
+        // With every other CPU held. When stop_machine returns, every CPU has been through its
+        // stopper with interrupts off since the gates changed back (an NMI on a held CPU runs
+        // on top of its stopper), so none is still inside a stub.
+        if self.changed_any() {
+            // SAFETY: `restore` stores through the alias, valid on every CPU until unaliased
+            // below, and neither sleeps nor allocates.
+            if unsafe { with_cpus_held(|| self.restore()) }.is_err() {
+                pr_err!("stop_machine() failed: restoring the IDT gates with the other CPUs running\n");
+                // SAFETY: the alias is still mapped.
+                unsafe { self.restore() };
             }
-            for &(v, q0) in self.hooked.iter() {
-                // SAFETY: restores the exact original low quadword of a gate we changed, with one
-                // aligned 8-byte store through the alias (valid until unaliased below).
-                unsafe { ptr::write_volatile(self.alias.add(2 * v), q0) };
-            }
-            0
-        });
+        }
         // SAFETY: `alias` came from `lbr_dump_idt_alias` and is not used after this.
         unsafe { ffi::lbr_dump_idt_unalias(self.alias.cast()) };
     }

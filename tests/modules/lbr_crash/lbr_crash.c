@@ -83,6 +83,16 @@
  *                                     for that vector; anything else is a gate seen half
  *                                     switched, where a CPU taking that exception would have
  *                                     jumped. rmmod stops them and prints the counts
+ *   insmod lbr_crash.ko crash=msrs   no crash: print IA32_DS_AREA and IA32_DEBUGCTL of every CPU
+ *                                     (`msrs: cpu=N ds_area=0x.. debugctl=0x..`); unload it
+ *   insmod lbr_crash.ko crash=ds_owner
+ *                                     no crash: play perf owning the debug store: on every CPU,
+ *                                     point IA32_DS_AREA at a debug store of this module's with a
+ *                                     64-record BTS buffer (BTS itself left as it is); rmmod puts
+ *                                     back the values it found where its own is still in place
+ *   insmod lbr_crash.ko crash=ds_take
+ *                                     the same while lbr_dump records BTS (perf taking the debug
+ *                                     store over), then crash as crash=gp does
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -98,6 +108,7 @@
 #include <linux/module.h>
 #include <linux/objtool.h>
 #include <linux/sched.h>
+#include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
 #include <linux/perf_event.h>
@@ -614,6 +625,76 @@ static int lbr_crash_idt(void)
 	return 0;
 }
 
+/* crash=msrs, ds_owner, ds_take */
+static void lbr_crash_msrs_here(void *unused)
+{
+	u64 ds, debugctl;
+
+	rdmsrq(MSR_IA32_DS_AREA, ds);
+	rdmsrq(MSR_IA32_DEBUGCTLMSR, debugctl);
+	pr_info("msrs: cpu=%d ds_area=%#llx debugctl=%#llx\n", smp_processor_id(), ds, debugctl);
+}
+
+static int lbr_crash_msrs(void)
+{
+	int c;
+
+	/* One CPU at a time, in order, so that the lines come out sorted. */
+	for_each_online_cpu(c)
+		smp_call_function_single(c, lbr_crash_msrs_here, NULL, 1);
+	return 0;
+}
+
+/* A 64-bit DS save area (SDM vol. 3B "64-Bit Format of the DS Save Area") and its buffer. */
+struct lbr_crash_ds {
+	u64 bts_base, bts_index, bts_max, bts_threshold, pebs[4];
+	u64 buffer[64 * 3];
+} __aligned(64);
+static struct lbr_crash_ds *ds_mine;
+static u64 ds_found[NR_CPUS];
+static bool ds_taken;
+
+static void lbr_crash_ds_take_here(void *unused)
+{
+	struct lbr_crash_ds *d = &ds_mine[smp_processor_id()];
+
+	rdmsrq(MSR_IA32_DS_AREA, ds_found[smp_processor_id()]);
+	d->bts_base = d->bts_index = (u64)d->buffer;
+	d->bts_max = (u64)d->buffer + sizeof(d->buffer);
+	d->bts_threshold = d->bts_max + 24;
+	wrmsrq(MSR_IA32_DS_AREA, (u64)d);
+}
+
+static void lbr_crash_ds_give_back_here(void *unused)
+{
+	u64 ds;
+
+	rdmsrq(MSR_IA32_DS_AREA, ds);
+	if (ds == (u64)&ds_mine[smp_processor_id()])
+		wrmsrq(MSR_IA32_DS_AREA, ds_found[smp_processor_id()]);
+}
+
+static int lbr_crash_ds_owner(void)
+{
+	ds_mine = kcalloc(nr_cpu_ids, sizeof(*ds_mine), GFP_KERNEL);
+	if (!ds_mine)
+		return -ENOMEM;
+	on_each_cpu(lbr_crash_ds_take_here, NULL, 1);
+	ds_taken = true;
+	pr_info("ds_owner: IA32_DS_AREA on %u CPUs points at lbr_crash's debug store (CPU 0: %px)\n",
+		num_online_cpus(), &ds_mine[0]);
+	return 0;
+}
+
+static noinline int lbr_crash_ds_take(void)
+{
+	int r = lbr_crash_ds_owner();
+
+	if (r)
+		return r;
+	return lbr_crash_gp();
+}
+
 /* crash=gates */
 static const int gate_vectors[] = { 0, 1, 6, 8, 11, 12, 13, 14, 17, 21 };
 static unsigned long gate_kernel[ARRAY_SIZE(gate_vectors)];
@@ -651,8 +732,20 @@ static int lbr_crash_gate_thread(void *data)
 	while (!kthread_should_stop()) {
 		for (i = 0; i < ARRAY_SIZE(gate_vectors); i++) {
 			const u32 *g = idt + 4 * gate_vectors[i];
-			u32 e1 = READ_ONCE(g[0]), e2 = READ_ONCE(g[1]), e3 = READ_ONCE(g[2]);
-			unsigned long addr = ((unsigned long)e3 << 32) | (e2 & 0xffff0000) | (e1 & 0xffff);
+			unsigned long addr;
+			u32 e1, e2, e3;
+
+			/*
+			 * Not preempted between the loads (as a delivery is not): a reader put
+			 * off between them, by the very stopper that holds this CPU while gates
+			 * change, would mix a gate before and after the change by itself.
+			 */
+			preempt_disable();
+			e1 = READ_ONCE(g[0]);
+			e2 = READ_ONCE(g[1]);
+			e3 = READ_ONCE(g[2]);
+			preempt_enable();
+			addr = ((unsigned long)e3 << 32) | (e2 & 0xffff0000) | (e1 & 0xffff);
 
 			if (addr == last[i])
 				continue;
@@ -714,6 +807,12 @@ static void lbr_crash_gates_stop(void)
 
 static void __exit lbr_crash_exit(void)
 {
+	if (ds_taken) {
+		/* BTS is not ours to switch off: only the debug store goes back. */
+		on_each_cpu(lbr_crash_ds_give_back_here, NULL, 1);
+		pr_info("ds_owner: IA32_DS_AREA given back\n");
+	}
+	kfree(ds_mine);
 	if (!strcmp(crash, "gates"))
 		lbr_crash_gates_stop();
 	lbr_crash_unwatch();
@@ -730,6 +829,12 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_idt();
 	if (!strcmp(crash, "gates"))
 		return lbr_crash_gates();
+	if (!strcmp(crash, "msrs"))
+		return lbr_crash_msrs();
+	if (!strcmp(crash, "ds_owner"))
+		return lbr_crash_ds_owner();
+	if (!strcmp(crash, "ds_take"))
+		return lbr_crash_ds_take();
 	if (!strcmp(crash, "de"))
 		return lbr_crash_de();
 	if (!strcmp(crash, "gp"))

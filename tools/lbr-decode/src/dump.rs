@@ -320,7 +320,7 @@ impl Dump {
                 paddr,
                 anchor: (h.anchor_addr, h.anchor_name.to_string()),
                 module: (h.module_name.to_string(), h.text_base),
-                snapshots: snapshots(&h, &bytes, paddr, warnings),
+                snapshots: snapshots(&h, &bytes, paddr, &|a, n| self.read_phys(a, n), warnings),
             });
         }
         out
@@ -358,7 +358,15 @@ fn read_elf<'a>(
     Some(Cow::Owned(v))
 }
 
-fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>) -> Vec<Snapshot> {
+/// The snapshots of area `area` (header `h`) at physical `paddr`; `read` reads other physical
+/// memory (the BTS buffers the snapshots kept).
+fn snapshots<'r>(
+    h: &AreaHeader,
+    area: &[u8],
+    paddr: u64,
+    read: &dyn Fn(u64, usize) -> std::result::Result<Cow<'r, [u8]>, String>,
+    warnings: &mut Vec<String>,
+) -> Vec<Snapshot> {
     let g = h.geometry;
     let mut out = Vec::new();
     for cpu in 0..g.nr_cpus {
@@ -416,6 +424,15 @@ fn snapshots(h: &AreaHeader, area: &[u8], paddr: u64, warnings: &mut Vec<String>
                         to_sym: None,
                         line: 0,
                     }),
+                bts: crate::bts::from_area(
+                    h,
+                    area,
+                    cpu,
+                    &s,
+                    read,
+                    &format!("physical {paddr:#x}: cpu {cpu} seq {}", s.seq),
+                    warnings,
+                ),
                 complete: s.sealed != Some(false),
                 line: 0,
             });
@@ -555,6 +572,216 @@ mod tests {
         );
         let d = open(&have).unwrap();
         assert_eq!(d.areas(&mut Vec::new()).len(), 1);
+        // An area with BTS and its buffers.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/dump/bts-area.elf");
+        let (a, buffers) = crate::fixture::bts_area();
+        let mut segments: Vec<(u64, &[u8])> =
+            buffers.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+        segments.push((0x10_0000, &a));
+        let want = core(62, &segments);
+        if std::env::var_os("LBR_WRITE_SEEDS").is_some() {
+            std::fs::write(path, &want).unwrap();
+        }
+        let have = std::fs::read(path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{path} is not the current fixture: LBR_WRITE_SEEDS=1 cargo test rewrites it"
+        );
+        let areas = open(&have).unwrap().areas(&mut Vec::new());
+        assert!(areas[0].snapshots.iter().all(|s| s.bts.is_some()));
+    }
+
+    /// [`crate::fixture::bts_area`] at physical 0x100000 and its BTS buffers at their physical
+    /// addresses, less buffer `omit`'s, as an ELF dump: its snapshots and the warnings.
+    fn bts_snapshots(
+        omit: Option<usize>,
+        edit: impl Fn(&mut Vec<u8>),
+    ) -> (Vec<Snapshot>, Vec<String>) {
+        let (mut a, buffers) = crate::fixture::bts_area();
+        edit(&mut a);
+        let mut segments: Vec<(u64, &[u8])> = vec![(0x10_0000, &a)];
+        for (k, (phys, bytes)) in buffers.iter().enumerate() {
+            if Some(k) != omit {
+                segments.push((*phys, bytes));
+            }
+        }
+        let mut w = Vec::new();
+        let mut areas = open(&core(62, &segments)).unwrap().areas(&mut w);
+        assert_eq!(areas.len(), 1, "{w:?}");
+        (areas.remove(0).snapshots, w)
+    }
+
+    fn froms(s: &Snapshot) -> Vec<u64> {
+        let b = s.bts.as_ref().expect("BTS history");
+        assert!(
+            b.records
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r.index as usize == i),
+            "numbered from 0"
+        );
+        b.records.iter().map(|r| r.branch.from).collect()
+    }
+
+    /// Kept buffers give every record, newest first: not wrapped, the records below the index;
+    /// wrapped, those below the index and then those from the end of the buffer down to it.
+    /// A buffer a later capture took, and another owner's debug store, are said so.
+    #[test]
+    fn bts_histories_are_read_newest_first() {
+        use crate::bts::BtsState;
+        let (snaps, w) = bts_snapshots(None, |_| {});
+        assert_eq!(w, Vec::<String>::new());
+        assert_eq!(
+            snaps.iter().map(|s| s.seq).collect::<Vec<_>>(),
+            [1, 2, 3, 4]
+        );
+        // Buffer 0: records 0-3 written, the index at record 4.
+        let b = snaps[0].bts.as_ref().unwrap();
+        assert_eq!(
+            b.state,
+            BtsState::Kept {
+                total: 4,
+                wrapped: false,
+                buffer: 0xffff_8880_0200_0000,
+                size: 240,
+                phys: Some(0x4_0000),
+                shown: None
+            }
+        );
+        assert_eq!(
+            froms(&snaps[0]),
+            [
+                0xffff_ffff_8100_0030,
+                0xffff_ffff_8100_0020,
+                0xffff_ffff_8100_0010,
+                0xffff_ffff_8100_0000
+            ]
+        );
+        assert_eq!(b.records[0].branch.to, 0xffff_ffff_8200_0030);
+        assert_eq!(b.records[3].branch.to, 0xffff_ffff_8200_0000);
+        // The predicted bit (flags 0x10 in records 1 and 3) is not reported.
+        assert!(b.records.iter().all(|r| r.branch.mispred.is_none()));
+        // Buffer 1: wrapped, the index at record 3: 2, 1, 0, then 9 down to 3.
+        let b = snaps[1].bts.as_ref().unwrap();
+        assert_eq!(
+            b.state,
+            BtsState::Kept {
+                total: 10,
+                wrapped: true,
+                buffer: 0xffff_8880_0200_1000,
+                size: 240,
+                phys: Some(0x4_1000),
+                shown: None
+            }
+        );
+        assert_eq!(
+            froms(&snaps[1]),
+            [
+                0xffff_ffff_8101_0020,
+                0xffff_ffff_8101_0010,
+                0xffff_ffff_8101_0000,
+                0xffff_ffff_8101_0090,
+                0xffff_ffff_8101_0080,
+                0xffff_ffff_8101_0070,
+                0xffff_ffff_8101_0060,
+                0xffff_ffff_8101_0050,
+                0xffff_ffff_8101_0040,
+                0xffff_ffff_8101_0030
+            ]
+        );
+        assert_eq!(b.records[9].branch.to, 0xffff_ffff_8201_0030);
+        // Buffer 2's table entry names seq 7 now.
+        assert_eq!(
+            snaps[2].bts,
+            Some(crate::bts::Bts {
+                state: BtsState::Reused { owner: 7 },
+                records: vec![],
+                line: 0
+            })
+        );
+        assert_eq!(
+            snaps[3].bts.as_ref().map(|b| &b.state),
+            Some(&BtsState::Foreign {
+                ds_area: 0xffff_fe00_0000_4000
+            })
+        );
+        // The LBR records are there as without BTS.
+        assert!(snaps.iter().all(|s| s.records.len() == 1));
+        // An area without BTS: no BTS history.
+        let a = area(1);
+        let areas = open(&core(62, &[(0, &a)])).unwrap().areas(&mut Vec::new());
+        assert_eq!(areas[0].snapshots[0].bts, None);
+    }
+
+    /// A kept buffer that is not in the dump: that snapshot's BTS history is unreadable, with a
+    /// warning; the rest is read.
+    #[test]
+    fn a_bts_buffer_missing_from_the_dump_is_an_error_of_that_snapshot() {
+        use crate::bts::BtsState;
+        let (snaps, w) = bts_snapshots(Some(1), |_| {});
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("physical 0x100000: cpu 0 seq 2: BTS history not read: the kept buffer (physical 0x41000, 240 bytes) is not in the dump"),
+            "{w:?}"
+        );
+        let b = snaps[1].bts.as_ref().unwrap();
+        assert!(
+            matches!(&b.state, BtsState::Unreadable { reason } if reason.contains("physical 0x41000")),
+            "{b:?}"
+        );
+        assert!(b.records.is_empty());
+        assert_eq!(snaps[1].records.len(), 1, "its LBR records are read");
+        assert_eq!(
+            froms(&snaps[0]).len(),
+            4,
+            "the other snapshots' histories are read"
+        );
+    }
+
+    /// A snapshot whose BTS fields do not describe its buffer (base not the table's buffer,
+    /// index not on a record, state bits that contradict) is inconsistent, with a warning.
+    #[test]
+    fn inconsistent_bts_fields_are_reported() {
+        use crate::bts::BtsState;
+        let g = AreaHeader::parse(&crate::fixture::bts_area().0)
+            .unwrap()
+            .geometry;
+        let s0 = g.snapshot(0, 0);
+        let put =
+            |a: &mut Vec<u8>, off: usize, v: u64| a[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        for (edit, want) in [
+            (
+                (lbr_core::layout::snap::BTS_BASE, 0xffff_8880_0200_1000),
+                "bts_buffer_base 0xffff888002001000 as found is not the kept buffer 0xffff888002000000 (pool slot 0)",
+            ),
+            (
+                (lbr_core::layout::snap::BTS_INDEX, 0xffff_8880_0200_0005),
+                "the BTS index is not a record boundary inside the buffer (base 0xffff888002000000, index 0xffff888002000005, 240 bytes)",
+            ),
+            (
+                (lbr_core::layout::snap::BTS_SLOT, 5u64 << 32),
+                "BTS state 0x5 says both kept and foreign",
+            ),
+            (
+                (lbr_core::layout::snap::BTS_SLOT, 1u64 << 32 | 9),
+                "kept buffer slot 9 is outside the pool of 4",
+            ),
+        ] {
+            let (snaps, w) = bts_snapshots(None, |a| put(a, s0 + edit.0, edit.1));
+            assert_eq!(
+                snaps[0].bts.as_ref().map(|b| &b.state),
+                Some(&BtsState::Inconsistent {
+                    reason: want.to_string()
+                })
+            );
+            assert_eq!(
+                w,
+                [format!(
+                    "physical 0x100000: cpu 0 seq 1: BTS history inconsistent: {want}"
+                )]
+            );
+            assert_eq!(froms(&snaps[1]).len(), 10, "the others are read");
+        }
     }
 
     #[test]

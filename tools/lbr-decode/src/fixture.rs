@@ -4,7 +4,10 @@
 //! capture.rs writes it, and an ELF core file around physical memory. Writing only; reading is
 //! the module's layout code and the `object` crate.
 
-use lbr_core::layout::{checksum, cpu, hdr, snap, Geometry, HEADER_SIZE, MAGIC, VERSION};
+use lbr_core::layout::{
+    bts, checksum, cpu, hdr, snap, Geometry, BTS_RECORD_SIZE, BTS_RING_KERNEL, HEADER_SIZE, MAGIC,
+    SNAP_BTS_FOREIGN, SNAP_BTS_KEPT, SNAP_BTS_WRAPPED, VERSION,
+};
 
 /// What the ring of a fixture area holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,11 +26,27 @@ pub enum Slots {
 /// branch 0xffffffff81000010 -> 0xffffffffc0000000, the last exception record
 /// 0xffffffff81000004 -> 0xffffffff81000008 and the filter value 2 (needs `ring` >= 2).
 pub fn area(depth: u32, ring: usize, claimed_cpus: u32, slots: Slots) -> Vec<u8> {
+    let mut a = area_with(depth, ring, claimed_cpus, slots, 0);
+    seal_header(&mut a);
+    a
+}
+
+/// Recomputes the header's checksum.
+pub fn seal_header(a: &mut [u8]) {
+    let sum = checksum(&a[..HEADER_SIZE], hdr::CHECKSUM);
+    a[hdr::CHECKSUM..hdr::CHECKSUM + 8].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// [`area`] with a pool of `bts_pool` BTS buffers of [`BTS_SIZE`] bytes (0: none), the
+/// header not sealed.
+fn area_with(depth: u32, ring: usize, claimed_cpus: u32, slots: Slots, bts_pool: usize) -> Vec<u8> {
     let nr_values = 1 + 3 * depth as usize + 2 + 1;
     let g = Geometry {
         nr_cpus: 1,
         ring,
         nr_values,
+        bts_pool,
+        bts_size: if bts_pool > 0 { BTS_SIZE } else { 0 },
     };
     let mut a = vec![0u8; g.area_size()];
     let mut put = |off: usize, v: &[u8]| a[off..off + v.len()].copy_from_slice(v);
@@ -77,9 +96,113 @@ pub fn area(depth: u32, ring: usize, claimed_cpus: u32, slots: Slots) -> Vec<u8>
         put(ler + 8, &0xffff_ffff_8100_0008u64.to_le_bytes()); // LER TO
         put(s + snap::VALUES + 8 * (nr_values - 1), &2u64.to_le_bytes()); // LBR_SELECT
     }
-    let sum = checksum(&a[..HEADER_SIZE], hdr::CHECKSUM);
-    a[hdr::CHECKSUM..hdr::CHECKSUM + 8].copy_from_slice(&sum.to_le_bytes());
+    if bts_pool > 0 {
+        for (off, v) in [
+            (hdr::BTS_POOL, bts_pool as u32),
+            (hdr::BTS_RECORD_SIZE, BTS_RECORD_SIZE as u32),
+            (hdr::BTS_TABLE, g.bts_table() as u32),
+            (hdr::BTS_RINGS, BTS_RING_KERNEL),
+        ] {
+            put(off, &v.to_le_bytes());
+        }
+        put(hdr::BTS_BUFFER_SIZE, &(BTS_SIZE as u64).to_le_bytes());
+        for slot in 0..bts_pool {
+            let e = g.bts_entry(0, slot);
+            put(e + bts::VIRT, &bts_virt(slot).to_le_bytes());
+            put(e + bts::PHYS, &bts_phys(slot).to_le_bytes());
+        }
+    }
     a
+}
+
+/// Bytes per BTS buffer of [`bts_area`]: 10 records.
+pub const BTS_SIZE: usize = 240;
+/// BTS buffers per CPU of [`bts_area`].
+pub const BTS_POOL: usize = 4;
+
+/// The virtual address of [`bts_area`]'s BTS buffer `slot`.
+pub fn bts_virt(slot: usize) -> u64 {
+    0xffff_8880_0200_0000 + 0x1000 * slot as u64
+}
+
+/// The physical address of [`bts_area`]'s BTS buffer `slot`.
+pub fn bts_phys(slot: usize) -> u64 {
+    0x4_0000 + 0x1000 * slot as u64
+}
+
+/// The branch [`bts_area`] writes into record slot `j` of buffer `slot`: from
+/// 0xffffffff81000000 + 0x10000 * slot + 0x10 * j to 0xffffffff82000000 + the same.
+pub fn bts_branch(slot: usize, j: usize) -> (u64, u64) {
+    let off = 0x1_0000 * slot as u64 + 0x10 * j as u64;
+    (0xffff_ffff_8100_0000 + off, 0xffff_ffff_8200_0000 + off)
+}
+
+/// One CPU's area with the branch trace store (Intel LBR format 5, depth 4, a ring of 4
+/// snapshots, a pool of [`BTS_POOL`] buffers of [`BTS_SIZE`] bytes: 10 records), and the
+/// buffers' memory as (physical address, bytes). Each snapshot has one LBR record (TOS 1,
+/// entry 1: 0xffffffff81000010 -> 0xffffffffc0000000); the BTS buffers' records are
+/// [`bts_branch`] (flags 0x10, the predicted bit, in every other one):
+/// - slot 0, seq 1: kept buffer 0, not wrapped, bts_index 4 records past its base (records 0-3
+///   written);
+/// - slot 1, seq 2: kept buffer 1, wrapped, bts_index 3 records past its base (all 10 written);
+/// - slot 2, seq 3: kept buffer 2, whose table entry's owner is now 7 (reused);
+/// - slot 3, seq 4: foreign, IA32_DS_AREA 0xfffffe0000004000;
+///
+/// buffer 3 is recording (owner 0, empty).
+pub fn bts_area() -> (Vec<u8>, Vec<(u64, Vec<u8>)>) {
+    let mut a = area_with(4, 4, 1, Slots::Empty, BTS_POOL);
+    let nr_values = 1 + 3 * 4 + 2 + 1;
+    let g = Geometry {
+        nr_cpus: 1,
+        ring: 4,
+        nr_values,
+        bts_pool: BTS_POOL,
+        bts_size: BTS_SIZE,
+    };
+    let mut put = |off: usize, v: u64| a[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    put(g.cpu_block(0) + cpu::COUNT, 4);
+    put(g.cpu_block(0) + cpu::BTS_CUR, 3);
+    // (ring slot = seq - 1, kept buffer, state, records written, index in records, owner)
+    let kept = [
+        (0usize, SNAP_BTS_KEPT, 4usize, 4u64, 1u64),
+        (1, SNAP_BTS_KEPT | SNAP_BTS_WRAPPED, 10, 3, 2),
+        (2, SNAP_BTS_KEPT, 2, 1, 7),
+    ];
+    let mut buffers: Vec<(u64, Vec<u8>)> = (0..BTS_POOL)
+        .map(|k| (bts_phys(k), vec![0u8; BTS_SIZE]))
+        .collect();
+    for slot in 0..4 {
+        let s = g.snapshot(0, slot);
+        put(s + snap::SEQ, slot as u64 + 1);
+        put(s + snap::VECTOR, 14);
+        put(s + snap::VALUES, 1); // TOS
+        put(s + snap::VALUES + 8 * 2, 0xffff_ffff_8100_0010); // FROM[1]
+        put(s + snap::VALUES + 8 * (2 + 4), 0xffff_ffff_c000_0000); // TO[1]
+        put(s + snap::VALUES + 8 * (nr_values - 1), 2); // LBR_SELECT
+    }
+    for &(k, state, written, index, owner) in &kept {
+        let s = g.snapshot(0, k);
+        put(s + snap::DS_AREA, 0xffff_8880_0777_0040);
+        put(
+            s + snap::BTS_INDEX,
+            bts_virt(k) + index * BTS_RECORD_SIZE as u64,
+        );
+        put(s + snap::BTS_SLOT, (state as u64) << 32 | k as u64);
+        put(s + snap::BTS_BASE, bts_virt(k));
+        put(g.bts_entry(0, k) + bts::OWNER, owner);
+        for j in 0..written {
+            let (from, to) = bts_branch(k, j);
+            let r = &mut buffers[k].1[j * BTS_RECORD_SIZE..(j + 1) * BTS_RECORD_SIZE];
+            r[..8].copy_from_slice(&from.to_le_bytes());
+            r[8..16].copy_from_slice(&to.to_le_bytes());
+            r[16..].copy_from_slice(&(0x10 * (j as u64 % 2)).to_le_bytes());
+        }
+    }
+    let s = g.snapshot(0, 3);
+    put(s + snap::DS_AREA, 0xffff_fe00_0000_4000);
+    put(s + snap::BTS_SLOT, (SNAP_BTS_FOREIGN as u64) << 32);
+    seal_header(&mut a);
+    (a, buffers)
 }
 
 /// The start of an ELF64 little-endian core file for `machine` (62: x86-64) with one PT_LOAD

@@ -857,6 +857,70 @@ mod tests {
         assert!(w[1].contains("page frame 0x150"), "{w:?}");
     }
 
+    /// [`fixture::bts_area`]'s memory as whole pages: (frame, page) of its BTS buffers (frames
+    /// 0x40-0x43) and of the area (frame 0x100), rising; and the same as ELF segments.
+    #[allow(clippy::type_complexity)]
+    fn bts_memory() -> (Vec<(u64, Vec<u8>)>, Vec<(u64, Vec<u8>)>) {
+        let (area, buffers) = fixture::bts_area();
+        let mut segments = buffers;
+        segments.push((0x10_0000, area));
+        let pages = segments
+            .iter()
+            .map(|(phys, bytes)| {
+                assert!(bytes.len() <= PAGE);
+                let mut page = bytes.clone();
+                page.resize(PAGE, 0);
+                (phys / PAGE as u64, page)
+            })
+            .collect();
+        (pages, segments)
+    }
+
+    /// The BTS buffers a kdump-compressed dump holds are read as from an ELF dump; a buffer's
+    /// frame left out makes that snapshot's history unreadable, with a warning.
+    #[test]
+    fn bts_histories_read_as_from_the_elf_dump() {
+        let (pages, segments) = bts_memory();
+        let segs: Vec<(u64, &[u8])> = segments.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+        let elf = Dump::from_vec(fixture::core(62, &segs), "test.elf").unwrap();
+        let mut w = Vec::new();
+        let want = elf.areas(&mut w).remove(0).snapshots;
+        assert_eq!(w, Vec::<String>::new());
+        assert_eq!(
+            want[1].bts.as_ref().map(|b| b.records.len()),
+            Some(10),
+            "the wrapped buffer's records"
+        );
+        let all: Vec<(u64, &[u8])> = pages.iter().map(|(f, p)| (*f, p.as_slice())).collect();
+        for c in Compression::ALL {
+            let d = open(writer::kdump(&all, 0x200, c)).unwrap();
+            let mut w = Vec::new();
+            let areas = d.areas(&mut w);
+            assert_eq!(w, Vec::<String>::new(), "{c:?}");
+            assert_eq!(
+                format!("{:?}", areas[0].snapshots),
+                format!("{want:?}"),
+                "{c:?}"
+            );
+        }
+        // Frame 0x41 (buffer 1, seq 2's) not dumped.
+        let some: Vec<(u64, &[u8])> = all.iter().copied().filter(|(f, _)| *f != 0x41).collect();
+        let d = open(writer::kdump(&some, 0x200, Compression::Zlib)).unwrap();
+        let mut w = Vec::new();
+        let snaps = d.areas(&mut w).remove(0).snapshots;
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("physical 0x100000: cpu 0 seq 2: BTS history not read: the kept buffer (physical 0x41000, 240 bytes) is not in the dump: "),
+            "{w:?}"
+        );
+        assert_eq!(snaps[1].bts.as_ref().unwrap().state.name(), "unreadable");
+        assert_eq!(
+            format!("{:?}", snaps[0].bts),
+            format!("{:?}", want[0].bts),
+            "the other histories are read"
+        );
+    }
+
     /// The kdump fuzzer's seeds are these fixtures (one per compression, and one flattened), so
     /// that they follow the layout; `LBR_WRITE_SEEDS=1 cargo test` rewrites them.
     #[test]
@@ -880,6 +944,13 @@ mod tests {
             .collect();
         let flat = writer::flatten(&writer::kdump(&pages, 8, Compression::Zlib), 3000);
         seeds.push(("zlib.flat".to_string(), flat));
+        // An area with BTS, its buffers in other frames.
+        let (bts, _) = bts_memory();
+        let pages: Vec<(u64, &[u8])> = bts.iter().map(|(f, p)| (*f, p.as_slice())).collect();
+        seeds.push((
+            "bts.kdump".to_string(),
+            writer::kdump(&pages, 0x101, Compression::Zlib),
+        ));
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/kdump");
         for (name, want) in seeds {
             let path = format!("{dir}/{name}");

@@ -4,7 +4,8 @@
 //! benchmarks. From input to output:
 //!
 //! - [`log`] finds the snapshots printed in kernel logs, [`dump`] the snapshot areas in memory
-//!   dumps (ELF, or makedumpfile's kdump-compressed format read by [`kdump`]);
+//!   dumps (ELF, or makedumpfile's kdump-compressed format read by [`kdump`]); [`bts`] reads
+//!   a snapshot's branch trace store history from either;
 //! - [`symbols`] reads vmlinux and module .ko files (symbol tables, DWARF), and
 //!   [`symbolize::Symbolizer`] maps the inputs' runtime addresses onto them;
 //! - [`output::Output`] is what is printed: the snapshots symbolized (its serde form is the JSON
@@ -13,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bts;
 pub mod dump;
 #[doc(hidden)]
 pub mod fixture;

@@ -22,6 +22,8 @@ use lbr_core::facility::Filter;
 use lbr_core::record::Branch;
 use lbr_core::report::{parse, Line, State, PREFIX};
 
+use crate::bts::{parse_line, Bts, BtsLine, BtsState};
+
 /// One record as printed, with the kernel's symbols.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
@@ -86,6 +88,9 @@ pub struct Snapshot {
     pub records: Vec<Record>,
     /// The last exception record, where the recorder has one and it held a branch.
     pub ler: Option<LastException>,
+    /// The branch trace store's history, when lbr-dump recorded with BTS (its `bts` lines; in
+    /// a dump, the kept buffer).
+    pub bts: Option<Bts>,
     /// The end line was seen.
     pub complete: bool,
     /// Input line number of the header.
@@ -104,6 +109,8 @@ pub struct Fragment {
     pub end: Option<(u32, u64)>,
     /// The records found, in log order.
     pub records: Vec<Record>,
+    /// BTS record lines found (`bts #N`), without the `bts` line that says whose they are.
+    pub bts_records: usize,
     /// Input line number of its first line (1-based).
     pub line: usize,
 }
@@ -220,7 +227,7 @@ pub fn ranges_text(ranges: &[RangeInclusive<u32>]) -> String {
 /// What is open while the lines of a log are read.
 enum Open {
     /// A snapshot whose header was seen.
-    Snapshot(Snapshot),
+    Snapshot(Box<Snapshot>),
     /// Record lines with no header before them.
     Fragment(Fragment),
 }
@@ -278,11 +285,34 @@ pub fn parse_log(text: &str) -> Parsed {
                     }
                 ));
             }
-            out.snapshots.push(s);
+            if let Some(Bts {
+                state: BtsState::Kept {
+                    shown: Some(shown), ..
+                },
+                records,
+                line,
+            }) = &s.bts
+            {
+                let gone = missing(records, *shown);
+                if records.len() != *shown as usize || !gone.is_empty() {
+                    out.warnings.push(format!(
+                        "line {line}: the BTS history of snapshot cpu={} seq={} announced {shown} record lines, {} were found{}",
+                        s.cpu,
+                        s.seq,
+                        records.len(),
+                        if gone.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (BTS records {} missing)", ranges_text(&gone))
+                        }
+                    ));
+                }
+            }
+            out.snapshots.push(*s);
         }
         Open::Fragment(f) => {
             let gone = f.missing();
-            let kept = if f.records.is_empty() {
+            let mut kept = if f.records.is_empty() {
                 "none of its records is in the log".to_string()
             } else {
                 let first = f.records.first().map_or(0, |r| r.index);
@@ -298,6 +328,12 @@ pub fn parse_log(text: &str) -> Parsed {
                     ranges_text(&[first..=last])
                 )
             };
+            if f.bts_records > 0 {
+                kept += &format!(
+                    "; {} BTS record lines, not used (their bts line is not in the log)",
+                    f.bts_records
+                );
+            }
             out.warnings.push(match f.end {
                 Some((cpu, seq)) => format!(
                     "line {}: snapshot cpu={cpu} seq={seq} is cut: the log starts inside it (its header line is not in the log): {kept}{note}",
@@ -311,15 +347,23 @@ pub fn parse_log(text: &str) -> Parsed {
             out.fragments.push(f);
         }
     };
+    // BTS record lines that follow a `bts` line not used (another snapshot's, a second one)
+    // are not used either, without a warning each.
+    let mut bts_skip = false;
     for (n, raw) in text.split('\n').enumerate() {
         let n = n + 1;
         let Some(p) = payload(raw) else { continue };
+        if p[PREFIX.len()..].starts_with("bts ") {
+            bts_line(p, n, &mut open, &mut bts_skip, &mut out.warnings);
+            continue;
+        }
         match parse(p) {
             Some(Line::Header(h)) => {
+                bts_skip = false;
                 if let Some(o) = open.take() {
                     close(o, false, &mut out);
                 }
-                open = Some(Open::Snapshot(Snapshot {
+                open = Some(Open::Snapshot(Box::new(Snapshot {
                     cpu: h.cpu,
                     seq: h.seq,
                     vector: h.vector,
@@ -334,9 +378,10 @@ pub fn parse_log(text: &str) -> Parsed {
                     announced: h.records,
                     records: Vec::new(),
                     ler: None,
+                    bts: None,
                     complete: false,
                     line: n,
-                }));
+                })));
             }
             Some(Line::Record {
                 record,
@@ -357,6 +402,7 @@ pub fn parse_log(text: &str) -> Parsed {
                         open = Some(Open::Fragment(Fragment {
                             end: None,
                             records: vec![r],
+                            bts_records: 0,
                             line: n,
                         }))
                     }
@@ -386,7 +432,7 @@ pub fn parse_log(text: &str) -> Parsed {
                     Some(Open::Fragment(_)) | None => {}
                 }
             }
-            Some(Line::End { cpu, seq }) => match open.take() {
+            Some(Line::End { cpu, seq }) => match open.take().inspect(|_| bts_skip = false) {
                 Some(Open::Snapshot(mut s)) if s.cpu == cpu && s.seq == seq => {
                     s.complete = true;
                     close(Open::Snapshot(s), false, &mut out);
@@ -406,6 +452,7 @@ pub fn parse_log(text: &str) -> Parsed {
                     Open::Fragment(Fragment {
                         end: Some((cpu, seq)),
                         records: Vec::new(),
+                        bts_records: 0,
                         line: n,
                     }),
                     false,
@@ -436,6 +483,104 @@ pub fn parse_log(text: &str) -> Parsed {
         close(o, true, &mut out);
     }
     out
+}
+
+/// One `bts` line (`p`, at line `n`): a head line goes to the open snapshot if it is that
+/// snapshot's (same cpu and seq, the first one), its record lines after it; anything else is a
+/// warning naming the line, and the record lines after a head line not used are skipped
+/// (`skip`). Record lines with no snapshot open start a fragment (the log starts inside the
+/// BTS history), counted.
+fn bts_line(
+    p: &str,
+    n: usize,
+    open: &mut Option<Open>,
+    skip: &mut bool,
+    warnings: &mut Vec<String>,
+) {
+    let Some(line) = parse_line(&p[PREFIX.len()..]) else {
+        warnings.push(format!("line {n}: damaged or cut snapshot line: {p:?}"));
+        return;
+    };
+    match line {
+        BtsLine::Head { cpu, seq, state } => {
+            *skip = true;
+            match open {
+                Some(Open::Snapshot(s)) if (s.cpu, s.seq) == (cpu, seq) => match &s.bts {
+                    None => {
+                        s.bts = Some(Bts {
+                            state,
+                            records: Vec::new(),
+                            line: n,
+                        });
+                        *skip = false;
+                    }
+                    Some(first) => warnings.push(format!(
+                        "line {n}: a second BTS line for snapshot cpu={cpu} seq={seq} (the first, line {}, is kept; this one and its record lines are not used)",
+                        first.line
+                    )),
+                },
+                Some(Open::Snapshot(s)) => warnings.push(format!(
+                    "line {n}: the BTS history of cpu={cpu} seq={seq} inside snapshot cpu={} seq={}: not used",
+                    s.cpu, s.seq
+                )),
+                Some(Open::Fragment(_)) | None => warnings.push(format!(
+                    "line {n}: the BTS history of cpu={cpu} seq={seq}, whose snapshot's header line is not in the log: not used"
+                )),
+            }
+        }
+        BtsLine::Record {
+            index,
+            from,
+            to,
+            from_sym,
+            to_sym,
+        } => {
+            if *skip {
+                return;
+            }
+            let r = Record {
+                index,
+                branch: Branch {
+                    from,
+                    to,
+                    ..Branch::default()
+                },
+                from_sym: from_sym.map(str::to_string),
+                to_sym: to_sym.map(str::to_string),
+                line: n,
+            };
+            match open {
+                Some(Open::Snapshot(s)) => match &mut s.bts {
+                    Some(b) if matches!(b.state, BtsState::Kept { .. }) => b.records.push(r),
+                    Some(b) => {
+                        warnings.push(format!(
+                            "line {n}: BTS record lines after the BTS line of snapshot cpu={} seq={} that says state={}: not used",
+                            s.cpu,
+                            s.seq,
+                            b.state.name()
+                        ));
+                        *skip = true;
+                    }
+                    None => {
+                        warnings.push(format!(
+                            "line {n}: BTS record lines in snapshot cpu={} seq={} without its BTS line (cut or damaged?): not used",
+                            s.cpu, s.seq
+                        ));
+                        *skip = true;
+                    }
+                },
+                Some(Open::Fragment(f)) => f.bts_records += 1,
+                None => {
+                    *open = Some(Open::Fragment(Fragment {
+                        end: None,
+                        records: Vec::new(),
+                        bts_records: 1,
+                        line: n,
+                    }))
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -507,6 +652,153 @@ mod tests {
             p.warnings[0].starts_with("line 4: damaged or cut snapshot line"),
             "{:?}",
             p.warnings
+        );
+    }
+
+    const BTS_HEAD: &str = "lbr_dump: bts cpu=1 seq=7 records=2048 shown=2 wrapped=yes buffer=0xffff888001000000 size=1048576 state=kept";
+    const BTS0: &str = "lbr_dump: bts #0 0xffffffff8342f4e9 -> 0xffffffffc040e9f0 | lkdtm_EXCEPTION+0x9/0x20 -> lbr_dump_stub_14+0x0/0x200 [lbr_dump]";
+    const BTS1: &str = "lbr_dump: bts #1 0xffffffff834c3f6a -> 0xffffffff8342f4e0 | __pi___x86_indirect_thunk_r11+0xa/0x20 -> lkdtm_EXCEPTION+0x0/0x20";
+
+    /// The BTS lines after the records belong to their snapshot: the head line's state and
+    /// counts, each record with its symbols and line.
+    #[test]
+    fn bts_history_is_read() {
+        let p = parse_log(&format!(
+            "{HEAD}\n{R0}\n{R1}\n[ 1.5] {BTS_HEAD}\r\n{BTS0}\n{BTS1}\n{END}\n"
+        ));
+        assert_eq!(p.warnings, Vec::<String>::new());
+        let [s] = &p.snapshots[..] else {
+            panic!("{p:?}")
+        };
+        assert_eq!(s.records.len(), 2, "the LBR records are the records");
+        let b = s.bts.as_ref().expect("a BTS history");
+        assert_eq!(b.line, 4);
+        assert_eq!(
+            b.state,
+            BtsState::Kept {
+                total: 2048,
+                wrapped: true,
+                buffer: 0xffff_8880_0100_0000,
+                size: 1_048_576,
+                phys: None,
+                shown: Some(2)
+            }
+        );
+        assert_eq!(
+            b.records
+                .iter()
+                .map(|r| (r.index, r.branch.from, r.branch.to, r.line))
+                .collect::<Vec<_>>(),
+            [
+                (0, 0xffff_ffff_8342_f4e9, 0xffff_ffff_c040_e9f0, 5),
+                (1, 0xffff_ffff_834c_3f6a, 0xffff_ffff_8342_f4e0, 6)
+            ]
+        );
+        assert_eq!(
+            b.records[0].to_sym.as_deref(),
+            Some("lbr_dump_stub_14+0x0/0x200 [lbr_dump]")
+        );
+        // Without BTS lines: none.
+        assert_eq!(
+            parse_log(&format!("{HEAD}\n{R0}\n{R1}\n{END}\n")).snapshots[0].bts,
+            None
+        );
+        // Another owner's debug store: the head line alone.
+        let p = parse_log(&format!(
+            "{HEAD}\n{R0}\n{R1}\nlbr_dump: bts cpu=1 seq=7 state=foreign ds_area=0xfffffe0000001000\n{END}\n"
+        ));
+        assert_eq!(p.warnings, Vec::<String>::new());
+        assert_eq!(
+            p.snapshots[0].bts.as_ref().map(|b| &b.state),
+            Some(&BtsState::Foreign {
+                ds_area: 0xffff_fe00_0000_1000
+            })
+        );
+    }
+
+    /// A cut BTS line is damaged (named), and the history then lacks that record; a cut head
+    /// line leaves its record lines without a head.
+    #[test]
+    fn cut_bts_lines_are_reported() {
+        let cut = "lbr_dump: bts #1 0xffffffff834c3f6a -> 0xffffffff834";
+        let p = parse_log(&format!(
+            "{HEAD}\n{R0}\n{R1}\n{BTS_HEAD}\n{BTS0}\n{cut}\n{END}\n"
+        ));
+        assert_eq!(
+            p.warnings,
+            [
+                format!("line 6: damaged or cut snapshot line: {cut:?}"),
+                "line 4: the BTS history of snapshot cpu=1 seq=7 announced 2 record lines, 1 were found (BTS records #1 missing)".to_string()
+            ]
+        );
+        assert_eq!(p.snapshots[0].bts.as_ref().unwrap().records.len(), 1);
+        assert!(p.snapshots[0].complete);
+        let head = "lbr_dump: bts cpu=1 seq=7 records=2048 shown=2 wrapped=yes buffer=0xffff888001000000 size=10485";
+        let p = parse_log(&format!(
+            "{HEAD}\n{R0}\n{R1}\n{head}\n{BTS0}\n{BTS1}\n{END}\n"
+        ));
+        assert_eq!(
+            p.warnings,
+            [
+                format!("line 4: damaged or cut snapshot line: {head:?}"),
+                "line 5: BTS record lines in snapshot cpu=1 seq=7 without its BTS line (cut or damaged?): not used".to_string()
+            ]
+        );
+        assert_eq!(p.snapshots[0].bts, None);
+        assert_eq!(p.snapshots[0].records.len(), 2);
+    }
+
+    /// BTS lines of a snapshot that is not the one open, or with none open, are not used, with
+    /// one warning for the head line (none for each of its record lines).
+    #[test]
+    fn bts_lines_of_an_unknown_snapshot_are_not_used() {
+        let other = BTS_HEAD.replace("seq=7", "seq=8");
+        let p = parse_log(&format!(
+            "{HEAD}\n{R0}\n{R1}\n{other}\n{BTS0}\n{BTS1}\n{END}\n"
+        ));
+        assert_eq!(
+            p.warnings,
+            ["line 4: the BTS history of cpu=1 seq=8 inside snapshot cpu=1 seq=7: not used"]
+        );
+        assert_eq!(p.snapshots[0].bts, None);
+        // A second head line for the same snapshot.
+        let p = parse_log(&format!(
+            "{HEAD}\n{R0}\n{R1}\n{BTS_HEAD}\n{BTS0}\n{BTS1}\n{BTS_HEAD}\n{BTS0}\n{END}\n"
+        ));
+        assert_eq!(
+            p.warnings,
+            ["line 7: a second BTS line for snapshot cpu=1 seq=7 (the first, line 4, is kept; this one and its record lines are not used)"]
+        );
+        assert_eq!(p.snapshots[0].bts.as_ref().unwrap().records.len(), 2);
+        // No snapshot open: after its end line, or a log that starts there.
+        let p = parse_log(&format!("{HEAD}\n{R0}\n{R1}\n{END}\n{BTS_HEAD}\n{BTS0}\n"));
+        assert_eq!(
+            p.warnings,
+            ["line 5: the BTS history of cpu=1 seq=7, whose snapshot's header line is not in the log: not used"]
+        );
+        assert_eq!(p.snapshots[0].bts, None);
+        let p = parse_log(&format!("Oops#1 Part1\n{BTS0}\n{BTS1}\n{END}\n"));
+        assert_eq!(p.fragments.len(), 1);
+        assert_eq!(p.fragments[0].bts_records, 2);
+        assert!(
+            p.warnings[0].starts_with("line 2: snapshot cpu=1 seq=7 is cut: the log starts inside it (its header line is not in the log): none of its records is in the log; 2 BTS record lines, not used (their bts line is not in the log)"),
+            "{:?}",
+            p.warnings
+        );
+        // Record lines after a head line that says none were kept.
+        let p = parse_log(&format!(
+            "{HEAD}\n{R0}\n{R1}\nlbr_dump: bts cpu=1 seq=7 state=reused owner=9\n{BTS0}\n{BTS1}\n{END}\n"
+        ));
+        assert_eq!(
+            p.warnings,
+            ["line 5: BTS record lines after the BTS line of snapshot cpu=1 seq=7 that says state=reused: not used"]
+        );
+        assert_eq!(
+            p.snapshots[0]
+                .bts
+                .as_ref()
+                .map(|b| (&b.state, b.records.len())),
+            Some((&BtsState::Reused { owner: 9 }, 0))
         );
     }
 
@@ -686,7 +978,7 @@ mod tests {
     proptest::proptest! {
         /// Any bytes: no panic, and every warning names a line.
         #[test]
-        fn any_text_is_survived(s in "(lbr_dump: (v1 |#|end )?)?[\\PC\\r\\n]{0,300}") {
+        fn any_text_is_survived(s in "(lbr_dump: (v1 |#|end |bts |bts #)?)?[\\PC\\r\\n]{0,300}") {
             for w in parse_log(&s).warnings {
                 proptest::prop_assert!(w.starts_with("line "), "{}", w);
             }

@@ -7,6 +7,7 @@
 
 #![no_main]
 
+use lbr_decode::bts::BtsState;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,6 +16,15 @@ fuzz_target!(|data: &[u8]| {
         for a in d.areas(&mut warnings) {
             for s in &a.snapshots {
                 assert!(s.records.len() <= 64);
+                // A kept BTS history: every record of the buffer, no more.
+                if let Some(b) = &s.bts {
+                    if let BtsState::Kept { total, size, .. } = b.state {
+                        assert_eq!(b.records.len() as u64, total);
+                        assert!(total * 24 <= size);
+                    } else {
+                        assert!(b.records.is_empty());
+                    }
+                }
             }
         }
     }

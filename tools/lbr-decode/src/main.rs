@@ -47,7 +47,8 @@ struct Cli {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Text and compact: every record on its own line, mitigation-thunk hops too (by default a
-    /// branch through a return or retpoline thunk is one line, marked, naming its records).
+    /// branch through a return or retpoline thunk is one line, marked, naming its records), and
+    /// every BTS record (by default a loop's repetitions are one copy and a line with the count).
     #[arg(long)]
     raw: bool,
     /// Colour the text output.

@@ -17,6 +17,7 @@ use serde::Serialize;
 use lbr_core::facility::Filter;
 use lbr_core::report::{vector_name, Kind, State};
 
+use crate::bts::{Bts, BtsState};
 use crate::log::{Record, Snapshot};
 use crate::straight::{Reason, Verdict};
 use crate::symbolize::Symbolizer;
@@ -31,8 +32,8 @@ pub const VERSION: u32 = 1;
 /// Fields added within [`VERSION`] (1: [`SnapshotOut::kind`]; 2: frames' `function_source`,
 /// [`RecordOut::group`] and [`SnapshotOut::groups`]; 3: [`RecordOut::straight_line`] and
 /// [`SnapshotOut::straight_line`]; 4: [`SnapshotOut::last_exception`]; 5:
-/// [`SnapshotOut::filter`]).
-pub const MINOR_VERSION: u32 = 5;
+/// [`SnapshotOut::filter`]; 6: [`SnapshotOut::bts`]).
+pub const MINOR_VERSION: u32 = 6;
 
 /// Where an address is, once symbolized.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -203,6 +204,142 @@ pub struct SnapshotOut {
     /// The last exception record, where the recorder has one and it held a branch (schema 1.4).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_exception: Option<LastExceptionOut>,
+    /// The branch trace store's history, when lbr-dump recorded with BTS (schema 1.6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bts: Option<BtsOut>,
+}
+
+/// A snapshot's branch trace store history ([`Bts`]), its records symbolized. Which fields are
+/// there depends on `state`.
+#[derive(Serialize)]
+pub struct BtsOut {
+    /// Input line of its `bts` line (0 for dumps).
+    #[serde(skip)]
+    pub line: usize,
+    /// "kept" (the records follow), "foreign" (another owner's debug store was in place: none
+    /// kept), "reused" (a later capture took the buffer), "inconsistent" (the snapshot's BTS
+    /// fields do not describe its buffer), "unreadable" (dumps: the buffer is not in the dump),
+    /// "not-kept" (dumps: the capture kept no buffer).
+    pub state: &'static str,
+    /// Inconsistent, unreadable: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Kept: the buffer had wrapped (every slot is history).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrapped: Option<bool>,
+    /// Kept: records the buffer holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// Kept, logs: record lines the module printed (the newest `shown` of `total`); `records`
+    /// holds those found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shown: Option<u32>,
+    /// Kept: the buffer's virtual address, hex.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<String>,
+    /// Kept, dumps: its physical address, hex.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phys: Option<String>,
+    /// Kept: its size in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Foreign: IA32_DS_AREA as the capture found it, hex.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ds_area: Option<String>,
+    /// Reused: the sequence number of the snapshot that owns the buffer now (0: recording).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<u64>,
+    /// The records, newest first (`index` 0 the newest): every one (never folded).
+    pub records: Vec<RecordOut>,
+}
+
+/// Symbol disagreements reported one by one per BTS history, before the rest are counted.
+const BTS_SYMBOL_WARNINGS: usize = 10;
+
+impl BtsOut {
+    /// `b`, found in `source`, with its records symbolized (each address once: a history is
+    /// mostly loops); problems go to `warnings`.
+    pub fn symbolized<'a>(
+        source: &str,
+        b: &'a Bts,
+        symbolizer: &Symbolizer,
+        warnings: &mut Vec<String>,
+    ) -> BtsOut {
+        let mut out = BtsOut {
+            line: b.line,
+            state: b.state.name(),
+            reason: None,
+            wrapped: None,
+            total: None,
+            shown: None,
+            buffer: None,
+            phys: None,
+            size: None,
+            ds_area: None,
+            owner: None,
+            records: Vec::new(),
+        };
+        match &b.state {
+            BtsState::Kept {
+                total,
+                wrapped,
+                buffer,
+                size,
+                phys,
+                shown,
+            } => {
+                out.total = Some(*total);
+                out.wrapped = Some(*wrapped);
+                out.buffer = Some(format!("{buffer:#x}"));
+                out.size = Some(*size);
+                out.phys = phys.map(|p| format!("{p:#x}"));
+                out.shown = *shown;
+            }
+            BtsState::Foreign { ds_area } => out.ds_area = Some(format!("{ds_area:#x}")),
+            BtsState::Reused { owner } => out.owner = Some(*owner),
+            BtsState::Inconsistent { reason } | BtsState::Unreadable { reason } => {
+                out.reason = Some(reason.clone())
+            }
+            BtsState::NotKept => {}
+        }
+        let mut cache: std::collections::HashMap<(u64, Option<&str>), Place> =
+            std::collections::HashMap::new();
+        let mut mine = Vec::new();
+        for r in &b.records {
+            let what = |end: &str| format!("{source}:{}: bts #{} {end}", r.line, r.index);
+            let mut place = |addr: u64, printed: Option<&'a str>, end: &str| {
+                cache
+                    .entry((addr, printed))
+                    .or_insert_with(|| symbolizer.place(addr, printed, &what(end), &mut mine))
+                    .clone()
+            };
+            let from = place(r.branch.from, r.from_sym.as_deref(), "from");
+            let to = place(r.branch.to, r.to_sym.as_deref(), "to");
+            out.records.push(RecordOut {
+                index: r.index,
+                line: r.line,
+                from,
+                to,
+                mispred: None,
+                in_tx: None,
+                abort: None,
+                spec: None,
+                cycles: None,
+                branch_type: None,
+                group: None,
+                straight_line: None,
+            });
+        }
+        let more = mine.len().saturating_sub(BTS_SYMBOL_WARNINGS);
+        warnings.extend(mine.into_iter().take(BTS_SYMBOL_WARNINGS));
+        if more > 0 {
+            warnings.push(format!(
+                "{source}:{}: {more} more BTS record ends whose printed symbol disagrees with the ELF files",
+                b.line
+            ));
+        }
+        out
+    }
 }
 
 /// Everything lbr-decode prints: the JSON document, and what the other formats render.
@@ -211,7 +348,7 @@ pub struct Output {
     /// [`VERSION`].
     pub version: u32,
     /// Fields added within `version` (1: `kind`; 2: `function_source`, `group`, `groups`;
-    /// 3: `straight_line`; 4: `last_exception`; 5: `filter`).
+    /// 3: `straight_line`; 4: `last_exception`; 5: `filter`; 6: `bts`).
     pub minor_version: u32,
     /// Per image, the directory its source paths are relative to.
     pub source_roots: BTreeMap<String, String>,
@@ -254,6 +391,7 @@ impl Output {
         self.snapshots.iter().flat_map(|s| {
             s.records
                 .iter()
+                .chain(s.bts.iter().flat_map(|b| b.records.iter()))
                 .flat_map(|r| [&r.from, &r.to])
                 .chain(s.last_exception.iter().flat_map(|l| [&l.from, &l.to]))
         })
@@ -306,6 +444,7 @@ impl Output {
             .flat_map(|s| {
                 s.records
                     .iter_mut()
+                    .chain(s.bts.iter_mut().flat_map(|b| b.records.iter_mut()))
                     .flat_map(|r| [&mut r.from, &mut r.to])
                     .chain(
                         s.last_exception
@@ -370,6 +509,10 @@ impl SnapshotOut {
             groups,
             straight_line,
             last_exception,
+            bts: s
+                .bts
+                .as_ref()
+                .map(|b| BtsOut::symbolized(source, b, symbolizer, warnings)),
         }
     }
 }

@@ -7,14 +7,18 @@
 //! the way scripts/decode_stacktrace.sh annotates stack traces) and `--format json`
 //! ([`write_json`]). Text and compact print the records of one branch through a mitigation
 //! thunk ([`crate::output::fold`]) as one line, marked, unless asked for the [`Records::Raw`].
+//! A snapshot's branch trace store history follows its LBR records, marked `bts`; text and
+//! compact fold its loops ([`crate::bts::fold_loops`]: one copy and a line with the count),
+//! unless asked for the raw records.
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use anyhow::Result;
 
+use crate::bts::{fold_loops, Piece};
 use crate::log;
-use crate::output::{GroupOut, Output, Place, RecordOut, SnapshotOut};
+use crate::output::{BtsOut, GroupOut, Output, Place, RecordOut, SnapshotOut};
 use crate::symbols::Frame;
 
 /// How [`write_text`] marks up its output.
@@ -26,10 +30,11 @@ pub enum Style {
     Ansi,
 }
 
-/// Whether [`write_text`] and [`write_compact`] fold thunk groups.
+/// Whether [`write_text`] and [`write_compact`] fold thunk groups and BTS loops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Records {
-    /// A branch through a mitigation thunk on one line (`--format text`, `compact`).
+    /// A branch through a mitigation thunk on one line, a loop of BTS records once with its
+    /// count (`--format text`, `compact`).
     Folded,
     /// Every record on its own line (`--raw`).
     Raw,
@@ -81,11 +86,118 @@ pub fn write_text(w: &mut impl Write, out: &Output, style: Style, records: Recor
         if s.records.len() > 1 {
             writeln!(w, "  {}", straight_summary(s))?;
         }
+        if let Some(b) = &s.bts {
+            writeln!(w, "  {}", bts_head(b))?;
+            write_rows(w, &bts_rows(b, records, false), &sgr)?;
+        }
         writeln!(w)?;
     }
     Ok(())
 }
 
+/// The line that heads a snapshot's BTS history in text and compact: what became of the
+/// buffer and, when kept, how many records it holds.
+fn bts_head(b: &BtsOut) -> String {
+    let field = |f: &Option<String>| f.clone().unwrap_or_default();
+    match b.state {
+        "kept" => {
+            let total = b.total.unwrap_or(0);
+            let mut line = format!(
+                "bts: branch trace store, {total} records{}, buffer {}",
+                if b.wrapped == Some(true) {
+                    " (the buffer wrapped)"
+                } else {
+                    ""
+                },
+                field(&b.buffer),
+            );
+            if let Some(p) = &b.phys {
+                line += &format!(" (physical {p})");
+            }
+            line += &format!(", {} bytes", b.size.unwrap_or(0));
+            if let Some(shown) = b.shown {
+                if u64::from(shown) < total {
+                    line += &format!(
+                        "; the log shows the newest {shown} (a memory dump holds all {total})"
+                    );
+                }
+                if b.records.len() < shown as usize {
+                    line += &format!(", {} of them found", b.records.len());
+                }
+            }
+            line
+        }
+        "foreign" => format!(
+            "bts: no history kept: another owner's debug store was in place (IA32_DS_AREA {})",
+            field(&b.ds_area)
+        ),
+        "reused" => match b.owner {
+            Some(0) | None => {
+                "bts: history lost: a later capture's pool reuse put the buffer back to recording"
+                    .to_string()
+            }
+            Some(o) => {
+                format!("bts: history lost: the buffer was reused by a later capture (seq {o})")
+            }
+        },
+        "inconsistent" => format!("bts: inconsistent, not read: {}", field(&b.reason)),
+        "unreadable" => format!("bts: not read: {}", field(&b.reason)),
+        _ => "bts: no history kept by this capture".to_string(),
+    }
+}
+
+/// The lines of a BTS history, newest first (`oldest_first`: reversed), a loop's repetitions
+/// folded into one copy followed by a line with the count unless `records` is
+/// [`Records::Raw`].
+fn bts_rows(b: &BtsOut, records: Records, oldest_first: bool) -> Vec<Row<'_>> {
+    let mut recs: Vec<&RecordOut> = b.records.iter().collect();
+    if oldest_first {
+        recs.reverse();
+    }
+    fn row<'a>(r: &&'a RecordOut) -> Row<'a> {
+        Row {
+            label: format!("bts #{}", r.index),
+            compact_label: format!("[bts #{:02}]", r.index),
+            from: &r.from,
+            to: &r.to,
+            flags: String::new(),
+            note: None,
+            after: None,
+        }
+    }
+    if records == Records::Raw {
+        return recs.iter().map(row).collect();
+    }
+    let keys: Vec<(&str, &str)> = recs
+        .iter()
+        .map(|r| (r.from.addr.as_str(), r.to.addr.as_str()))
+        .collect();
+    let mut rows = Vec::new();
+    for piece in fold_loops(&keys) {
+        match piece {
+            Piece::One(i) => rows.push(row(&recs[i])),
+            Piece::Loop {
+                start,
+                period,
+                repeats,
+            } => {
+                rows.extend(recs[start..start + period].iter().map(row));
+                let (first, last) = (recs[start].index, recs[start + period * repeats - 1].index);
+                let above = if period == 1 {
+                    "the record above".to_string()
+                } else {
+                    format!("the {period} records above")
+                };
+                rows.last_mut().expect("period >= 1").after = Some(format!(
+                    "... {above} repeated {repeats} times in all (bts #{}-#{})",
+                    first.min(last),
+                    first.max(last)
+                ));
+            }
+        }
+    }
+    rows
+}
 /// One line of the text and compact outputs: a record, or a thunk group's records.
 struct Row<'a> {
     /// `#N`, or for a group `#OLDEST-#NEWEST`.
@@ -100,6 +212,8 @@ struct Row<'a> {
     flags: String,
     /// For a group: what it is and which records it folds.
     note: Option<String>,
+    /// A line printed after it (a folded loop's count).
+    after: Option<String>,
 }
 
 /// A snapshot's lines, newest first: each record, or each thunk group as one line.
@@ -126,6 +240,7 @@ fn rows(s: &SnapshotOut, records: Records) -> Vec<Row<'_>> {
                     to: &r.to,
                     flags: flags(r),
                     note: None,
+                    after: None,
                 });
                 at += 1;
             }
@@ -145,6 +260,7 @@ fn ler_row(s: &SnapshotOut) -> Option<Row<'_>> {
         to: &l.to,
         flags: String::new(),
         note: Some("(last exception record)".to_string()),
+        after: None,
     })
 }
 
@@ -164,6 +280,7 @@ fn group_row<'a>(recs: &'a [RecordOut], g: &GroupOut) -> Row<'a> {
             g.thunk,
             list.join(",")
         )),
+        after: None,
     }
 }
 
@@ -251,6 +368,9 @@ fn write_rows(w: &mut impl Write, rows: &[Row], sgr: &Sgr) -> Result<()> {
                 .map(|s| format!("  {s}"))
                 .unwrap_or_default(),
         )?;
+        if let Some(a) = &r.after {
+            writeln!(w, "  {a}")?;
+        }
     }
     Ok(())
 }
@@ -273,6 +393,10 @@ pub fn write_compact(
         rows.reverse();
         rows.extend(ler_row(s));
         write_compact_rows(w, &rows, &sgr)?;
+        if let Some(b) = &s.bts {
+            writeln!(w, "{}", bts_head(b))?;
+            write_compact_rows(w, &bts_rows(b, records, true), &sgr)?;
+        }
         writeln!(w)?;
     }
     Ok(())
@@ -371,6 +495,9 @@ fn write_compact_rows(w: &mut impl Write, rows: &[Row], sgr: &Sgr) -> Result<()>
             let c2 = dimmed(c2, wc2, sgr);
             let line = format!("{label:<wl$} {s1:<ws1$} {c1}  {arrow}  {s2:<ws2$} {c2}{note}");
             writeln!(w, "{}", line.trim_end())?;
+        }
+        if let Some(a) = &r.after {
+            writeln!(w, "{a}")?;
         }
     }
     Ok(())
@@ -500,6 +627,7 @@ fn annotations(out: &Output) -> HashMap<(&str, usize), String> {
         for (line, from, to) in s
             .records
             .iter()
+            .chain(s.bts.iter().flat_map(|b| b.records.iter()))
             .map(|r| (r.line, &r.from, &r.to))
             .chain(ler)
         {
@@ -511,8 +639,63 @@ fn annotations(out: &Output) -> HashMap<(&str, usize), String> {
     by_line
 }
 
-/// A line printing one of lbr-dump's records, or a last exception record.
+/// A line printing one of lbr-dump's records, a last exception record or a BTS record.
 fn is_record_line(line: &str) -> bool {
-    log::payload(line)
-        .is_some_and(|p| p.starts_with("lbr_dump: #") || p.starts_with("lbr_dump: ler "))
+    log::payload(line).is_some_and(|p| {
+        p.starts_with("lbr_dump: #")
+            || p.starts_with("lbr_dump: ler ")
+            || p.starts_with("lbr_dump: bts #")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::symbolize::Symbolizer;
+
+    /// `--format annotate` annotates a BTS record line in place like a record line (the source
+    /// locations here set by hand: no ELF files in this test).
+    #[test]
+    fn bts_record_lines_are_annotated() {
+        let text = "\
+lbr_dump: v1 cpu=0 seq=1 vector=14 (#PF) error=0x0 rip=0xffffffff81000040 cr2=0x0 flavour=intel-lbr format=5 records=1 state=complete nest=0
+lbr_dump: #0 0xffffffff81000040 -> 0xffffffffc0000000 cycles=1
+lbr_dump: bts cpu=0 seq=1 records=1 shown=1 wrapped=no buffer=0xffff888001000000 size=240 state=kept
+[ 1.0] lbr_dump: bts #0 0xffffffff81000040 -> 0xffffffffc0000000
+lbr_dump: end cpu=0 seq=1
+";
+        let p = log::parse_log(text);
+        assert_eq!(p.warnings, Vec::<String>::new());
+        let sym = Symbolizer::load(None, &[], &mut Vec::new()).unwrap();
+        let snaps: Vec<_> = p
+            .snapshots
+            .into_iter()
+            .map(|s| ("t".to_string(), s))
+            .collect();
+        let mut out = Output::build(&snaps, &sym, Vec::new());
+        let frame = |file: &str| Frame {
+            function: None,
+            function_source: None,
+            file: Some(file.to_string()),
+            line: Some(7),
+        };
+        let r = &mut out.snapshots[0].bts.as_mut().unwrap().records[0];
+        r.from.frames = vec![frame("a.c")];
+        r.to.frames = vec![frame("b.S")];
+        let mut w = Vec::new();
+        let logs = [LogText {
+            name: "t".to_string(),
+            text: text.to_string(),
+        }];
+        write_annotated(&mut w, &logs, &out).unwrap();
+        let got = String::from_utf8(w).unwrap();
+        assert_eq!(
+            got.lines().nth(3),
+            Some(
+                "[ 1.0] lbr_dump: bts #0 0xffffffff81000040 -> 0xffffffffc0000000 (a.c:7 -> b.S:7)"
+            )
+        );
+        // The other lines as they were.
+        assert_eq!(got.lines().nth(2), text.lines().nth(2));
+    }
 }

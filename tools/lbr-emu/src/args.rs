@@ -2,11 +2,20 @@
 
 //! Plugin arguments.
 
+use crate::bts;
 use crate::model::{self, Model};
 
 /// Plugin arguments: `model=NAME` (required), `format=N`, `depth=N`, `timed=on|off` (Arch LBR),
 /// `erratum1452=N` (LbrExtV2), `bts=on|off` (Intel: Branch Trace Store, on by default), `log=PATH`,
-/// `trace=on|off`, `cost=on|off`, `hypervisor=kvm`.
+/// `trace=on|off`, `cost=on|off`, `hypervisor=kvm`, `bts_recent=N`.
+///
+/// `bts_recent=N` (0, the default: off; at most [`bts::RECENT_MAX`], 1048576): each vCPU keeps,
+/// in the emulator and not in guest memory, the newest N BTS records it stored (from, to and the
+/// flags quadword written), across recording periods and buffer swaps; every `freeze` event that
+/// logs a `bts` object gives them in `bts.recent`, oldest first, each as
+/// `["0xfrom", "0xto", "0xflags"]`, and `bts.recent_total`, the records this vCPU stored since
+/// the emulator started (when it is at most N, `recent` holds them all). Records dropped (a full
+/// buffer, an issue) or filtered out by ring are not stored, so not in it. Off: both are null.
 pub struct Config {
     pub model: Model,
     /// `hypervisor=kvm`: the guest sees KVM's CPUID signature ([`model::Hypervisor`]).
@@ -14,6 +23,8 @@ pub struct Config {
     pub log: Option<String>,
     pub trace: bool,
     pub cost: bool,
+    /// `bts_recent=N`: the newest N stored BTS records kept per vCPU (0: off).
+    pub bts_recent: usize,
 }
 
 pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config, String> {
@@ -21,6 +32,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
     let (mut format, mut depth, mut log, mut trace, mut cost) = (None, None, None, false, false);
     let (mut timed, mut erratum1452, mut bts) = (None, None, None);
     let mut hypervisor = None;
+    let mut bts_recent = 0;
     for arg in args {
         let (k, v) = arg
             .split_once('=')
@@ -49,6 +61,15 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             "log" => log = Some(v.to_string()),
             "trace" => trace = on_off(v)?,
             "cost" => cost = on_off(v)?,
+            "bts_recent" => {
+                bts_recent = num(v)?;
+                if bts_recent > bts::RECENT_MAX {
+                    return Err(format!(
+                        "{k}={v}: at most {} records per vCPU",
+                        bts::RECENT_MAX
+                    ));
+                }
+            }
             "hypervisor" => match v {
                 "kvm" => hypervisor = Some(model::Hypervisor::Kvm),
                 _ => return Err(format!("hypervisor={v}: only kvm")),
@@ -56,7 +77,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             _ => {
                 return Err(format!(
                     "unknown argument {k:?} (model, format, depth, timed, erratum1452, bts, log, \
-                     trace, cost, hypervisor)"
+                     trace, cost, hypervisor, bts_recent)"
                 ))
             }
         }
@@ -98,12 +119,26 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             model.name
         ));
     }
+    if bts_recent > 0 && !model.has_bts() {
+        return Err(format!(
+            "bts_recent={bts_recent}: the {} model has no Branch Trace Store{}",
+            model.name,
+            if hypervisor.is_some() {
+                " under hypervisor=kvm"
+            } else if bts == Some(false) {
+                " with bts=off"
+            } else {
+                ""
+            }
+        ));
+    }
     Ok(Config {
         model,
         hypervisor,
         log,
         trace,
         cost,
+        bts_recent,
     })
 }
 
@@ -152,6 +187,21 @@ mod tests {
         assert_eq!(c.hypervisor, Some(model::Hypervisor::Kvm));
         assert!(!c.model.has_bts(), "KVM guests have no BTS");
         assert_eq!(parse_args(["model=amd"]).unwrap().hypervisor, None);
+        assert_eq!(parse_args(["model=skylake"]).unwrap().bts_recent, 0);
+        let c = parse_args(["model=skylake", "bts_recent=256"]).unwrap();
+        assert_eq!(c.bts_recent, 256);
+        assert_eq!(
+            parse_args(["model=core2", "bts_recent=1048576"])
+                .unwrap()
+                .bts_recent,
+            1 << 20
+        );
+        assert_eq!(
+            parse_args(["model=amd", "bts_recent=0"])
+                .unwrap()
+                .bts_recent,
+            0
+        );
         let c = parse_args(["model=zen4", "erratum1452=3"]).unwrap();
         assert_eq!(
             c.model.flavour,
@@ -204,6 +254,26 @@ mod tests {
             (
                 &["model=skylake", "hypervisor=kvm", "bts=on"],
                 "bts=on: KVM gives guests no Branch Trace Store",
+            ),
+            (
+                &["model=skylake", "bts_recent=-1"],
+                "bts_recent=-1: not a number",
+            ),
+            (
+                &["model=skylake", "bts_recent=1048577"],
+                "bts_recent=1048577: at most 1048576 records per vCPU",
+            ),
+            (
+                &["model=zen4", "bts_recent=8"],
+                "bts_recent=8: the zen4 model has no Branch Trace Store",
+            ),
+            (
+                &["model=skylake", "bts=off", "bts_recent=8"],
+                "bts_recent=8: the skylake model has no Branch Trace Store with bts=off",
+            ),
+            (
+                &["model=skylake", "hypervisor=kvm", "bts_recent=8"],
+                "bts_recent=8: the skylake model has no Branch Trace Store under hypervisor=kvm",
             ),
             (
                 &["model=skylake", "timed=off"],

@@ -125,16 +125,82 @@ impl Fields {
 /// (not Intel Core and Intel Atom microarchitectures); the emulator's convention for which
 /// branches are mispredicted is the LBR one ([`Branch::mispredicted`]).
 pub fn encode(b: &Branch, predicted_bit: bool) -> [u8; 24] {
-    let flags = if predicted_bit && !b.mispredicted() {
-        PREDICTED
-    } else {
-        0
-    };
+    let flags = flags(b, predicted_bit);
     let mut r = [0u8; 24];
     r[..8].copy_from_slice(&b.from.to_le_bytes());
     r[8..16].copy_from_slice(&b.to.to_le_bytes());
     r[16..].copy_from_slice(&flags.to_le_bytes());
     r
+}
+
+/// The third quadword of the record of `b` (see [`encode`]).
+pub fn flags(b: &Branch, predicted_bit: bool) -> u64 {
+    if predicted_bit && !b.mispredicted() {
+        PREDICTED
+    } else {
+        0
+    }
+}
+
+/// A record as it was stored: the three quadwords written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub from: u64,
+    pub to: u64,
+    pub flags: u64,
+}
+
+/// The most `bts_recent=N` accepts: 1 Mi records (24 MiB of host memory per vCPU).
+pub const RECENT_MAX: usize = 1 << 20;
+
+/// `bts_recent=N`: the newest N records one vCPU stored, kept by the emulator (not in guest
+/// memory) across recording periods and buffer swaps, and how many it stored in all since the
+/// emulator started. Only records written to the buffer count: none dropped (a full buffer, an
+/// issue) or filtered out by ring. The ground truth for what a guest's BTS buffer holds,
+/// however often it wrapped or was swapped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recent {
+    /// N (0: off).
+    cap: usize,
+    ring: std::collections::VecDeque<Stored>,
+    total: u64,
+}
+
+impl Recent {
+    /// A ring of the newest `cap` records (0: keeps nothing, counts nothing).
+    pub fn new(cap: usize) -> Recent {
+        Recent {
+            cap,
+            ..Recent::default()
+        }
+    }
+
+    /// Is it on (N > 0)?
+    pub fn on(&self) -> bool {
+        self.cap > 0
+    }
+
+    /// A record was stored.
+    pub fn push(&mut self, r: Stored) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.ring.len() == self.cap {
+            self.ring.pop_front();
+        }
+        self.ring.push_back(r);
+        self.total += 1;
+    }
+
+    /// The records kept, oldest first.
+    pub fn records(&self) -> impl ExactSizeIterator<Item = &Stored> {
+        self.ring.iter()
+    }
+
+    /// Records stored since the emulator started (kept or not).
+    pub fn total(&self) -> u64 {
+        self.total
+    }
 }
 
 /// Something the emulated BTS met while storing a record, reported in the log.

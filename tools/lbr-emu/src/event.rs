@@ -9,20 +9,22 @@
 
 use serde_json::{json, Value};
 
-use crate::bts::{Fields, Issue, Stats};
+use crate::bts::{Fields, Issue, Recent, Stats};
 use crate::classify::Kind;
 use crate::cost::BtsTally;
 use crate::model::{Bts, Flavour, Model};
 use crate::recorder::{Counts, Slot};
 
 /// The BTS buffer's position at a freeze: the DS area, its BTS fields as memory holds them then
-/// (None if they cannot be read), the period's figures, and with `cost=on` its cost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// (None if they cannot be read), the period's figures, with `cost=on` its cost, and with
+/// `bts_recent=N` the newest records the vCPU stored (logged as `recent` and `recent_total`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BtsPosition {
     pub area: u64,
     pub fields: Option<Fields>,
     pub stats: Stats,
     pub cost: Option<BtsTally>,
+    pub recent: Option<Recent>,
 }
 
 /// How an entry measurement (`cost=on`) ended.
@@ -184,6 +186,18 @@ fn bts_json(p: &BtsPosition) -> Value {
             None => Value::Null,
         },
     );
+    // `bts_recent=N`: oldest first, each ["0xfrom", "0xto", "0xflags"]; null when off.
+    let (recent, total) = match &p.recent {
+        Some(r) => (
+            r.records()
+                .map(|r| json!([hex(r.from), hex(r.to), hex(r.flags)]))
+                .collect(),
+            json!(r.total()),
+        ),
+        None => (Value::Null, Value::Null),
+    };
+    m.insert("recent".into(), recent);
+    m.insert("recent_total".into(), total);
     m.into()
 }
 
@@ -571,21 +585,47 @@ mod tests {
                 stores: 16,
                 bytes: 256,
             }),
+            recent: None,
         };
-        let v = freeze(Some(Box::new(pos))).to_json(1);
+        let v = freeze(Some(Box::new(pos.clone()))).to_json(1);
         assert_eq!(
             serde_json::to_string(&v["bts"]).unwrap(),
-            r#"{"base":"0x2000","cost":{"bytes":256,"insns":80,"reads":8,"records":8,"stores":16},"dropped":0,"ds_area":"0x1000","index":"0x2030","index_at_on":"0x2000","max":"0x2048","seen":9,"stored":8,"threshold":"0x2049","wraps":2}"#
+            r#"{"base":"0x2000","cost":{"bytes":256,"insns":80,"reads":8,"records":8,"stores":16},"dropped":0,"ds_area":"0x1000","index":"0x2030","index_at_on":"0x2000","max":"0x2048","recent":null,"recent_total":null,"seen":9,"stored":8,"threshold":"0x2049","wraps":2}"#
         );
         let unread = BtsPosition {
             fields: None,
             cost: None,
             stats: Stats::default(),
-            ..pos
+            ..pos.clone()
         };
         assert_eq!(
             serde_json::to_string(&freeze(Some(Box::new(unread))).to_json(1)["bts"]).unwrap(),
-            r#"{"base":null,"cost":null,"dropped":0,"ds_area":"0x1000","index":null,"index_at_on":null,"max":null,"seen":0,"stored":0,"threshold":null,"wraps":0}"#
+            r#"{"base":null,"cost":null,"dropped":0,"ds_area":"0x1000","index":null,"index_at_on":null,"max":null,"recent":null,"recent_total":null,"seen":0,"stored":0,"threshold":null,"wraps":0}"#
+        );
+        // bts_recent=2 after three records stored: the newest two, oldest first, as
+        // [from, to, flags]; the total counts the one pushed out.
+        let mut recent = Recent::new(2);
+        for (from, to, flags) in [(0x10, 0x20, 0x10), (0x30, 0x40, 0), (0x50, 0x60, 0x10)] {
+            recent.push(crate::bts::Stored { from, to, flags });
+        }
+        let with = BtsPosition {
+            cost: None,
+            recent: Some(recent),
+            ..pos.clone()
+        };
+        assert_eq!(
+            serde_json::to_string(&freeze(Some(Box::new(with))).to_json(1)["bts"]).unwrap(),
+            r#"{"base":"0x2000","cost":null,"dropped":0,"ds_area":"0x1000","index":"0x2030","index_at_on":"0x2000","max":"0x2048","recent":[["0x30","0x40","0x0"],["0x50","0x60","0x10"]],"recent_total":3,"seen":9,"stored":8,"threshold":"0x2049","wraps":2}"#
+        );
+        // On, nothing stored yet: an empty list, not null.
+        let empty = BtsPosition {
+            recent: Some(Recent::new(4)),
+            ..pos
+        };
+        let v = freeze(Some(Box::new(empty))).to_json(1);
+        assert_eq!(
+            (&v["bts"]["recent"], &v["bts"]["recent_total"]),
+            (&json!([]), &json!(0))
         );
         let issue = |issue, fields| Event::BtsIssue {
             cpu: 1,

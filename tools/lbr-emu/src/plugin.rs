@@ -21,7 +21,9 @@
 //! QEMU's `qemu_plugin_read/write_memory_vaddr` in this vCPU's context). The DS area's BTS
 //! fields are read at every record, not cached: software may swap the buffer with plain stores
 //! to the save area (no MSR write), and a plugin sees no store it has not instrumented; the cost
-//! of the read is measured in the README ("Branch Trace Store").
+//! of the read is measured in the README ("Branch Trace Store"). With `bts_recent=N` each vCPU
+//! also keeps its newest N stored records ([`crate::bts::Recent`], in the recorder; kept across
+//! a system reset, being the emulator's and not the hardware's), logged with every BTS freeze.
 //!
 //! With `cost=on`, every instruction also adds 1, inline, to a per-vCPU counter, and each
 //! interrupt or exception delivery starts an entry measurement ([`crate::cost`]), logged as an
@@ -108,9 +110,12 @@ struct Cpu {
 }
 
 impl Cpu {
-    fn new(model: Model) -> Cpu {
+    /// A vCPU at power-on; `bts_recent`: the newest stored BTS records it keeps (0: none).
+    fn new(model: Model, bts_recent: usize) -> Cpu {
+        let mut rec = Recorder::new(model);
+        rec.recent = bts::Recent::new(bts_recent);
         Cpu {
-            rec: Recorder::new(model),
+            rec,
             regs: None,
             fixup: None,
             orig_max: [None; 2],
@@ -205,6 +210,7 @@ impl Emu {
                     insns: insns - cpu.bts_insns_at_on,
                     ..cpu.bts_tally
                 }),
+                recent: rec.recent.on().then(|| rec.recent.clone()),
             })
         });
         self.log(Event::Freeze {
@@ -384,16 +390,19 @@ const RESET_VECTOR: u64 = 0xffff_fff0;
 /// The boot CPU executes the reset vector: a system reset (power-on, reboot, or the wakeup from
 /// ACPI S3, which QEMU's PC machines implement as a reset). Every vCPU's recorder returns to its
 /// power-on state, as the hardware's MSRs do (the application processors wait for their SIPI).
+/// The `bts_recent` ring is the emulator's, not the hardware's: it goes on.
 extern "C" fn on_reset(vcpu: c_uint, _: *mut c_void) {
     let e = emu();
     for cpu in &e.cpus {
         let mut cpu = cpu.lock().unwrap_or_else(|e| e.into_inner());
         let (regs, orig_max) = (cpu.regs, cpu.orig_max);
+        let recent = std::mem::take(&mut cpu.rec.recent);
         *cpu = Cpu {
             regs,
             orig_max,
-            ..Cpu::new(e.model)
+            ..Cpu::new(e.model, 0)
         };
+        cpu.rec.recent = recent;
     }
     e.log(Event::Reset { cpu: vcpu });
 }
@@ -527,7 +536,9 @@ fn install(id: PluginId, info: &Install) -> Result<(), String> {
         None => None,
     };
     let n = info.max_vcpus.max(info.smp_vcpus).max(1) as usize;
-    let cpus = (0..n).map(|_| Mutex::new(Cpu::new(cfg.model))).collect();
+    let cpus = (0..n)
+        .map(|_| Mutex::new(Cpu::new(cfg.model, cfg.bts_recent)))
+        .collect();
     let e = Emu {
         model: cfg.model,
         hypervisor: cfg.hypervisor,

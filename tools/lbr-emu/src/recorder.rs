@@ -260,6 +260,8 @@ pub struct Recorder {
     /// The last BTS issue reported (its kind, the DS area, base and maximum): the same issue in
     /// the same configuration is reported once, not at every branch.
     bts_issue: Option<(Issue, u64, u64, u64)>,
+    /// `bts_recent=N`: the newest records stored, across periods (off unless set).
+    pub recent: bts::Recent,
 }
 
 /// A BTS store as the plugin logs it.
@@ -296,6 +298,7 @@ impl Recorder {
             linear_bits: 48,
             bts: bts::Stats::default(),
             bts_issue: None,
+            recent: bts::Recent::default(),
         }
     }
 
@@ -353,7 +356,14 @@ impl Recorder {
         let predicted = matches!(self.model.bts, Bts::Store { predicted: true });
         let o = bts::store(mem, self.ds_area, b, self.btint(), predicted);
         match o.at {
-            Some(_) => self.bts.stored += 1,
+            Some(_) => {
+                self.bts.stored += 1;
+                self.recent.push(bts::Stored {
+                    from: b.from,
+                    to: b.to,
+                    flags: bts::flags(b, predicted),
+                });
+            }
             None => self.bts.dropped += 1,
         }
         self.bts.wraps += o.wrapped as u64;
@@ -1043,6 +1053,93 @@ mod tests {
             [4, 0, 24]
         );
         assert_eq!(r.bts.wraps, 2);
+    }
+
+    #[test]
+    fn bts_recent_keeps_the_newest_stored_across_wraps_and_periods() {
+        use crate::bts::tests::{setup, AREA, BUF};
+        use crate::bts::{Recent, Stored, RECORD_SIZE};
+        const SPARE: u64 = 0xffff_8880_0300_0000;
+        let mut m = setup(3);
+        m.map(SPARE, 2 * RECORD_SIZE);
+        let mut r = Recorder::new(find("skylake").unwrap());
+        r.recent = Recent::new(5);
+        r.wrmsr(MSR_DS_AREA, AREA);
+        // Kernel branches b(0), b(1), ...; jmp (predicted: flags 0x10) but every third a ret
+        // (mispredicted: flags 0), by the emulator's convention.
+        let b = |i: u64| {
+            let kind = if i % 3 == 2 { Kind::Ret } else { Kind::JmpRel };
+            br(K_FROM + 0x100 * i, K_TO + 0x100 * i, kind, 0)
+        };
+        let want = |i: u64| Stored {
+            from: K_FROM + 0x100 * i,
+            to: K_TO + 0x100 * i,
+            flags: if i % 3 == 2 { 0 } else { 0x10 },
+        };
+        let stored = |r: &mut Recorder, m: &mut _, x: &Branch| {
+            r.bts_record(m, x).and_then(|s| s.outcome.at).is_some()
+        };
+        // Period 1: four records in a 3-record circular buffer (it wraps), and a system call
+        // filtered out by BTS_OFF_USR in between.
+        r.wrmsr(MSR_DEBUGCTL, bts::TR | bts::BTS);
+        r.bts_started(&mut m);
+        for i in 0..2 {
+            assert!(stored(&mut r, &mut m, &b(i)));
+        }
+        r.wrmsr(MSR_DEBUGCTL, bts::TR | bts::BTS | bts::BTS_OFF_USR);
+        assert!(!stored(&mut r, &mut m, &br(U_FROM, K_TO, Kind::Far, 0)));
+        for i in 2..4 {
+            assert!(stored(&mut r, &mut m, &b(i)));
+        }
+        assert_eq!((r.bts.stored, r.bts.wraps), (4, 1));
+        assert_eq!(r.recent.total(), 4);
+        assert_eq!(
+            r.recent.records().copied().collect::<Vec<_>>(),
+            (0..4).map(want).collect::<Vec<_>>()
+        );
+        // Freeze; a 2-record spare buffer swapped in by plain stores to the DS area, BTINT set
+        // (it fills and drops); period 2.
+        r.wrmsr(MSR_DEBUGCTL, 0);
+        m.set_q(AREA, SPARE);
+        m.set_q(AREA + 8, SPARE);
+        m.set_q(AREA + 16, SPARE + 2 * RECORD_SIZE);
+        r.wrmsr(MSR_DEBUGCTL, bts::TR | bts::BTS | bts::BTINT);
+        r.bts_started(&mut m);
+        assert!(stored(&mut r, &mut m, &b(4)));
+        assert!(stored(&mut r, &mut m, &b(5)));
+        assert!(!stored(&mut r, &mut m, &b(6)), "full: dropped");
+        assert_eq!((r.bts.stored, r.bts.dropped), (2, 1));
+        // The newest five stored, oldest first, across both periods; six stored in all.
+        let kept: Vec<_> = r.recent.records().copied().collect();
+        assert_eq!(kept, (1..6).map(want).collect::<Vec<_>>());
+        assert_eq!(r.recent.total(), 6);
+        // What the ring holds is what was written: the spare buffer holds the newest two, the
+        // old one (index at BUF + 24 after the wrap) b(3), b(1), b(2) in its slots.
+        let mem = |m: &mut crate::bts::tests::FakeMem, at: u64| Stored {
+            from: m.q(at),
+            to: m.q(at + 8),
+            flags: m.q(at + 16),
+        };
+        assert_eq!(
+            [mem(&mut m, SPARE), mem(&mut m, SPARE + 24)],
+            [kept[3], kept[4]]
+        );
+        assert_eq!(
+            [
+                mem(&mut m, BUF + 24),
+                mem(&mut m, BUF + 48),
+                mem(&mut m, BUF)
+            ],
+            [kept[0], kept[1], kept[2]]
+        );
+        // Off (the default): nothing kept, nothing counted.
+        let mut off = Recorder::new(find("skylake").unwrap());
+        let mut m = setup(3);
+        off.wrmsr(MSR_DS_AREA, AREA);
+        off.wrmsr(MSR_DEBUGCTL, bts::TR | bts::BTS);
+        assert!(stored(&mut off, &mut m, &b(0)));
+        assert!(!off.recent.on());
+        assert_eq!((off.recent.records().len(), off.recent.total()), (0, 0));
     }
 
     #[test]

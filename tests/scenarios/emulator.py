@@ -358,6 +358,57 @@ def test_bts_circular_buffer_holds_the_newest_branches_with_interrupts(r):
     assert all(e["bts"] and e["kind"] == "far" for e in deliveries), deliveries[:3]
 
 
+def test_bts_recent_is_the_newest_stored_records(r):
+    # bts_recent=256, no trace: the emulator keeps each vCPU's newest 256 stored BTS records
+    # apart from guest memory and logs them with every freeze that stops BTS, oldest first, as
+    # [from, to, flags]. Two periods in one boot: 50 ms of a user-space loop into a 64-record
+    # circular buffer (it wraps several times), then seq.S's four branches into a new 3-record
+    # buffer (a second DS area). Each buffer, read by the guest from the index on (oldest first),
+    # must be the newest entries of its freeze's `recent`; the ring goes on across the periods.
+    vm = boot(name="emu-bts-recent", cpu="Skylake-Client", accel="tcg", emulate="model=skylake,bts_recent=256",
+              script=USER_LOOP + f"insmod {CHECK} flavour=bts test=user ms=50 records=64\n"
+              "kill %1 2>/dev/null || true\nwait\n"
+              f"rmmod lbr_check\ninsmod {CHECK} flavour=bts records=3\n")
+    events = vm.emu_events()
+    assert not [e for e in events if e["event"] == "branch"], "trace=off, yet branches were logged"
+    assert_no_bts_trouble(events)
+    runs = bts_runs(vm.console)
+    assert len(runs) == 2, f"{len(runs)} BTS runs"
+    check_against_log(runs[0]["reads"] + runs[1]["reads"], events)
+    freezes = bts_freezes(events)
+    assert len(freezes) == 2 and freezes[0]["cpu"] == freezes[1]["cpu"], \
+        f"{len(freezes)} BTS freezes, on CPUs {[f['cpu'] for f in freezes]}"
+    rings = []
+    for run, fr in zip(runs, freezes):
+        b = fr["bts"]
+        assert isinstance(b.get("recent"), list) and isinstance(b.get("recent_total"), int), \
+            f"bts_recent=256 but the freeze has recent={b.get('recent')!r:.80} recent_total={b.get('recent_total')!r}"
+        ring = [tuple(int(v, 16) for v in rec) for rec in b["recent"]]
+        assert all(len(rec) == 3 for rec in ring), b["recent"][:3]
+        n, base, index = len(run["records"]), run["buffer"], run["ds"]["index"]
+        assert b["wraps"] > 0 and b["dropped"] == 0, b
+        k = (index - base) // 24
+        assert index == base + 24 * k and 0 <= k < n, run["ds"]
+        oldest_first = run["records"][k:] + run["records"][:k]
+        assert len(ring) >= n and oldest_first == ring[-n:], (
+            f"the {n}-record buffer is not the newest {n} of the emulator's {len(ring)} recent records:\n"
+            + "\n".join(f"  got {g[0]:#x}->{g[1]:#x} {g[2]:#x}  want {w[0]:#x}->{w[1]:#x} {w[2]:#x}"
+                        for g, w in zip(oldest_first, ring[-n:]) if g != w)[:3000])
+        rings.append((ring, b["recent_total"], b["stored"]))
+    (ring1, total1, stored1), (ring2, total2, stored2) = rings
+    # Period 1 stored more than the ring holds (it keeps exactly the newest 256); BTS was on in
+    # no other period before, so every record stored since QEMU started is this period's.
+    assert stored1 > 256 and len(ring1) == 256 and total1 == stored1, (stored1, len(ring1), total1)
+    # Period 2 stored seq.S's four branches; the ring went on: its 252 older entries are period
+    # 1's newest, and the total counts both periods.
+    assert stored2 == 4 and total2 == total1 + 4 and len(ring2) == 256, (stored2, total1, total2, len(ring2))
+    assert ring2[:252] == ring1[-252:], "the ring did not carry period 1's records into period 2"
+    lab = runs[1]["labels"]
+    assert [(f, t) for f, t, _ in ring2[-4:]] == [(lab["j1"], lab["t1"]), (lab["j2"], lab["t2"]),
+                                                  (lab["c3"], lab["leaf"]), (lab["r3"], lab["a3"])], ring2[-4:]
+    assert_clean(vm.console)
+
+
 def test_bts_cost_against_lbr(r):
     """A benchmark, not an assertion on time: the emulator's cost per branch in BTS mode (a
     record and the index written to guest memory, the DS fields read, at every branch) against

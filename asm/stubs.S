@@ -43,6 +43,7 @@
  */
 #include <linux/linkage.h>
 #include <asm/asm.h>
+#include <asm/msr-index.h>
 #include <asm/nospec-branch.h>
 #include <asm/processor-flags.h>
 #include <asm/segment.h>
@@ -257,6 +258,71 @@ SYM_DATA_END(lbr_dump_capture)
 .endm
 
 /*
+ * LBR_BTS_KEEP sfx: with BTS armed and the recorder frozen, keeps this CPU's BTS buffer for the
+ * snapshot and swaps the next one of the pool into the debug store, so that recording goes on in
+ * a spare buffer and a crash the system survives does not overwrite the history it captured (the
+ * 2008 BTS design's "spare buffers swapped into the DS pointers"). rsi = the snapshot, r9 = the
+ * CPU block. If IA32_DS_AREA is not this CPU's debug store (LBR_CPU_DS), another owner (perf)
+ * took it: the snapshot says foreign, and the debug store is left as found. Otherwise the
+ * snapshot gets bts_index and bts_buffer_base as found, the slot kept, and whether it wrapped:
+ * the hardware writes a buffer's last record slot just before its index wraps to the base, and
+ * that slot's `from` was cleared when the buffer was swapped in (a branch from address 0 does
+ * not occur). The next slot (the oldest kept buffer: its snapshot's history is lost) then gets
+ * its last slot cleared and goes into the debug store with plain stores: base, index = base,
+ * absolute maximum = base + size, interrupt threshold past the maximum (no interrupt: the SDM's
+ * note on circular buffers). No MSR but the DS_AREA read. The table entry's owner is set at
+ * publication (LBR_RECORD), once the sequence number is known. Clobbers rax, rcx, rdx, rdi, r8,
+ * r10 and flags.
+ */
+.if LBR_BTS_ENTRY_SIZE != 32
+	.error "LBR_BTS_KEEP: the table entry size is not 1 << 5"
+.endif
+.macro LBR_BTS_KEEP sfx:req
+	movl	$MSR_IA32_DS_AREA, %ecx
+	rdmsr
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* rax = IA32_DS_AREA */
+	movq	%rax, LBR_SNAP_DS_AREA(%rsi)
+	leaq	LBR_CPU_DS(%r9), %rdi		/* rdi = this CPU's debug store */
+	cmpq	%rdi, %rax
+	jne	.Lbts_foreign_\sfx
+	movq	LBR_DS_BTS_INDEX(%rdi), %rax
+	movq	%rax, LBR_SNAP_BTS_INDEX(%rsi)
+	movq	LBR_DS_BTS_BASE(%rdi), %rax
+	movq	%rax, LBR_SNAP_BTS_BASE(%rsi)
+	movl	LBR_CPU_BTS_CUR(%r9), %eax	/* the slot kept */
+	movl	%eax, LBR_SNAP_BTS_SLOT(%rsi)
+	movl	$LBR_SNAP_BTS_KEPT, %edx
+	movq	LBR_DS_BTS_MAX(%rdi), %r8
+	cmpq	$0, -LBR_BTS_RECORD_SIZE(%r8)	/* its last record slot's from */
+	je	.Lbts_unwrapped_\sfx
+	orl	$LBR_SNAP_BTS_WRAPPED, %edx
+.Lbts_unwrapped_\sfx:
+	movl	%edx, LBR_SNAP_BTS_STATE(%rsi)
+	incl	%eax				/* the next slot, modulo the pool */
+	xorl	%edx, %edx
+	cmpl	lbr_dump_capture+LBR_CFG_BTS_POOL(%rip), %eax
+	cmovael	%edx, %eax
+	movl	%eax, LBR_CPU_BTS_CUR(%r9)
+	shlq	$5, %rax			/* LBR_BTS_ENTRY_SIZE */
+	addq	LBR_CPU_BTS_TABLE(%r9), %rax	/* rax = its table entry */
+	movq	$0, LBR_BTS_OWNER(%rax)		/* recording, no snapshot's any more */
+	movq	LBR_BTS_VIRT(%rax), %r8		/* r8 = its base */
+	movq	lbr_dump_capture+LBR_CFG_BTS_SIZE(%rip), %r10
+	addq	%r8, %r10			/* r10 = its absolute maximum */
+	movq	$0, -LBR_BTS_RECORD_SIZE(%r10)	/* the wrap mark: its last slot's from */
+	movq	%r8, LBR_DS_BTS_BASE(%rdi)
+	movq	%r8, LBR_DS_BTS_INDEX(%rdi)
+	movq	%r10, LBR_DS_BTS_MAX(%rdi)
+	addq	$LBR_BTS_RECORD_SIZE, %r10
+	movq	%r10, LBR_DS_BTS_THRESHOLD(%rdi)
+	jmp	.Lbts_kept_\sfx
+.Lbts_foreign_\sfx:
+	movl	$LBR_SNAP_BTS_FOREIGN, LBR_SNAP_BTS_STATE(%rsi)
+.Lbts_kept_\sfx:
+.endm
+
+/*
  * LBR_RECORD entry, sfx: the rest of a capture, once the caller has filled the snapshot's header
  * fields. rsi = the snapshot, r9 = the CPU block (LBR_CLAIM_SLOT), \entry = a memory operand
  * holding the control MSR's value at entry (the recorder is frozen). Reads the MSR list into
@@ -288,6 +354,10 @@ SYM_DATA_END(lbr_dump_capture)
 	decq	%r8
 	jnz	.Lread_\sfx
 .Lread_done_\sfx:
+	cmpq	$0, lbr_dump_capture+LBR_CFG_BTS_POOL(%rip)
+	je	.Lbts_done_\sfx			/* no BTS */
+	LBR_BTS_KEEP \sfx
+.Lbts_done_\sfx:
 
 	/* Did anyone change the control MSR under us? rax = after, r8 = frozen value we wrote. */
 	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
@@ -305,22 +375,25 @@ SYM_DATA_END(lbr_dump_capture)
 
 	/*
 	 * Restore the entry value; but with \rearm, if it is lbr-dump's armed value with only the
-	 * enable bit cleared (#DB clears it, so does a resume), re-arm: write the armed value
-	 * (README: re-arm policy). rdx still holds ~mask. (The stop stubs restore exactly what they
-	 * found: a CPU stopped in a panic may have been inside a capture that froze the recorder.)
+	 * LBR switch cleared (LBR_CFG_REARM_MASK: #DB delivery clears it and leaves BTS's bits),
+	 * re-arm: write the armed value (README: re-arm policy). (The stop stubs restore exactly
+	 * what they found: a CPU stopped in a panic may have been inside a capture that froze the
+	 * recorder.)
 	 */
 	movq	\entry, %rax
 .if \rearm
+	movq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %rdx
+	notq	%rdx
 	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %r10
-	andq	%r10, %rdx			/* rdx = armed & ~mask */
+	andq	%r10, %rdx			/* rdx = armed & ~rearm mask */
 	cmpq	%rdx, %rax
 	cmoveq	%r10, %rax
 .endif
 	movl	$LBR_SNAP_COMPLETE, %edi
 	movq	\entry, %rdx
-	testq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
+	testq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %rdx
 	movl	$(LBR_SNAP_COMPLETE | LBR_SNAP_WAS_OFF), %edx
-	cmovzl	%edx, %edi			/* recording was off at entry */
+	cmovzl	%edx, %edi			/* the LBR switch was off at entry */
 	movq	%rax, %rdx
 	shrq	$32, %rdx
 	wrmsr
@@ -333,6 +406,14 @@ SYM_DATA_END(lbr_dump_capture)
 	movl	$1, %eax
 	lock xaddq %rax, lbr_dump_capture+LBR_CFG_SEQ(%rip)
 	incq	%rax
+	/* A kept BTS buffer belongs to this snapshot (its table entry's owner), before it is seen. */
+	testl	$LBR_SNAP_BTS_KEPT, LBR_SNAP_BTS_STATE(%rsi)
+	jz	.Lowner_done_\sfx
+	movl	LBR_SNAP_BTS_SLOT(%rsi), %ecx
+	shlq	$5, %rcx			/* LBR_BTS_ENTRY_SIZE */
+	addq	LBR_CPU_BTS_TABLE(%r9), %rcx
+	movq	%rax, LBR_BTS_OWNER(%rcx)
+.Lowner_done_\sfx:
 	movq	%rax, LBR_SNAP_SEQ(%rsi)
 	incq	LBR_CPU_COUNT(%r9)
 	movl	$0, LBR_CPU_BUSY(%r9)
@@ -516,9 +597,9 @@ SYM_CODE_START(lbr_dump_rearm_1)
 	rdmsr
 	shlq	$32, %rdx
 	orq	%rdx, %rax			/* rax = control value now */
-	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
+	movq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %rdx
 	notq	%rdx
-	andq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx	/* rdx = armed & ~mask */
+	andq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx	/* rdx = armed & ~rearm mask */
 	cmpq	%rdx, %rax
 	jne	.Lrearm_done			/* not ours with the switch cleared: leave it */
 	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rax
@@ -669,8 +750,10 @@ _ASM_NOKPROBE(lbr_dump_panic_entry)
  * bits of the gate it replaces (idt.rs `retarget`); offset bits 63:32, in the
  * high quadword, are the handler's, checked at arming by idt.rs prepare_stop) at the IDT alias
  * address in config field `gate`, unless that address is 0 (the gate cannot be hooked). One
- * aligned 8-byte store: a CPU taking that vector sees the old or the new gate, never half of
- * each. Clobbers rax, rdx and flags (lbr_dump_stop_entry saves them).
+ * aligned 8-byte store, while the other CPUs still run: a CPU that reads the gate in parts (QEMU
+ * TCG does) and takes that vector at this instant, before the panic's own stop interrupts are
+ * sent, can see half of each (src/idt.rs; README "What a panic shows"). Clobbers rax, rdx and
+ * flags (lbr_dump_stop_entry saves them).
  */
 .macro LBR_SET_GATE gate:req, hook:req
 	movq	lbr_dump_capture+\gate(%rip), %rax

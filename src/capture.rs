@@ -37,7 +37,7 @@ use kernel::{bindings, ffi::c_uint, prelude::*};
 
 use kernel::cpu::CpuId;
 
-use crate::facility::{msr, select, Filter, Recorder, Switch};
+use crate::facility::{debugctl, msr, select, Filter, Recorder, Switch};
 use crate::ffi;
 use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
@@ -124,6 +124,35 @@ pub(crate) struct Options {
     /// Freeze the recorder at every kernel-mode NMI's entry until lbr-dump's NMI handler
     /// (`nmi_freeze`; asm/stubs.S lbr_dump_nmi_watch).
     pub(crate) nmi_freeze: bool,
+    /// The branch trace store beside the LBR (`bts`, `bts_user`, `bts_print`), if asked for.
+    pub(crate) bts: Option<BtsOptions>,
+}
+
+/// What the `bts` parameters ask for (checked at load, lbr_dump.rs `prepare`).
+#[derive(Clone, Copy)]
+pub(crate) struct BtsOptions {
+    /// Bytes per buffer: a power of two from 4 KiB to 4 MiB (one page allocation).
+    pub(crate) size: usize,
+    /// Store user-mode branches too (`bts_user`).
+    pub(crate) user: bool,
+    /// Records the oops prints, newest first (`bts_print`).
+    pub(crate) print: u32,
+}
+
+/// BTS buffers per CPU: the one recording and two kept by the newest captures (a WARN, then the
+/// crash); a capture reuses the oldest kept one.
+pub(crate) const BTS_POOL: usize = 3;
+
+impl BtsOptions {
+    /// Records a buffer holds.
+    pub(crate) fn records(&self) -> usize {
+        self.size / layout::BTS_RECORD_SIZE
+    }
+
+    /// Bytes per buffer the hardware uses: whole records (the absolute maximum's offset).
+    pub(crate) fn used(&self) -> usize {
+        self.records() * layout::BTS_RECORD_SIZE
+    }
 }
 
 /// Snapshots kept per CPU (a power of two).
@@ -155,6 +184,9 @@ pub(crate) struct Control {
     filter: Option<(u32, u64)>,
     /// Arch LBR: ARCH_LBR_CTL's armed value is written whole (not OR-ed into the old one).
     whole: Option<u64>,
+    /// BTS: the DEBUGCTL bits it sets beside the LBR switch (TR, BTS, and BTS_OFF_USR for
+    /// kernel-only); 0 without BTS. The control MSR is DEBUGCTL (legacy LBR only).
+    bts: u64,
 }
 
 impl Control {
@@ -182,13 +214,37 @@ impl Control {
             switch: sw,
             filter,
             whole,
+            bts: 0,
+        }
+    }
+
+    /// The same with the branch trace store on (the caller checked that the recorder is legacy
+    /// LBR, whose switch is DEBUGCTL.LBR): TR and BTS, BTINT clear (circular), and BTS_OFF_USR
+    /// unless `user`.
+    pub(crate) fn with_bts(self, user: bool) -> Self {
+        let off = if user { 0 } else { debugctl::BTS_OFF_USR };
+        Control {
+            bts: debugctl::TR | debugctl::BTS | off,
+            ..self
         }
     }
 
     /// The control value once armed, given the value before.
     fn armed(&self, before: u64) -> u64 {
-        self.whole.unwrap_or(before | self.switch.mask)
+        match self.bts {
+            0 => self.whole.unwrap_or(before | self.switch.mask),
+            bits => {
+                let clear = debugctl::BTINT | debugctl::BTS_OFF_OS | debugctl::BTS_OFF_USR;
+                (before & !clear) | self.switch.mask | bits
+            }
+        }
     }
+
+    /// The bits a capture clears to freeze: the LBR switch, and TR and BTS with BTS.
+    pub(crate) fn freeze_mask(&self) -> u64 {
+        self.switch.mask | (self.bts & (debugctl::TR | debugctl::BTS))
+    }
+
 
     /// Whether arming filters by ring (LBR_SELECT, or ARCH_LBR_CTL's OS/USR bits); the AMD
     /// single record and models without LBR_SELECT record every ring.
@@ -216,8 +272,46 @@ struct Saved {
     armed: u64,
     /// Every MSR a capture reads, checked on each CPU before recording goes on there.
     msrs: KVec<u32>,
-    /// (control, filter) before lbr-dump armed each CPU, by CPU number.
-    before: KVec<[AtomicU64; 2]>,
+    /// (control, filter, DS_AREA) before lbr-dump armed each CPU, by CPU number.
+    before: KVec<[AtomicU64; 3]>,
+    /// BTS: (address of CPU 0's debug store, bytes between CPUs' debug stores): what
+    /// IA32_DS_AREA gets on each CPU.
+    ds: Option<(u64, u64)>,
+}
+
+impl Saved {
+    /// The debug store of `cpu` (with BTS).
+    fn ds(&self, cpu: u32) -> Option<u64> {
+        self.ds.map(|(cpu0, stride)| cpu0 + stride * cpu as u64)
+    }
+}
+
+/// Why a CPU could not be armed.
+enum ArmCpuError {
+    /// An MSR access faulted.
+    Msr(crate::probe::MsrError),
+    /// BTS: IA32_DS_AREA already points at another owner's debug store.
+    DsTaken(u64),
+}
+
+impl From<crate::probe::MsrError> for ArmCpuError {
+    fn from(e: crate::probe::MsrError) -> Self {
+        Self::Msr(e)
+    }
+}
+
+impl core::fmt::Display for ArmCpuError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Msr(e) => e.fmt(f),
+            Self::DsTaken(v) => write!(
+                f,
+                "IA32_DS_AREA is {v:#x}: another owner has the debug store (perf reserves it for \
+                 its hardware events, the NMI watchdog among them: boot with nmi_watchdog=0 and \
+                 stop perf sessions, or load without bts)"
+            ),
+        }
+    }
 }
 
 /// The recording state the callbacks use; set while the hotplug state and the resume callback
@@ -246,7 +340,7 @@ unsafe extern "C" fn cpu_online(cpu: c_uint) -> i32 {
     }
 }
 
-fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), crate::probe::MsrError> {
+fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     let Some(cpu) = cpu else { return Ok(()) };
     let Some(slot) = s.before.get(cpu.as_u32() as usize) else { return Ok(()) };
     for &m in s.msrs.iter() {
@@ -254,12 +348,22 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), crate::probe::MsrError> 
     }
     let c = &s.control;
     let ctl = read_msr(cpu, c.switch.msr)?;
+    // BTS: the debug store is lbr-dump's only if nobody else's is in place; it is pointed at
+    // before the control MSR switches BTS on.
+    if let Some(ds) = s.ds(cpu.as_u32()) {
+        let now = read_msr(cpu, msr::DS_AREA)?;
+        if now != 0 && now != ds {
+            return Err(ArmCpuError::DsTaken(now));
+        }
+        slot[2].store(now, Ordering::Relaxed);
+        write_msr(cpu, msr::DS_AREA, ds)?;
+    }
     slot[0].store(ctl, Ordering::Relaxed);
     if let Some((m, v)) = c.filter {
         slot[1].store(read_msr(cpu, m)?, Ordering::Relaxed);
         write_msr(cpu, m, v)?;
     }
-    write_msr(cpu, c.switch.msr, s.armed)
+    Ok(write_msr(cpu, c.switch.msr, s.armed)?)
 }
 
 /// CPU going offline (and every CPU at disarming; runs on that CPU): put back what was there
@@ -280,6 +384,21 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
             let _ = write_msr(id, m, slot[1].load(Ordering::Relaxed));
         }
     }
+    // BTS is off again (above) unless another owner switched it on: the debug store goes back
+    // only where it is still lbr-dump's.
+    if let Some(ds) = s.ds(cpu) {
+        if read_msr(id, msr::DS_AREA) == Ok(ds) {
+            // BTS stops before its debug store goes, even if another owner's DEBUGCTL value
+            // (left above) kept TR and BTS on: with this debug store, they are lbr-dump's.
+            let on = debugctl::TR | debugctl::BTS;
+            if let Ok(now) = read_msr(id, c.switch.msr) {
+                if now & on != 0 {
+                    let _ = write_msr(id, c.switch.msr, now & !on);
+                }
+            }
+            let _ = write_msr(id, msr::DS_AREA, slot[2].load(Ordering::Relaxed));
+        }
+    }
     0
 }
 
@@ -290,6 +409,10 @@ unsafe extern "C" fn resume() {
     let Some(s) = recording() else { return };
     if let Some((m, v)) = s.control.filter {
         wrmsr_here(m, v);
+    }
+    // BTS: the debug store first (the reset cleared IA32_DS_AREA; BTS must not run without it).
+    if let Some(ds) = s.ds(CpuId::current().as_u32()) {
+        wrmsr_here(msr::DS_AREA, ds);
     }
     wrmsr_here(s.control.switch.msr, s.armed);
 }
@@ -414,8 +537,59 @@ pub(crate) struct Armed {
     pub(crate) area: Area,
     /// The stop stubs' register save areas (layout.rs `stop`), not part of the dump.
     stop_save: Option<Pages>,
+    /// The BTS buffers (the area's table describes them), freed after recording is off.
+    bts: Option<BtsBuffers>,
+    /// BTS records an oops prints (`bts_print`; 0 without BTS).
+    pub(crate) bts_print: u32,
     /// The vectors whose gates point at stubs.
     pub(crate) hooked: Vectors,
+}
+
+/// Why BTS refuses page-table isolation (README "Branch trace store").
+const BTS_PTI_REFUSAL: &str = "bts: page-table isolation is active: the processor writes each BTS record through the page tables in use at the branch, and the kernel's entry and exit code takes branches at CPL 0 under the user CR3, where lbr-dump's buffers are not mapped (perf keeps its BTS buffers in the cpu_entry_area for this reason); bts_user=0 does not lift this, since BTS_OFF_USR skips only branches at CPL > 0 (SDM vol. 3B, \"CPL-Qualified Branch Trace Store\"); boot with pti=off or load without bts";
+
+/// The BTS buffers of every CPU's pool: `BTS_POOL` per CPU, CPU 0's first.
+struct BtsBuffers {
+    /// Held for their drop: the stubs and the printer reach them through the area's table.
+    _pages: KVec<Pages>,
+}
+
+impl BtsBuffers {
+    /// Allocates the pools and describes them in `area` (its table, and each CPU block's debug
+    /// store, pointed at the CPU's first buffer), before any stub or CPU can use them.
+    fn new(area: &Area, b: &BtsOptions) -> Result<Self> {
+        let g = area.geometry;
+        let mut pages = KVec::with_capacity(g.nr_cpus * BTS_POOL, GFP_KERNEL)?;
+        for cpu in 0..g.nr_cpus {
+            for slot in 0..BTS_POOL {
+                let p = Pages::new(b.size)?;
+                let virt = p.base as u64;
+                // SAFETY: a direct-map address from the page allocator.
+                let phys = unsafe { ffi::lbr_dump_virt_to_phys(p.base.cast()) } as u64;
+                pages.push(p, GFP_KERNEL)?;
+                let e = g.bts_entry(cpu, slot);
+                area.put(e + layout::bts::VIRT, &virt.to_le_bytes());
+                area.put(e + layout::bts::PHYS, &phys.to_le_bytes());
+            }
+            let block = g.cpu_block(cpu);
+            let first = g.bts_entry(cpu, 0);
+            area.put(block + layout::cpu::BTS_TABLE, &(area.at(first) as u64).to_le_bytes());
+            // PANIC: none, the pool of this CPU was pushed above.
+            let base = pages[cpu * BTS_POOL].base as u64;
+            let max = base + b.used() as u64;
+            let ds = block + layout::cpu::DS;
+            for (off, v) in [
+                (layout::ds::BTS_BASE, base),
+                (layout::ds::BTS_INDEX, base),
+                (layout::ds::BTS_MAX, max),
+                // Past the maximum: no interrupt (the SDM's note on circular buffers).
+                (layout::ds::BTS_THRESHOLD, max + layout::BTS_RECORD_SIZE as u64),
+            ] {
+                area.put(ds + off, &v.to_le_bytes());
+            }
+        }
+        Ok(BtsBuffers { _pages: pages })
+    }
 }
 
 /// What the panic path does while armed: which trampolines are attached (each detached first
@@ -495,14 +669,20 @@ fn may_arm() -> Result {
 impl Saved {
     /// The callbacks' state for `nr_cpus` CPUs: how recording is switched on, the armed control
     /// value and the MSRs a capture reads.
-    fn new(control: Control, armed: u64, msrs: &[u32], nr_cpus: usize) -> Result<KBox<Saved>> {
+    fn new(
+        control: Control,
+        armed: u64,
+        msrs: &[u32],
+        nr_cpus: usize,
+        ds: Option<(u64, u64)>,
+    ) -> Result<KBox<Saved>> {
         let mut list = KVec::with_capacity(msrs.len(), GFP_KERNEL)?;
         for &m in msrs {
             list.push(m, GFP_KERNEL)?;
         }
         let mut before = KVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         for _ in 0..nr_cpus {
-            before.push([AtomicU64::new(0), AtomicU64::new(0)], GFP_KERNEL)?;
+            before.push([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)], GFP_KERNEL)?;
         }
         Ok(KBox::new(
             Saved {
@@ -510,6 +690,7 @@ impl Saved {
                 armed,
                 msrs: list,
                 before,
+                ds,
             },
             GFP_KERNEL,
         )?)
@@ -524,8 +705,14 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         filter,
         vectors,
         nmi_freeze,
+        bts,
     } = options;
     may_arm()?;
+    // SAFETY: no preconditions.
+    if bts.is_some() && unsafe { ffi::lbr_dump_pti_active() } {
+        pr_err!("refusing to arm: {}\n", BTS_PTI_REFUSAL);
+        return Err(ENODEV);
+    }
     // TSX is not enumerated yet: format 4's IN_TX/ABORT (FROM bits 62:61) are not reported, as
     // the kernel reads them as off on parts without TSX (lbr_from_signext_quirk_rd()); the
     // address is bits 60:0 either way. The probe refused unsupported recorders already (`force`
@@ -535,6 +722,10 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         ENODEV
     })?;
     let control = Control::new(recorder, rings, filter);
+    let control = match bts {
+        Some(b) => control.with_bts(b.user),
+        None => control,
+    };
     let (msrs, n) = capture_msrs(recorder, &layout, &control);
     if n == 0 {
         pr_err!("refusing to arm: the recorder has no records to capture\n");
@@ -545,6 +736,8 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         nr_cpus,
         ring: RING,
         nr_values: n,
+        bts_pool: bts.map_or(0, |_| BTS_POOL),
+        bts_size: bts.map_or(0, |b| b.used()),
     };
     let area = Area::new(geometry, layout).inspect_err(|_| {
         pr_err!(
@@ -557,9 +750,23 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         )
     })?;
     let armed_value = control.armed(rdmsr_on_this_cpu(control.switch.msr)?);
-    write_header(&area, &control, armed_value, &msrs[..n], recorder.last_exception(), filter, text_base);
-
-    let saved = Saved::new(control, armed_value, &msrs[..n], nr_cpus)?;
+    write_header(&area, &control, armed_value, &msrs[..n], recorder.last_exception(), filter, text_base, bts);
+    let bts_buffers = match bts {
+        Some(b) => Some(BtsBuffers::new(&area, &b).inspect_err(|_| {
+            pr_err!(
+                "refusing to arm: cannot allocate the BTS buffers: {} of {} KiB for each of {} CPUs\n",
+                BTS_POOL,
+                b.size / 1024,
+                nr_cpus
+            )
+        })?),
+        None => None,
+    };
+    let ds = bts.map(|_| {
+        let g = &area.geometry;
+        (area.at(g.cpu_block(0) + layout::cpu::DS) as u64, g.cpu_block_size() as u64)
+    });
+    let saved = Saved::new(control, armed_value, &msrs[..n], nr_cpus, ds)?;
     let stop_save = Pages::new(nr_cpus * layout::stop::CPU_SIZE).inspect_err(|_| {
         pr_err!("refusing to arm: cannot allocate the stop stubs' save areas\n")
     })?;
@@ -573,6 +780,8 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
             saved: Some(saved),
             area,
             stop_save: Some(stop_save),
+            bts: bts_buffers,
+            bts_print: bts.map_or(0, |b| b.print),
             hooked: vectors,
         },
         GFP_KERNEL,
@@ -748,6 +957,7 @@ fn write_header(
     ler: Option<(u32, u32)>,
     branches: Filter,
     text_base: u64,
+    bts: Option<BtsOptions>,
 ) {
     let g = area.geometry;
     let layout = area.layout;
@@ -773,10 +983,18 @@ fn write_header(
         (hdr::LER_FROM_MSR, ler.map_or(0, |(from, _)| from)),
         (hdr::LER_TO_MSR, ler.map_or(0, |(_, to)| to)),
         (hdr::BRANCH_FILTER, branches as u32),
+        (hdr::BTS_POOL, g.bts_pool as u32),
+        (hdr::BTS_RECORD_SIZE, bts.map_or(0, |_| layout::BTS_RECORD_SIZE as u32)),
+        (hdr::BTS_TABLE, bts.map_or(0, |_| g.bts_table() as u32)),
+        (
+            hdr::BTS_RINGS,
+            bts.map_or(0, |b| layout::BTS_RING_KERNEL | if b.user { layout::BTS_RING_USER } else { 0 }),
+        ),
     ] {
         area.put(off, &v.to_le_bytes());
     }
     area.put(hdr::FILTER_ARMED, &control.filter.map_or(0, |(_, v)| v).to_le_bytes());
+    area.put(hdr::BTS_BUFFER_SIZE, &(g.bts_size as u64).to_le_bytes());
     area.put(hdr::ANCHOR_ADDR, &(bindings::_printk as *const () as usize as u64).to_le_bytes());
     area.put(hdr::ANCHOR_NAME, ANCHOR.to_bytes());
     area.put(hdr::TEXT_BASE, &text_base.to_le_bytes());
@@ -828,7 +1046,11 @@ fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64) {
         msrs: armed.area.at(g.msr_list()) as u64,
         nr_values: g.nr_values as u64,
         ctl_msr: control.switch.msr as u64,
-        mask: control.switch.mask,
+        mask: control.freeze_mask(),
+        rearm_mask: control.switch.mask,
+        bts_pool: g.bts_pool as u64,
+        bts_table: if g.bts_pool > 0 { armed.area.at(g.bts_table()) as u64 } else { 0 },
+        bts_size: g.bts_size as u64,
         armed: armed_value,
         seq: 0,
         // The panic path's fields are set by `attach_panic_path`, after the gates.
@@ -901,5 +1123,7 @@ impl Drop for Armed {
         RECORDING.store(ptr::null_mut(), Ordering::Release);
         self.saved = None;
         self.stop_save = None;
+        // Recording (BTS included) is off on every CPU and no stub runs: the buffers can go.
+        self.bts = None;
     }
 }

@@ -61,7 +61,7 @@ impl State {
                 let unfiltered = armed.control().is_some_and(|c| !c.filters_rings());
                 let backing = self.found.hypervisor.backing(&self.found.recorder);
                 pr_info!(
-                    "armed: vectors {}, recording {} ({}), panic path {}{}{}{}\n",
+                    "armed: vectors {}, recording {} ({}), panic path {}{}{}{}{}\n",
                     format_args!("{}", armed.hooked),
                     match (self.options.rings, unfiltered) {
                         (_, true) => "all rings (this model has no filter MSR)",
@@ -79,6 +79,7 @@ impl State {
                         PanicPath { panic: false, .. } => "off",
                     },
                     if self.options.nmi_freeze { ", frozen at every kernel-mode NMI (nmi_freeze)" } else { "" },
+                    format_args!("{}", Opt(self.options.bts.map(BtsArmed))),
                     // A guest: where its records come from (probe.rs, hypervisor.rs).
                     if backing.is_some() { "; " } else { "" },
                     format_args!("{}", Opt(backing))
@@ -101,6 +102,22 @@ impl State {
     /// The vectors whose gates point at stubs while armed, else the chosen set.
     fn shown_vectors(&self) -> Vectors {
         self.armed.as_ref().map_or(self.options.vectors, |(_, a)| a.hooked)
+    }
+}
+
+/// The arming message's BTS part.
+struct BtsArmed(capture::BtsOptions);
+
+impl core::fmt::Display for BtsArmed {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            ", branch trace store: {} buffers of {} KiB ({} records) per CPU, {}",
+            capture::BTS_POOL,
+            self.0.size / 1024,
+            self.0.records(),
+            if self.0.user { "all rings" } else { "kernel branches" }
+        )
     }
 }
 

@@ -27,6 +27,20 @@ pub struct CpuidRegs {
     pub edx: u32,
 }
 
+/// IA32_DEBUGCTL's BTS bits (SDM vol. 3B "IA32_DEBUGCTL MSR").
+pub mod debugctl {
+    /// TR: branch trace messages on.
+    pub const TR: u64 = 1 << 6;
+    /// BTS: store them in the BTS buffer.
+    pub const BTS: u64 = 1 << 7;
+    /// BTINT: interrupt when the buffer is full (clear: circular).
+    pub const BTINT: u64 = 1 << 8;
+    /// BTS_OFF_OS: skip branches at CPL 0.
+    pub const BTS_OFF_OS: u64 = 1 << 9;
+    /// BTS_OFF_USR: skip branches at CPL > 0.
+    pub const BTS_OFF_USR: u64 = 1 << 10;
+}
+
 /// A source of CPUID values: the `cpuid` instruction in the module, a table in tests.
 pub trait Cpuid {
     /// Executes `cpuid` with EAX = `leaf`, ECX = `subleaf`.
@@ -41,6 +55,8 @@ pub mod msr {
     pub const PERF_CAPABILITIES: u32 = 0x345;
     /// IA32_MISC_ENABLE (bit 11: BTS unavailable).
     pub const MISC_ENABLE: u32 = 0x1a0;
+    /// IA32_DS_AREA: the linear address of the debug store (BTS, PEBS).
+    pub const DS_AREA: u32 = 0x600;
     /// MSR_LBR_SELECT.
     pub const LBR_SELECT: u32 = 0x1c8;
     /// MSR_LBR_TOS.
@@ -546,6 +562,8 @@ pub struct Facility {
     pub pdcm: bool,
     /// Whether CPUID.1:EDX.DS says a debug store (BTS/PEBS) exists (Intel).
     pub ds: bool,
+    /// Whether CPUID.1:ECX.DS-CPL says BTS can be filtered by ring (DEBUGCTL BTS_OFF_OS/USR).
+    pub ds_cpl: bool,
 }
 
 /// Reads vendor and signature.
@@ -716,6 +734,7 @@ pub fn identify(c: &impl Cpuid, perf_capabilities: Option<u64>) -> Facility {
         recorder,
         pdcm,
         ds,
+        ds_cpl: ds && l1.ecx & (1 << 4) != 0,
     }
 }
 

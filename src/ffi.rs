@@ -45,6 +45,10 @@ pub(crate) struct CaptureConfig {
     pub(crate) nmi_hook: u64,
     pub(crate) ipi_gate: u64,
     pub(crate) ipi_hook: u64,
+    pub(crate) bts_pool: u64,
+    pub(crate) bts_table: u64,
+    pub(crate) bts_size: u64,
+    pub(crate) rearm_mask: u64,
 }
 
 const _: () = {
@@ -67,6 +71,10 @@ const _: () = {
     assert!(offset_of!(CaptureConfig, nmi_hook) == cfg::NMI_HOOK);
     assert!(offset_of!(CaptureConfig, ipi_gate) == cfg::IPI_GATE);
     assert!(offset_of!(CaptureConfig, ipi_hook) == cfg::IPI_HOOK);
+    assert!(offset_of!(CaptureConfig, bts_pool) == cfg::BTS_POOL);
+    assert!(offset_of!(CaptureConfig, bts_table) == cfg::BTS_TABLE);
+    assert!(offset_of!(CaptureConfig, bts_size) == cfg::BTS_SIZE);
+    assert!(offset_of!(CaptureConfig, rearm_mask) == cfg::REARM_MASK);
     assert!(size_of::<CaptureConfig>() == cfg::SIZE);
 };
 
@@ -98,6 +106,12 @@ unsafe extern "C" {
     /// online CPU spins with interrupts off; returns what `fn` returned. Sleeps; takes the CPU
     /// hotplug lock.
     pub(crate) fn lbr_dump_stop_machine(fn_: unsafe extern "C" fn(*mut c_void) -> c_int, data: *mut c_void) -> c_int;
+
+    /// src/glue.c: `virt_to_phys(addr)` of a direct-map address.
+    pub(crate) fn lbr_dump_virt_to_phys(addr: *mut c_void) -> c_ulong;
+
+    /// src/glue.c: whether page-table isolation is on (X86_FEATURE_PTI).
+    pub(crate) fn lbr_dump_pti_active() -> bool;
 
     /// src/glue.c: `__get_free_pages(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN, order)`, 0 on
     /// failure or for an order above MAX_PAGE_ORDER.

@@ -5,7 +5,9 @@
  *  - a writable alias of the IDT page: pfn_to_page() and PAGE_KERNEL are macros;
  *  - the environment checks: boot_cpu_has(), cpu_feature_enabled(), xen_pv_domain() and
  *    cc_platform_has() are macros or inlines over feature words;
- *  - on_each_cpu() is a static inline;
+ *  - stop_machine(), under which gates change: <linux/stop_machine.h> is not among the Rust
+ *    bindings' headers (and it is an inline without SMP);
+ *  - virt_to_phys() is a static inline;
  *  - static calls (the stubs' way on to the kernel's handlers) are defined and updated by macros;
  *  - struct syscore and register_syscore() (resume on the boot CPU) take C structures;
  *  - the panic path: struct ftrace_ops and the ftrace direct call that puts the panic trampoline
@@ -36,6 +38,8 @@ void *lbr_dump_idt_alias(void);
 void lbr_dump_idt_unalias(void *alias);
 const char *lbr_dump_environment_refusal(void);
 int lbr_dump_stop_machine(int (*fn)(void *data), void *data);
+unsigned long lbr_dump_virt_to_phys(void *addr);
+bool lbr_dump_pti_active(void);
 unsigned long lbr_dump_alloc_pages(unsigned int order);
 int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
 void lbr_dump_syscore_register(void (*resume)(void));
@@ -100,6 +104,18 @@ const char *lbr_dump_environment_refusal(void)
 int lbr_dump_stop_machine(int (*fn)(void *data), void *data)
 {
 	return stop_machine(fn, data, NULL);
+}
+
+/* virt_to_phys() (an inline) of a direct-map address: where a dump reader finds a BTS buffer. */
+unsigned long lbr_dump_virt_to_phys(void *addr)
+{
+	return virt_to_phys(addr);
+}
+
+/* Whether page-table isolation is on (BTS refuses it: README "Branch trace store"). */
+bool lbr_dump_pti_active(void)
+{
+	return boot_cpu_has(X86_FEATURE_PTI);
 }
 
 /*

@@ -41,14 +41,33 @@
 //!               set, the MSR list holds it and the TO MSR right after the records' values
 //!               (Encoding::values of them), so each snapshot holds the pair there
 //! 0x0ac   4     last exception record's TO MSR (0 exactly when the FROM MSR is 0)
-//! 0x0b0   ...   zero up to HEADER_SIZE
+//! 0x0b0   4     BTS buffers per CPU (the pool); 0: no branch trace store
+//! 0x0b4   4     BTS record size in bytes (BTS_RECORD_SIZE; 0 without BTS)
+//! 0x0b8   8     bytes per BTS buffer, a whole number of records (0 without BTS)
+//! 0x0c0   4     offset of the BTS buffer table (0 without BTS)
+//! 0x0c4   4     BTS rings stored: bit 0 kernel, bit 1 user (BTS_RING_*)
+//! 0x0c8   ...   zero up to HEADER_SIZE
+//!
+//! BTS buffer table (at its offset, 64-byte aligned, after the MSR list): for each CPU, one
+//! entry per pool buffer, CPU 0's first (entry of `cpu`, `slot`: cpu * pool + slot):
+//! 0x00    8     virtual address of the buffer (linear: what bts_buffer_base holds)
+//! 0x08    8     physical address (the buffer is physically contiguous)
+//! 0x10    8     owner: the sequence number of the snapshot whose history the buffer keeps; 0
+//!               while it is the one recording, or never used
+//! 0x18    8     reserved, zero
 //!
 //! CPU block (at cpu_offset + cpu * cpu_block_size):
 //! 0x00    8     count: snapshots taken on this CPU (the next goes to slot count % ring)
 //! 0x08    4     busy: non-zero while a capture runs (a fault inside the capture is not captured)
 //! 0x0c    4     reserved
-//! 0x10    48    reserved, zero
-//! 0x40    ...   ring of snapshots
+//! 0x10    4     BTS: the pool slot of the buffer recording now
+//! 0x14    4     reserved
+//! 0x18    8     BTS: address of this CPU's first BTS table entry (for the stubs)
+//! 0x20    32    reserved, zero
+//! 0x40    64    BTS: this CPU's debug store (DS) save area, what IA32_DS_AREA points at
+//!               (SDM vol. 3B "64-Bit Format of the DS Save Area"): buffer base, index,
+//!               absolute maximum, interrupt threshold, then the PEBS fields (zero, unused)
+//! 0x80    ...   ring of snapshots
 //!
 //! Snapshot (SNAP_HEADER_SIZE + 8 * nr_values bytes):
 //! 0x00    8     sequence number (0: never written); order within the CPU's ring
@@ -63,7 +82,12 @@
 //! 0x38    8     address of the hardware exception frame (RIP slot), identifies the oops' one
 //! 0x40    8     RSP of the exception frame (the interrupted stack pointer)
 //! 0x48    8     checksum (FNV-1a 64 of the snapshot with this field zero; 0: not sealed)
-//! 0x50    ...   nr_values u64 raw MSR values
+//! 0x50    8     BTS: IA32_DS_AREA as the capture read it (0 without BTS)
+//! 0x58    8     BTS: bts_index as the capture found it (the next record's address)
+//! 0x60    4     BTS: the pool slot of the buffer this capture kept
+//! 0x64    4     BTS state (SNAP_BTS_*)
+//! 0x68    8     BTS: bts_buffer_base as the capture found it
+//! 0x70    ...   nr_values u64 raw MSR values
 //! ```
 //!
 //! The entry stubs read their configuration from `struct capture_config` ([`cfg`]; the module's
@@ -77,14 +101,18 @@
 /// "LBRDUMP\0".
 pub const MAGIC: [u8; 8] = *b"LBRDUMP\0";
 /// Layout version; bumped on any incompatible change (3: the last exception record; 4: the
-/// branch filter).
-pub const VERSION: u32 = 4;
+/// branch filter; 5: the branch trace store).
+pub const VERSION: u32 = 5;
 /// Size of the area header; CPU blocks start at a page boundary after it.
 pub const HEADER_SIZE: usize = 0x100;
 /// Size of a CPU block's header.
-pub const CPU_HEADER_SIZE: usize = 0x40;
+pub const CPU_HEADER_SIZE: usize = 0x80;
 /// Size of a snapshot's header.
-pub const SNAP_HEADER_SIZE: usize = 0x50;
+pub const SNAP_HEADER_SIZE: usize = 0x70;
+/// Bytes per BTS record: from, to, flags (SDM "64-Bit Format of the DS Save Area").
+pub const BTS_RECORD_SIZE: usize = 24;
+/// Bytes per entry of the BTS buffer table.
+pub const BTS_ENTRY_SIZE: usize = 0x20;
 
 /// Area header field offsets.
 pub mod hdr {
@@ -116,6 +144,29 @@ pub mod hdr {
     pub const FILTER_ARMED: usize = 0xa0;
     pub const LER_FROM_MSR: usize = 0xa8;
     pub const LER_TO_MSR: usize = 0xac;
+    pub const BTS_POOL: usize = 0xb0;
+    pub const BTS_RECORD_SIZE: usize = 0xb4;
+    pub const BTS_BUFFER_SIZE: usize = 0xb8;
+    pub const BTS_TABLE: usize = 0xc0;
+    pub const BTS_RINGS: usize = 0xc4;
+}
+
+/// BTS buffer table entry field offsets.
+pub mod bts {
+    #![allow(missing_docs)]
+    pub const VIRT: usize = 0x00;
+    pub const PHYS: usize = 0x08;
+    pub const OWNER: usize = 0x10;
+}
+
+/// The DS save area's BTS fields (SDM vol. 3B "64-Bit Format of the DS Save Area").
+pub mod ds {
+    #![allow(missing_docs)]
+    pub const BTS_BASE: usize = 0x00;
+    pub const BTS_INDEX: usize = 0x08;
+    pub const BTS_MAX: usize = 0x10;
+    pub const BTS_THRESHOLD: usize = 0x18;
+    pub const SIZE: usize = 0x40;
 }
 
 /// CPU block header field offsets.
@@ -123,6 +174,9 @@ pub mod cpu {
     #![allow(missing_docs)]
     pub const COUNT: usize = 0x00;
     pub const BUSY: usize = 0x08;
+    pub const BTS_CUR: usize = 0x10;
+    pub const BTS_TABLE: usize = 0x18;
+    pub const DS: usize = 0x40;
 }
 
 /// Snapshot field offsets.
@@ -139,7 +193,12 @@ pub mod snap {
     pub const FRAME: usize = 0x38;
     pub const RSP: usize = 0x40;
     pub const CHECKSUM: usize = 0x48;
-    pub const VALUES: usize = 0x50;
+    pub const DS_AREA: usize = 0x50;
+    pub const BTS_INDEX: usize = 0x58;
+    pub const BTS_SLOT: usize = 0x60;
+    pub const BTS_STATE: usize = 0x64;
+    pub const BTS_BASE: usize = 0x68;
+    pub const VALUES: usize = 0x70;
 }
 
 /// `struct capture_config`: what the entry stubs read (written while no gate points at them,
@@ -180,8 +239,17 @@ pub mod cfg {
     pub const IPI_GATE: usize = 0x78;
     /// That quadword pointing at the REBOOT_VECTOR stop stub.
     pub const IPI_HOOK: usize = 0x80;
+    /// BTS buffers per CPU (0: no BTS, the capture leaves the debug store alone).
+    pub const BTS_POOL: usize = 0x88;
+    /// Address of CPU 0's first entry in the BTS buffer table.
+    pub const BTS_TABLE: usize = 0x90;
+    /// Bytes per BTS buffer (a whole number of records).
+    pub const BTS_SIZE: usize = 0x98;
+    /// The control bit(s) a #DB delivery clears (the LBR switch): the re-arm target is ARMED
+    /// with only these cleared; `MASK` also holds BTS's bits (TR, BTS), which #DB leaves.
+    pub const REARM_MASK: usize = 0xa0;
     /// Size of the structure.
-    pub const SIZE: usize = 0x88;
+    pub const SIZE: usize = 0xa8;
 }
 
 /// The stop stubs' register save areas (not part of the dump): `CPU_SIZE` bytes per CPU, at
@@ -229,6 +297,21 @@ pub const SNAP_WAS_OFF: u32 = 0x4;
 /// Snapshot state: a panic() called from an NMI handler, with the recorder frozen at that NMI's
 /// entry (`nmi_freeze`): the records end with the NMI's delivery, from where the CPU was.
 pub const SNAP_NMI_ENTRY: u32 = 0x8;
+
+/// BTS state: the capture kept this CPU's BTS buffer (its owner is this snapshot) and swapped a
+/// spare one into the debug store before recording went on.
+pub const SNAP_BTS_KEPT: u32 = 0x1;
+/// BTS state: the kept buffer had filled and wrapped at least once (its last record slot was
+/// written): every record in it is history, the oldest at bts_index.
+pub const SNAP_BTS_WRAPPED: u32 = 0x2;
+/// BTS state: IA32_DS_AREA was not this CPU's debug store (another owner, perf, took it): no
+/// buffer kept, the debug store left as found.
+pub const SNAP_BTS_FOREIGN: u32 = 0x4;
+
+/// BTS rings stored (area header `BTS_RINGS`): kernel-mode branches.
+pub const BTS_RING_KERNEL: u32 = 0x1;
+/// BTS rings stored: user-mode branches.
+pub const BTS_RING_USER: u32 = 0x2;
 
 /// The state a snapshot is reported with, from its SNAP_* bits, the control value at entry, the
 /// value lbr-dump writes when arming (the area header's) and, for recorders with a filter MSR,
@@ -281,6 +364,10 @@ pub struct Geometry {
     pub ring: usize,
     /// Raw values per snapshot.
     pub nr_values: usize,
+    /// BTS buffers per CPU (0: no BTS).
+    pub bts_pool: usize,
+    /// Bytes per BTS buffer (0 without BTS).
+    pub bts_size: usize,
 }
 
 impl Geometry {
@@ -294,9 +381,19 @@ impl Geometry {
         HEADER_SIZE
     }
 
-    /// Offset of CPU 0's block: after the MSR list, 64-byte aligned.
-    pub fn cpu_offset(&self) -> usize {
+    /// Offset of the BTS buffer table: after the MSR list, 64-byte aligned.
+    pub fn bts_table(&self) -> usize {
         (self.msr_list() + 4 * self.nr_values).next_multiple_of(64)
+    }
+
+    /// Offset of the BTS table entry of `cpu`'s pool buffer `slot`.
+    pub fn bts_entry(&self, cpu: usize, slot: usize) -> usize {
+        self.bts_table() + (cpu * self.bts_pool + slot) * BTS_ENTRY_SIZE
+    }
+
+    /// Offset of CPU 0's block: after the BTS table (none without BTS), 64-byte aligned.
+    pub fn cpu_offset(&self) -> usize {
+        self.bts_entry(self.nr_cpus, 0).next_multiple_of(64)
     }
 
     /// Bytes per CPU block (64-byte aligned, so blocks do not share cache lines).
@@ -364,6 +461,10 @@ impl core::fmt::Display for AreaError {
 pub const MAX_CPUS: usize = 8192;
 /// The most snapshots per CPU a header may announce.
 pub const MAX_RING: usize = 64;
+/// The most BTS buffers per CPU a header may announce.
+pub const MAX_BTS_POOL: usize = 16;
+/// The largest BTS buffer a header may announce (the module allocates at most 4 MiB).
+pub const MAX_BTS_SIZE: usize = 1 << 30;
 
 fn le32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
@@ -411,6 +512,93 @@ pub struct AreaHeader<'a> {
     /// [`crate::facility::Filter::All`], consecutive records
     /// are not straight-line code apart.
     pub branches: crate::facility::Filter,
+    /// The branch trace store, when armed with it.
+    pub bts: Option<BtsHeader>,
+}
+
+/// The area header's BTS fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BtsHeader {
+    /// Buffers per CPU.
+    pub pool: usize,
+    /// Bytes per buffer, a whole number of [`BTS_RECORD_SIZE`] records.
+    pub buffer_size: usize,
+    /// BTS_RING_* bits: which rings' branches were stored.
+    pub rings: u32,
+}
+
+/// One entry of the BTS buffer table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BtsEntry {
+    /// The buffer's virtual (linear) address.
+    pub virt: u64,
+    /// Its physical address.
+    pub phys: u64,
+    /// Sequence number of the snapshot whose history it keeps; 0 while recording or unused.
+    pub owner: u64,
+}
+
+/// A snapshot's BTS fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BtsSnap {
+    /// IA32_DS_AREA as the capture read it.
+    pub ds_area: u64,
+    /// bts_index as found: the address the next record would have gone to.
+    pub index: u64,
+    /// The pool slot of the buffer kept.
+    pub slot: u32,
+    /// SNAP_BTS_* bits.
+    pub state: u32,
+    /// bts_buffer_base as found.
+    pub base: u64,
+}
+
+/// Why a kept BTS buffer's position cannot be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BtsError {
+    /// bts_index is not within the buffer, or not a whole number of records from its base.
+    Index,
+    /// The buffer is smaller than one record.
+    Size,
+}
+
+impl core::fmt::Display for BtsError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Index => write!(
+                f,
+                "the BTS index is not a record boundary inside the buffer"
+            ),
+            Self::Size => write!(f, "the BTS buffer is smaller than one record"),
+        }
+    }
+}
+
+/// The records of a kept BTS buffer of `size` bytes at `base` whose next record would have gone
+/// to `index`, as byte ranges within the buffer, oldest first: `[base, index)` if it never
+/// wrapped, else `[index, end)` then `[base, index)` (the hardware wraps to the base as soon as
+/// a whole record no longer fits: the SDM's circular mode with BTINT clear). Empty ranges are
+/// `0..0`.
+pub fn bts_runs(
+    size: usize,
+    base: u64,
+    index: u64,
+    wrapped: bool,
+) -> Result<[core::ops::Range<usize>; 2], BtsError> {
+    let end = size / BTS_RECORD_SIZE * BTS_RECORD_SIZE;
+    if end == 0 {
+        return Err(BtsError::Size);
+    }
+    let off = index.checked_sub(base).ok_or(BtsError::Index)?;
+    if off > end as u64 || off % BTS_RECORD_SIZE as u64 != 0 {
+        return Err(BtsError::Index);
+    }
+    let off = off as usize;
+    Ok(if wrapped {
+        [off..end, 0..off]
+    } else {
+        [0..off, 0..0]
+    })
 }
 
 impl<'a> AreaHeader<'a> {
@@ -450,6 +638,8 @@ impl<'a> AreaHeader<'a> {
             nr_cpus: le32(b, hdr::NR_CPUS) as usize,
             ring: le32(b, hdr::RING) as usize,
             nr_values: le32(b, hdr::NR_VALUES) as usize,
+            bts_pool: 0,
+            bts_size: 0,
         };
         field((1..=MAX_CPUS).contains(&g.nr_cpus), "CPU count")?;
         field((1..=MAX_RING).contains(&g.ring), "ring size")?;
@@ -473,6 +663,52 @@ impl<'a> AreaHeader<'a> {
             layout.values() + 2 * ler.is_some() as usize + filter.is_some() as usize == g.nr_values,
             "value count",
         )?;
+        let bts = match le32(b, hdr::BTS_POOL) as usize {
+            0 => {
+                field(
+                    le32(b, hdr::BTS_RECORD_SIZE) == 0
+                        && le64(b, hdr::BTS_BUFFER_SIZE) == 0
+                        && le32(b, hdr::BTS_TABLE) == 0
+                        && le32(b, hdr::BTS_RINGS) == 0,
+                    "BTS fields without a BTS pool",
+                )?;
+                None
+            }
+            pool => {
+                field((2..=MAX_BTS_POOL).contains(&pool), "BTS pool size")?;
+                field(
+                    le32(b, hdr::BTS_RECORD_SIZE) as usize == BTS_RECORD_SIZE,
+                    "BTS record size",
+                )?;
+                let size = le64(b, hdr::BTS_BUFFER_SIZE);
+                field(
+                    (BTS_RECORD_SIZE as u64..=MAX_BTS_SIZE as u64).contains(&size)
+                        && size % BTS_RECORD_SIZE as u64 == 0,
+                    "BTS buffer size",
+                )?;
+                let rings = le32(b, hdr::BTS_RINGS);
+                field(
+                    rings != 0 && rings & !(BTS_RING_KERNEL | BTS_RING_USER) == 0,
+                    "BTS rings",
+                )?;
+                Some(BtsHeader {
+                    pool,
+                    buffer_size: size as usize,
+                    rings,
+                })
+            }
+        };
+        let g = Geometry {
+            bts_pool: bts.map_or(0, |t| t.pool),
+            bts_size: bts.map_or(0, |t| t.buffer_size),
+            ..g
+        };
+        if bts.is_some() {
+            field(
+                le32(b, hdr::BTS_TABLE) as usize == g.bts_table(),
+                "BTS table offset",
+            )?;
+        }
         field(
             le32(b, hdr::SNAP_SIZE) as usize == g.snap_size(),
             "snapshot size",
@@ -508,6 +744,21 @@ impl<'a> AreaHeader<'a> {
             branches: *crate::facility::Filter::ALL
                 .get(le32(b, hdr::BRANCH_FILTER) as usize)
                 .ok_or(AreaError::Field("branch filter"))?,
+            bts,
+        })
+    }
+
+    /// The BTS table entry of `cpu`'s pool buffer `slot` (`None` without BTS or for a slot
+    /// outside the pool); `area` is the whole area.
+    pub fn bts_entry(&self, area: &[u8], cpu: usize, slot: usize) -> Option<BtsEntry> {
+        let g = self.geometry;
+        (self.bts.is_some() && slot < g.bts_pool && cpu < g.nr_cpus).then(|| {
+            let e = g.bts_entry(cpu, slot);
+            BtsEntry {
+                virt: le64(area, e + bts::VIRT),
+                phys: le64(area, e + bts::PHYS),
+                owner: le64(area, e + bts::OWNER),
+            }
         })
     }
 
@@ -540,6 +791,13 @@ impl<'a> AreaHeader<'a> {
             filter: self
                 .filter
                 .map(|_| le64(b, snap::VALUES + 8 * (self.geometry.nr_values - 1))),
+            bts: self.bts.map(|_| BtsSnap {
+                ds_area: le64(b, snap::DS_AREA),
+                index: le64(b, snap::BTS_INDEX),
+                slot: le32(b, snap::BTS_SLOT),
+                state: le32(b, snap::BTS_STATE),
+                base: le64(b, snap::BTS_BASE),
+            }),
             ler: self.ler.map(|_| {
                 let at = snap::VALUES + 8 * self.layout.values();
                 (le64(b, at), le64(b, at + 8))
@@ -576,6 +834,8 @@ pub struct SnapshotView<'a> {
     pub rsp: u64,
     /// The filter MSR's value at the capture (when the header names a filter MSR).
     pub filter: Option<u64>,
+    /// The BTS fields (when the area has BTS).
+    pub bts: Option<BtsSnap>,
     /// The last exception record's raw FROM and TO values at the capture (when the header names
     /// its MSRs; [`crate::record::last_exception`] decodes them).
     pub ler: Option<(u64, u64)>,

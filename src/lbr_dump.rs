@@ -60,6 +60,21 @@ module! {
                           watchdog) shows what the CPU did before the NMI; 2 RDMSR and 2 WRMSR \
                           per kernel-mode NMI",
         },
+        bts: u32 {
+            default: 0,
+            description: "Branch trace store beside the LBR (Intel legacy LBR models): KiB per \
+                          BTS buffer, a power of two from 4 to 4096, a pool of 3 buffers per \
+                          CPU; 0 (default): off",
+        },
+        bts_user: bool {
+            default: false,
+            description: "With bts: store user-mode branches too (default: kernel only)",
+        },
+        bts_print: u32 {
+            default: 32,
+            description: "With bts: BTS records each oops prints, newest first (all of them stay \
+                          in memory for crash dumps)",
+        },
         vectors: u32 {
             default: crate::capture::Vectors::ALL,
             description: "Hooked exception vectors, a bit mask (bit N: vector N) of 0 #DE, \
@@ -134,6 +149,7 @@ fn prepare(module: &'static ThisModule) -> Result<control::State> {
         pr_err!("filter={}: {why}; load with filter=all\n", filter.name());
         return Err(ENODEV);
     }
+    let bts = bts_options(&found)?;
     let options = capture::Options {
         rings: if module_parameters::all_rings.value() {
             capture::Rings::All
@@ -143,8 +159,42 @@ fn prepare(module: &'static ThisModule) -> Result<control::State> {
         filter,
         vectors,
         nmi_freeze: module_parameters::nmi_freeze.value(),
+        bts,
     };
     Ok(control::State::new(found, options, text_base(module)))
+}
+
+/// The `bts` parameters, checked against what the probe found: `None` for `bts=0`.
+fn bts_options(found: &probe::Found) -> Result<Option<capture::BtsOptions>> {
+    let kib = module_parameters::bts.value();
+    if kib == 0 {
+        return Ok(None);
+    }
+    if !(4..=4096).contains(&kib) || !kib.is_power_of_two() {
+        pr_err!("bts={kib}: not a buffer size: KiB per BTS buffer, a power of two from 4 to 4096\n");
+        return Err(EINVAL);
+    }
+    if found.bts != facility::Bts::Available {
+        pr_err!("bts={kib}: {} on this CPU\n", format_args!("{}", found.bts));
+        return Err(ENODEV);
+    }
+    if !matches!(found.recorder, facility::Recorder::IntelLegacy(_)) {
+        pr_err!(
+            "bts={kib}: BTS is switched in DEBUGCTL, and this recorder's switch is not DEBUGCTL.LBR ({}): one WRMSR could not freeze both at a crash\n",
+            found.recorder.switch().name
+        );
+        return Err(ENODEV);
+    }
+    let user = module_parameters::bts_user.value();
+    if !user && !found.facility.ds_cpl {
+        pr_err!("bts={kib}: this CPU cannot store kernel branches only (no DS-CPL in CPUID): load with bts_user=1\n");
+        return Err(ENODEV);
+    }
+    Ok(Some(capture::BtsOptions {
+        size: kib as usize * 1024,
+        user,
+        print: module_parameters::bts_print.value(),
+    }))
 }
 
 /// Once the object is in place: arm if asked, publish the state, create the attributes. An error
@@ -227,6 +277,8 @@ mod tests {
             nr_cpus: crate::layout::MAX_CPUS,
             ring: crate::layout::MAX_RING,
             nr_values: layout.values(),
+            bts_pool: 0,
+            bts_size: 0,
         };
         assert!(matches!(crate::capture::Area::new(g, layout), Err(e) if e == ENOMEM));
     }

@@ -277,6 +277,75 @@ fn none(cpu: usize, reason: &str) {
     print_raw(&mut l);
 }
 
+/// The snapshot's BTS history, when armed with BTS: a head line, then the newest `bts_print`
+/// records of the buffer the capture kept, newest first (all of them stay in memory: lbr-decode
+/// reads them from a dump). Nothing if the capture found another owner's debug store (said so),
+/// or if a later capture reused the buffer (said so).
+fn print_bts(a: &Armed, s: &Snap) {
+    let g = a.area.geometry;
+    if g.bts_pool == 0 {
+        return;
+    }
+    let f = |field| a.area.u64_at(s.off + field);
+    let slot_state = f(snap::BTS_SLOT);
+    let (slot, state) = (slot_state as u32 as usize, (slot_state >> 32) as u32);
+    let mut l = LineBuf::new();
+    let _ = write!(l, "bts cpu={} seq={} ", s.cpu, s.seq);
+    if state & layout::SNAP_BTS_FOREIGN != 0 {
+        let _ = write!(l, "state=foreign ds_area={:#018x}", f(snap::DS_AREA));
+        print_raw(&mut l);
+        return;
+    }
+    if state & layout::SNAP_BTS_KEPT == 0 || slot >= g.bts_pool {
+        return;
+    }
+    let entry = g.bts_entry(s.cpu, slot);
+    let (virt, owner) = (a.area.u64_at(entry + layout::bts::VIRT), a.area.u64_at(entry + layout::bts::OWNER));
+    if owner != s.seq {
+        let _ = write!(l, "state=reused owner={owner}");
+        print_raw(&mut l);
+        return;
+    }
+    let wrapped = state & layout::SNAP_BTS_WRAPPED != 0;
+    let (base, index) = (f(snap::BTS_BASE), f(snap::BTS_INDEX));
+    let runs = match layout::bts_runs(g.bts_size, base, index, wrapped) {
+        Ok(r) if base == virt => r,
+        _ => {
+            let _ = write!(l, "state=inconsistent base={base:#x} index={index:#x} buffer={virt:#x}");
+            print_raw(&mut l);
+            return;
+        }
+    };
+    let total = (runs[0].len() + runs[1].len()) / layout::BTS_RECORD_SIZE;
+    let shown = total.min(a.bts_print as usize);
+    let _ = write!(
+        l,
+        "records={total} shown={shown} wrapped={} buffer={virt:#x} size={} state=kept",
+        if wrapped { "yes" } else { "no" },
+        g.bts_size
+    );
+    print_raw(&mut l);
+    // Newest first: the second run backwards, then the first.
+    let mut i = 0;
+    for run in [&runs[1], &runs[0]] {
+        let mut off = run.end;
+        while off > run.start && i < shown {
+            off -= layout::BTS_RECORD_SIZE;
+            // SAFETY: `virt` is a BTS buffer of this arming (the area's table, checked against
+            // the snapshot's base), alive while `a` is; `off` is a record inside its used size
+            // (`bts_runs`); a kept buffer is no longer written by the hardware.
+            let (from, to) = unsafe {
+                let r = (virt as usize + off) as *const u64;
+                (ptr::read_volatile(r), ptr::read_volatile(r.add(1)))
+            };
+            let mut l = LineBuf::new();
+            let _ = write!(l, "bts #{i} {from:#018x} -> {to:#018x}");
+            print_branch(&mut l, from, to);
+            i += 1;
+        }
+    }
+}
+
 fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
     let layout = a.area.layout;
     let n = layout.values().min(record::MAX_VALUES);
@@ -327,6 +396,7 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
         let _ = write!(l, "{}", LerLine { from: ler.from, to: ler.to });
         print_branch(&mut l, ler.from, ler.to);
     }
+    print_bts(a, s);
     let mut l = LineBuf::new();
     let _ = write!(l, "end cpu={} seq={}", s.cpu, s.seq);
     print_raw(&mut l);

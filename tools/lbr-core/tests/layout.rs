@@ -13,8 +13,10 @@ fn geometry_is_aligned_and_disjoint() {
         nr_cpus: 4,
         ring: 4,
         nr_values: 97,
+        bts_pool: 0,
+        bts_size: 0,
     };
-    assert_eq!(g.snap_size(), 0x50 + 97 * 8);
+    assert_eq!(g.snap_size(), 0x70 + 97 * 8);
     assert_eq!(g.cpu_offset() % 64, 0);
     assert!(g.cpu_offset() >= HEADER_SIZE + 4 * 97);
     assert_eq!(g.cpu_block_size() % 64, 0);
@@ -126,6 +128,8 @@ fn area() -> Vec<u8> {
         nr_cpus: 2,
         ring: 4,
         nr_values: 16,
+        bts_pool: 0,
+        bts_size: 0,
     };
     let mut a = vec![0u8; g.area_size()];
     let put32 =
@@ -133,12 +137,12 @@ fn area() -> Vec<u8> {
     let put64 =
         |a: &mut Vec<u8>, off: usize, v: u64| a[off..off + 8].copy_from_slice(&v.to_le_bytes());
     a[..8].copy_from_slice(b"LBRDUMP\0");
-    put32(&mut a, 0x08, 4);
+    put32(&mut a, 0x08, 5);
     put32(&mut a, 0x0c, 0x100);
     put64(&mut a, 0x10, g.area_size() as u64);
     put32(&mut a, 0x20, 2);
     put32(&mut a, 0x24, 4);
-    put32(&mut a, 0x28, 0x50 + 16 * 8);
+    put32(&mut a, 0x28, 0x70 + 16 * 8);
     put32(&mut a, 0x2c, 16);
     put32(&mut a, 0x30, 1); // Intel LBR
     put32(&mut a, 0x34, 5);
@@ -173,11 +177,11 @@ fn area() -> Vec<u8> {
     put32(&mut a, s + 0x08, 14);
     put32(&mut a, s + 0x0c, 1);
     put64(&mut a, s + 0x18, 0xffff_ffff_8153_7fe9);
-    put64(&mut a, s + 0x50, 2);
-    put64(&mut a, s + 0x50 + 8 * 3, 0xffff_ffff_8153_7fe9);
-    put64(&mut a, s + 0x50 + 8 * 13, 0xffff_ffff_8153_7fd0); // LER FROM
-    put64(&mut a, s + 0x50 + 8 * 14, 0xffff_ffff_8153_7fe0); // LER TO
-    put64(&mut a, s + 0x50 + 8 * 15, 6); // LBR_SELECT as another owner left it
+    put64(&mut a, s + 0x70, 2);
+    put64(&mut a, s + 0x70 + 8 * 3, 0xffff_ffff_8153_7fe9);
+    put64(&mut a, s + 0x70 + 8 * 13, 0xffff_ffff_8153_7fd0); // LER FROM
+    put64(&mut a, s + 0x70 + 8 * 14, 0xffff_ffff_8153_7fe0); // LER TO
+    put64(&mut a, s + 0x70 + 8 * 15, 6); // LBR_SELECT as another owner left it
     let sum = checksum(&a[s..s + g.snap_size()], 0x48);
     put64(&mut a, s + 0x48, sum);
     a
@@ -245,16 +249,16 @@ fn bad_headers_are_refused() {
     let mut a = area();
     a[0x08] = 1;
     assert_eq!(AreaHeader::parse(&a), Err(AreaError::Version(1)));
-    // Versions 2 (no last exception record) and 3 (no branch filter) are refused by name,
-    // whatever they hold.
-    for v in [2, 3] {
+    // Versions 2 (no last exception record), 3 (no branch filter) and 4 (no branch trace
+    // store) are refused by name, whatever they hold.
+    for v in [2, 3, 4] {
         let mut a = area();
         a[0x08] = v as u8;
         assert_eq!(AreaHeader::parse(&a), Err(AreaError::Version(v)));
     }
     assert_eq!(
         AreaError::Version(3).to_string(),
-        "layout version 3, this reader knows 4"
+        "layout version 3, this reader knows 5"
     );
     let mut a = area();
     a[0x20] = 3; // CPU count changed without the checksum
@@ -320,4 +324,147 @@ fn snapshot_states() {
         snapshot_state(SNAP_COMPLETE | SNAP_TORN | SNAP_WAS_OFF, 0, armed, None),
         State::Torn
     );
+}
+
+/// [`area`] with the branch trace store: a pool of 2 buffers of 10 records per CPU, the table
+/// after the MSR list, CPU 1's buffer 1 kept by the snapshot in slot 1 (seq 42), found with
+/// bts_index 3 records past its base.
+fn bts_area() -> Vec<u8> {
+    let plain = area();
+    let g = Geometry {
+        nr_cpus: 2,
+        ring: 4,
+        nr_values: 16,
+        bts_pool: 2,
+        bts_size: 240,
+    };
+    let put32 =
+        |a: &mut Vec<u8>, off: usize, v: u32| a[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    let put64 =
+        |a: &mut Vec<u8>, off: usize, v: u64| a[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    // The table: 2 CPUs * 2 buffers * 32 bytes at 0x140 (the MSR list's 16 entries end at
+    // 0x140); CPU blocks from 0x1c0.
+    assert_eq!((g.bts_table(), g.cpu_offset()), (0x140, 0x1c0));
+    let mut a = vec![0u8; g.area_size()];
+    a[..0x140].copy_from_slice(&plain[..0x140]);
+    put64(&mut a, 0x10, g.area_size() as u64);
+    put32(&mut a, 0x84, 0x1c0);
+    put32(&mut a, 0xb0, 2);
+    put32(&mut a, 0xb4, 24);
+    put64(&mut a, 0xb8, 240);
+    put32(&mut a, 0xc0, 0x140);
+    put32(&mut a, 0xc4, 1); // kernel branches only
+    for cpu in 0..2u64 {
+        for slot in 0..2u64 {
+            let e = 0x140 + 0x20 * (2 * cpu + slot) as usize;
+            put64(&mut a, e, 0xffff_8880_0100_0000 + 0x1000 * (2 * cpu + slot));
+            put64(&mut a, e + 8, 0x0100_0000 + 0x1000 * (2 * cpu + slot));
+        }
+    }
+    put64(&mut a, 0x140 + 0x20 * 3 + 0x10, 42); // CPU 1, buffer 1: kept by seq 42
+    let sum = checksum(&a[..0x100], 0x18);
+    put64(&mut a, 0x18, sum);
+    let cpu1 = 0x1c0 + g.cpu_block_size();
+    put64(&mut a, cpu1, 2);
+    put32(&mut a, cpu1 + 0x10, 0); // recording into buffer 0 again
+    let s = cpu1 + 0x80 + g.snap_size();
+    put64(&mut a, s, 42);
+    put32(&mut a, s + 0x08, 14);
+    put32(&mut a, s + 0x0c, 1);
+    put64(&mut a, s + 0x50, (cpu1 + 0x40) as u64); // DS_AREA (an area-relative stand-in)
+    put64(&mut a, s + 0x58, 0xffff_8880_0100_3000 + 3 * 24);
+    put32(&mut a, s + 0x60, 1);
+    put32(&mut a, s + 0x64, 1); // kept, not wrapped
+    put64(&mut a, s + 0x68, 0xffff_8880_0100_3000);
+    a
+}
+
+#[test]
+fn bts_area_reads_back() {
+    let a = bts_area();
+    let h = AreaHeader::parse(&a).unwrap();
+    assert_eq!(
+        h.bts,
+        Some(lbr_core::layout::BtsHeader {
+            pool: 2,
+            buffer_size: 240,
+            rings: 1
+        })
+    );
+    assert_eq!(h.area_size, a.len());
+    let e = h.bts_entry(&a, 1, 1).unwrap();
+    assert_eq!(
+        (e.virt, e.phys, e.owner),
+        (0xffff_8880_0100_3000, 0x0100_3000, 42)
+    );
+    assert_eq!(h.bts_entry(&a, 1, 0).unwrap().owner, 0);
+    assert_eq!(h.bts_entry(&a, 1, 2), None, "slot outside the pool");
+    assert_eq!(h.bts_entry(&a, 2, 0), None, "CPU outside the area");
+    let s = h.snapshot(&a, 1, 1);
+    assert_eq!(s.seq, 42);
+    let b = s.bts.unwrap();
+    assert_eq!(
+        (b.slot, b.state, b.base, b.index),
+        (1, 1, 0xffff_8880_0100_3000, 0xffff_8880_0100_3000 + 72)
+    );
+    // Without BTS, snapshots have no BTS fields and no table.
+    let plain = area();
+    let h = AreaHeader::parse(&plain).unwrap();
+    assert_eq!(h.bts, None);
+    assert_eq!(h.snapshot(&plain, 1, 1).bts, None);
+    assert_eq!(h.bts_entry(&plain, 0, 0), None);
+}
+
+#[test]
+fn bad_bts_headers_are_refused() {
+    for (off, v, what) in [
+        (0xb0, 1u64, "BTS pool size"), // no spare buffer
+        (0xb0, 17, "BTS pool size"),
+        (0xb4, 16, "BTS record size"),
+        (0xb8, 250, "BTS buffer size"), // not whole records
+        (0xb8, 0, "BTS buffer size"),
+        (0xc4, 0, "BTS rings"),
+        (0xc4, 4, "BTS rings"),
+        (0xc0, 0x100, "BTS table offset"),
+    ] {
+        let mut a = bts_area();
+        let n = if off == 0xb8 { 8 } else { 4 };
+        a[off..off + n].copy_from_slice(&v.to_le_bytes()[..n]);
+        let sum = checksum(&a[..0x100], 0x18);
+        a[0x18..0x20].copy_from_slice(&sum.to_le_bytes());
+        assert_eq!(
+            AreaHeader::parse(&a),
+            Err(AreaError::Field(what)),
+            "{off:#x} = {v}"
+        );
+    }
+    // BTS fields set in an area without a pool.
+    let mut a = area();
+    a[0xc4] = 1;
+    let sum = checksum(&a[..0x100], 0x18);
+    a[0x18..0x20].copy_from_slice(&sum.to_le_bytes());
+    assert_eq!(
+        AreaHeader::parse(&a),
+        Err(AreaError::Field("BTS fields without a BTS pool"))
+    );
+}
+
+#[test]
+fn bts_runs_follow_the_circular_buffer() {
+    use lbr_core::layout::{bts_runs, BtsError};
+    let base = 0xffff_8880_0100_0000;
+    // 10 records (240 bytes), the next to go to record 3.
+    assert_eq!(bts_runs(240, base, base + 72, false), Ok([0..72, 0..0]));
+    // Wrapped: the oldest is record 3 (overwritten last time round), then back to the base.
+    assert_eq!(bts_runs(240, base, base + 72, true), Ok([72..240, 0..72]));
+    // Index at the end (the wrap to the base not yet made) or at the base.
+    assert_eq!(bts_runs(240, base, base + 240, false), Ok([0..240, 0..0]));
+    assert_eq!(bts_runs(240, base, base, true), Ok([0..240, 0..0]));
+    assert_eq!(bts_runs(240, base, base, false), Ok([0..0, 0..0]));
+    // A size that is not whole records: the hardware never writes the tail.
+    assert_eq!(bts_runs(250, base, base + 24, true), Ok([24..240, 0..24]));
+    assert_eq!(bts_runs(240, base, base + 73, false), Err(BtsError::Index));
+    assert_eq!(bts_runs(240, base, base + 264, false), Err(BtsError::Index));
+    assert_eq!(bts_runs(240, base, base - 24, false), Err(BtsError::Index));
+    assert_eq!(bts_runs(20, base, base, false), Err(BtsError::Size));
 }

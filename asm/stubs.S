@@ -319,7 +319,37 @@ SYM_DATA_END(lbr_dump_capture)
 	jmp	.Lbts_kept_\sfx
 .Lbts_foreign_\sfx:
 	movl	$LBR_SNAP_BTS_FOREIGN, LBR_SNAP_BTS_STATE(%rsi)
+	xorl	%eax, %eax			/* nothing kept: no stale slot, index or base */
+	movl	%eax, LBR_SNAP_BTS_SLOT(%rsi)
+	movq	%rax, LBR_SNAP_BTS_INDEX(%rsi)
+	movq	%rax, LBR_SNAP_BTS_BASE(%rsi)
 .Lbts_kept_\sfx:
+.endm
+
+/*
+ * LBR_BTS_OFF sfx: with BTS armed, switches it off on this CPU for good (TR and BTS cleared in
+ * the control MSR, the LBR left as it is): after a panic comes kdump's kexec or a reboot, whose
+ * page tables do not map lbr-dump's debug store and buffers (a BTS record stored there would
+ * fault at any instruction), and the next kernel must not start with TR and BTS set. The panic
+ * entry and the stop stubs end with it, after their capture. Without BTS, one compare. Clobbers
+ * rax, rcx, rdx, r8 and flags.
+ */
+.macro LBR_BTS_OFF sfx:req
+	cmpq	$0, lbr_dump_capture+LBR_CFG_BTS_POOL(%rip)
+	je	.Lbts_off_done_\sfx
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	rdmsr
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* rax = control value now */
+	movq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %r8
+	notq	%r8
+	andq	lbr_dump_capture+LBR_CFG_MASK(%rip), %r8	/* r8 = TR|BTS */
+	notq	%r8
+	andq	%r8, %rax
+	movq	%rax, %rdx
+	shrq	$32, %rdx
+	wrmsr
+.Lbts_off_done_\sfx:
 .endm
 
 /*
@@ -724,10 +754,12 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	movq	%cr2, %rax
 	movq	%rax, LBR_SNAP_CR2(%rsi)
 	LBR_RECORD P_ENTRY(%rsp), panic, state_or=%r11d
-	jmp	.Lpanic_pop
+	jmp	.Lpanic_bts_off
 
 .Lpanic_put_back:
 	LBR_PUT_BACK P_ENTRY(%rsp)
+.Lpanic_bts_off:
+	LBR_BTS_OFF panic
 .Lpanic_pop:
 	popq	%r11
 	popq	%r10
@@ -878,6 +910,7 @@ SYM_CODE_START(lbr_dump_stop_\name)
 .Lstop_put_back_\name:
 	LBR_PUT_BACK LBR_STOP_ENTRY(%r11)
 .Lstop_restore_\name:
+	LBR_BTS_OFF stop_\name
 	movq	LBR_STOP_RAX(%r11), %rax
 	movq	LBR_STOP_RCX(%r11), %rcx
 	movq	LBR_STOP_RDX(%r11), %rdx

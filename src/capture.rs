@@ -139,9 +139,11 @@ pub(crate) struct BtsOptions {
     pub(crate) print: u32,
 }
 
-/// BTS buffers per CPU: the one recording and two kept by the newest captures (a WARN, then the
-/// crash); a capture reuses the oldest kept one.
-pub(crate) const BTS_POOL: usize = 3;
+/// BTS buffers per CPU: the one recording and three kept by the newest captures (a WARN, then an
+/// oops that panics: its exception and its panic() entry are two captures); a capture reuses the
+/// oldest kept one. Fixed-up kernel faults that are captured (an rdmsr_safe() #GP, a nofault
+/// read) take one too.
+pub(crate) const BTS_POOL: usize = 4;
 
 impl BtsOptions {
     /// Records a buffer holds.
@@ -264,6 +266,17 @@ fn wrmsr_here(msr: u32, v: u64) {
     };
 }
 
+/// `rdmsr` on this CPU, for the resume and shutdown callbacks (IRQs off). Only for MSRs arming
+/// read safely on every CPU.
+fn rdmsr_here(msr: u32) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: reads an MSR that arming read without fault on this CPU model; no memory access.
+    unsafe {
+        core::arch::asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nostack, nomem))
+    };
+    (hi as u64) << 32 | lo as u64
+}
+
 /// What the hotplug and resume callbacks need (they get only a CPU number, or nothing).
 struct Saved {
     control: Control,
@@ -277,6 +290,9 @@ struct Saved {
     /// BTS: (address of CPU 0's debug store, bytes between CPUs' debug stores): what
     /// IA32_DS_AREA gets on each CPU.
     ds: Option<(u64, u64)>,
+    /// Set while arming runs the online callback on every CPU: another owner's debug store then
+    /// refuses arming; on a CPU that comes online later, it only keeps BTS off there.
+    arming: AtomicBool,
 }
 
 impl Saved {
@@ -306,9 +322,10 @@ impl core::fmt::Display for ArmCpuError {
             Self::Msr(e) => e.fmt(f),
             Self::DsTaken(v) => write!(
                 f,
-                "IA32_DS_AREA is {v:#x}: another owner has the debug store (perf reserves it for \
-                 its hardware events, the NMI watchdog among them: boot with nmi_watchdog=0 and \
-                 stop perf sessions, or load without bts)"
+                "IA32_DS_AREA is {v:#x}: another owner has the debug store (perf points it at \
+                 its own for any hardware event, the NMI watchdog among them, and never gives it \
+                 back: boot with nmi_watchdog=0 and run no perf hardware event before arming, or \
+                 load without bts)"
             ),
         }
     }
@@ -348,22 +365,38 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     }
     let c = &s.control;
     let ctl = read_msr(cpu, c.switch.msr)?;
-    // BTS: the debug store is lbr-dump's only if nobody else's is in place; it is pointed at
-    // before the control MSR switches BTS on.
-    if let Some(ds) = s.ds(cpu.as_u32()) {
-        let now = read_msr(cpu, msr::DS_AREA)?;
-        if now != 0 && now != ds {
-            return Err(ArmCpuError::DsTaken(now));
-        }
-        slot[2].store(now, Ordering::Relaxed);
-        write_msr(cpu, msr::DS_AREA, ds)?;
-    }
+    // BTS: the debug store is lbr-dump's only if nobody else's is in place.
+    let mut armed = s.armed;
+    let ds = match s.ds(cpu.as_u32()) {
+        Some(ds) => match read_msr(cpu, msr::DS_AREA)? {
+            0 => Some(ds),
+            now if now == ds => Some(ds), // left by an earlier arming of this area: 0 before
+            now if s.arming.load(Ordering::Relaxed) => return Err(ArmCpuError::DsTaken(now)),
+            now => {
+                // A CPU coming online later whose debug store perf set up meanwhile
+                // (intel_pmu_cpu_starting): it records LBR only; failing would keep it offline.
+                pr_warn!(
+                    "CPU {}: {}: BTS stays off on this CPU\n",
+                    cpu.as_u32(),
+                    format_args!("{}", ArmCpuError::DsTaken(now))
+                );
+                armed &= !(debugctl::TR | debugctl::BTS);
+                None
+            }
+        },
+        None => None,
+    };
     slot[0].store(ctl, Ordering::Relaxed);
     if let Some((m, v)) = c.filter {
         slot[1].store(read_msr(cpu, m)?, Ordering::Relaxed);
         write_msr(cpu, m, v)?;
     }
-    Ok(write_msr(cpu, c.switch.msr, s.armed)?)
+    // Last, just before BTS goes on, so that a failure above leaves no debug store behind.
+    if let Some(ds) = ds {
+        slot[2].store(0, Ordering::Relaxed);
+        write_msr(cpu, msr::DS_AREA, ds)?;
+    }
+    Ok(write_msr(cpu, c.switch.msr, armed)?)
 }
 
 /// CPU going offline (and every CPU at disarming; runs on that CPU): put back what was there
@@ -375,7 +408,10 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
     let Some(slot) = s.before.get(cpu as usize) else { return 0 };
     let c = &s.control;
     if let Ok(now) = read_msr(id, c.switch.msr) {
-        if let Some(v) = c.switch.restore(now, s.armed, slot[0].load(Ordering::Relaxed)) {
+        let before = slot[0].load(Ordering::Relaxed);
+        // Also lbr-dump's value frozen whole (an NMI watch window).
+        let frozen = (now == s.armed & !c.freeze_mask()).then_some(before);
+        if let Some(v) = c.switch.restore(now, s.armed, before).or(frozen) {
             let _ = write_msr(id, c.switch.msr, v);
         }
     }
@@ -387,19 +423,34 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
     // BTS is off again (above) unless another owner switched it on: the debug store goes back
     // only where it is still lbr-dump's.
     if let Some(ds) = s.ds(cpu) {
-        if read_msr(id, msr::DS_AREA) == Ok(ds) {
-            // BTS stops before its debug store goes, even if another owner's DEBUGCTL value
-            // (left above) kept TR and BTS on: with this debug store, they are lbr-dump's.
-            let on = debugctl::TR | debugctl::BTS;
-            if let Ok(now) = read_msr(id, c.switch.msr) {
-                if now & on != 0 {
-                    let _ = write_msr(id, c.switch.msr, now & !on);
-                }
+        // BTS off whoever owns the debug store now: a DEBUGCTL value another owner changed (left
+        // above) still has lbr-dump's TR and BTS, which must not outlive its buffers.
+        let on = debugctl::TR | debugctl::BTS;
+        if let Ok(now) = read_msr(id, c.switch.msr) {
+            if now & on != 0 {
+                let _ = write_msr(id, c.switch.msr, now & !on);
             }
+        }
+        if read_msr(id, msr::DS_AREA) == Ok(ds) {
             let _ = write_msr(id, msr::DS_AREA, slot[2].load(Ordering::Relaxed));
         }
     }
     0
+}
+
+/// Shutdown (syscore: reboot, kexec -e; one CPU left, IRQs off): BTS off and the debug store
+/// back on this CPU, as a CPU going offline does, before the next kernel's page tables, which
+/// do not map lbr-dump's buffers. (After a panic, the panic entry and the stop stubs did it.)
+unsafe extern "C" fn shutdown() {
+    let Some(s) = recording() else { return };
+    let cpu = CpuId::current().as_u32();
+    let Some(ds) = s.ds(cpu) else { return };
+    let c = &s.control;
+    wrmsr_here(c.switch.msr, rdmsr_here(c.switch.msr) & !(debugctl::TR | debugctl::BTS));
+    if rdmsr_here(msr::DS_AREA) == ds {
+        let before = s.before.get(cpu as usize).map_or(0, |b| b[2].load(Ordering::Relaxed));
+        wrmsr_here(msr::DS_AREA, before);
+    }
 }
 
 /// Resume from suspend (syscore: the boot CPU, IRQs off, other CPUs still offline): the CPU's
@@ -410,11 +461,18 @@ unsafe extern "C" fn resume() {
     if let Some((m, v)) = s.control.filter {
         wrmsr_here(m, v);
     }
-    // BTS: the debug store first (the reset cleared IA32_DS_AREA; BTS must not run without it).
+    // BTS: the debug store first (the reset cleared IA32_DS_AREA; BTS must not run without it),
+    // unless perf restored its own meanwhile (perf_restore_debug_store() runs before syscore
+    // resume): then BTS stays off.
+    let mut armed = s.armed;
     if let Some(ds) = s.ds(CpuId::current().as_u32()) {
-        wrmsr_here(msr::DS_AREA, ds);
+        match rdmsr_here(msr::DS_AREA) {
+            0 => wrmsr_here(msr::DS_AREA, ds),
+            now if now == ds => {}
+            _ => armed &= !(debugctl::TR | debugctl::BTS),
+        }
     }
-    wrmsr_here(s.control.switch.msr, s.armed);
+    wrmsr_here(s.control.switch.msr, armed);
 }
 
 /// The snapshot area: physically contiguous zeroed pages (layout.rs describes the format).
@@ -691,6 +749,7 @@ impl Saved {
                 msrs: list,
                 before,
                 ds,
+                arming: AtomicBool::new(true),
             },
             GFP_KERNEL,
         )?)
@@ -1028,8 +1087,13 @@ fn start_recording(armed: &mut Armed) -> Result {
         return Err(Error::from_errno(st));
     }
     armed.hp_state = st;
-    // SAFETY: `resume` is valid for the module's lifetime; unregistered in `Armed::drop`.
-    unsafe { ffi::lbr_dump_syscore_register(resume) };
+    if let Some(saved) = armed.saved.as_deref() {
+        // Every online CPU is armed: a CPU coming online from now on is a hotplug.
+        saved.arming.store(false, Ordering::Relaxed);
+    }
+    // SAFETY: `resume` and `shutdown` are valid for the module's lifetime; unregistered in
+    // `Armed::drop`.
+    unsafe { ffi::lbr_dump_syscore_register(resume, shutdown) };
     armed.resume = true;
     Ok(())
 }

@@ -112,10 +112,12 @@ impl core::fmt::Display for BtsArmed {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
-            ", branch trace store: {} buffers of {} KiB ({} records) per CPU, {}",
+            ", branch trace store: {} buffers of {} KiB ({} records) per CPU ({} MiB for {} CPUs), {}",
             capture::BTS_POOL,
             self.0.size / 1024,
             self.0.records(),
+            capture::BTS_POOL * self.0.size * kernel::cpu::nr_cpu_ids() as usize >> 20,
+            kernel::cpu::nr_cpu_ids(),
             if self.0.user { "all rings" } else { "kernel branches" }
         )
     }

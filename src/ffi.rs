@@ -123,8 +123,9 @@ unsafe extern "C" {
     /// points), checks that `handler` is that entry point: -EXDEV if not.
     pub(crate) fn lbr_dump_set_handler(vector: c_uint, handler: c_ulong) -> c_int;
 
-    /// src/glue.c: register_syscore() with `resume` as the resume callback (boot CPU, IRQs off).
-    pub(crate) fn lbr_dump_syscore_register(resume: unsafe extern "C" fn());
+    /// src/glue.c: register_syscore() with `resume` as the resume callback and `shutdown` as the
+    /// shutdown one (one CPU, IRQs off, the others offline).
+    pub(crate) fn lbr_dump_syscore_register(resume: unsafe extern "C" fn(), shutdown: unsafe extern "C" fn());
 
     /// src/glue.c: undoes [`lbr_dump_syscore_register`].
     pub(crate) fn lbr_dump_syscore_unregister();

@@ -9,7 +9,7 @@
  *    bindings' headers (and it is an inline without SMP);
  *  - virt_to_phys() is a static inline;
  *  - static calls (the stubs' way on to the kernel's handlers) are defined and updated by macros;
- *  - struct syscore and register_syscore() (resume on the boot CPU) take C structures;
+ *  - struct syscore and register_syscore() (resume on the boot CPU, shutdown) take C structures;
  *  - the panic path: struct ftrace_ops and the ftrace direct call that puts the panic trampoline
  *    at the entry of panic() and vpanic(), and the panic notifier chain (a C variable).
  * Every function here is declared for Rust in src/ffi.rs, and nowhere else.
@@ -42,7 +42,7 @@ unsigned long lbr_dump_virt_to_phys(void *addr);
 bool lbr_dump_pti_active(void);
 unsigned long lbr_dump_alloc_pages(unsigned int order);
 int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
-void lbr_dump_syscore_register(void (*resume)(void));
+void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void));
 void lbr_dump_syscore_unregister(void);
 int lbr_dump_panic_attach(void);
 int lbr_dump_panic_detach(void);
@@ -193,18 +193,33 @@ int lbr_dump_set_handler(unsigned int vector, unsigned long handler)
  * its recorder is switched back on (src/capture.rs `resume`). One registration at a time.
  */
 static void (*lbr_dump_resume_fn)(void);
+static void (*lbr_dump_shutdown_fn)(void);
 
 static void lbr_dump_syscore_resume(void *data)
 {
 	lbr_dump_resume_fn();
 }
 
-static const struct syscore_ops lbr_dump_syscore_ops = { .resume = lbr_dump_syscore_resume };
+/*
+ * Shutdown (reboot, and kexec -e: kernel_kexec() calls syscore_shutdown() once the other CPUs
+ * are offline, their hotplug callbacks run): the last CPU's BTS goes off before the next
+ * kernel's page tables, which do not map lbr-dump's debug store (src/capture.rs `shutdown`).
+ */
+static void lbr_dump_syscore_shutdown(void *data)
+{
+	lbr_dump_shutdown_fn();
+}
+
+static const struct syscore_ops lbr_dump_syscore_ops = {
+	.resume = lbr_dump_syscore_resume,
+	.shutdown = lbr_dump_syscore_shutdown,
+};
 static struct syscore lbr_dump_syscore = { .ops = &lbr_dump_syscore_ops };
 
-void lbr_dump_syscore_register(void (*resume)(void))
+void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void))
 {
 	lbr_dump_resume_fn = resume;
+	lbr_dump_shutdown_fn = shutdown;
 	register_syscore(&lbr_dump_syscore);
 }
 

@@ -44,7 +44,8 @@ MIB = 1 << 20
 
 
 def kdump(name: str, crash: str, append: str = "", capture_script: str = "",
-          root_files: tuple[str, ...] = (), disk_mib: int = 640, **kw) -> tuple[Result, Path]:
+          root_files: tuple[str, ...] = (), disk_mib: int = 640, arm: str = "",
+          **kw) -> tuple[Result, Path]:
     """kdump, as fleets collect crash dumps: boots a guest (lbr-dump armed) that loads a capture
     kernel with kexec_file_load (tests/user/kexec.S), then runs `crash`; the panic boots the
     capture kernel, which writes /proc/vmcore to a virtio disk. The disk starts out holding the
@@ -54,7 +55,7 @@ def kdump(name: str, crash: str, append: str = "", capture_script: str = "",
     Then the capture kernel runs `capture_script` (shell), with `root_files` (paths of files in
     the build root, such as a program and its shared libraries) at the same paths in its
     initramfs; the disk is `disk_mib` MiB (the default leaves room for the vmcore of 512 MiB of
-    memory)."""
+    memory). `arm`: more lbr_dump parameters for its insmod."""
     run_dir = REPO / "out" / "vm" / name
     bz = (kernel_dir("module") / "arch/x86/boot/bzImage").read_bytes()
     capture = prepare_initramfs("module").read_bytes() + scenario_cpio(run_dir / "capture.d", """
@@ -70,7 +71,7 @@ echo "kdump: vmcore saved"
     with open(disk, "wb") as f:
         f.write(bz.ljust(kmb * MIB, b"\0") + capture)
         f.truncate(disk_mib * MIB)
-    script = f"""insmod {MODULE} enable=1
+    script = f"""insmod {MODULE} enable=1 {arm}
 dd if=/dev/vda bs=1M count={kmb} 2>/dev/null | head -c {len(bz)} > /tmp/bzImage
 dd if=/dev/vda bs=1M skip={kmb} count={imb} 2>/dev/null | head -c {len(capture)} > /tmp/initrd
 lbr-kexec /tmp/bzImage /tmp/initrd "console=ttyS0 pti=off nr_cpus=1 irqpoll reset_devices panic=-1"

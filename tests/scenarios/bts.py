@@ -7,9 +7,10 @@ a CPU's IA32_DS_AREA and IA32_DEBUGCTL hold is read by tests/modules/lbr_crash (
 not by lbr_dump; another owner of the debug store is played by lbr_crash crash=ds_owner (perf's
 way: IA32_DS_AREA pointed at its own debug store)."""
 
+import json
 import re
 
-from harness import CRASH, MODULE, assert_clean, boot, kernel_lines
+from harness import CRASH, MODULE, assert_clean, boot, decode, kdump, kernel_lines, symbols
 
 EMU = "model=skylake"
 # IA32_DEBUGCTL: LBR (bit 0), TR (6), BTS (7), BTINT (8), BTS_OFF_OS (9), BTS_OFF_USR (10).
@@ -31,8 +32,8 @@ def test_arming_takes_the_debug_store_and_disarming_gives_it_back(r):
     # 2 vCPUs. Before arming: no debug store, no BTS. Armed with bts=1024 (kernel branches): each
     # CPU's IA32_DS_AREA points at its own debug store, DEBUGCTL has LBR, TR, BTS and
     # BTS_OFF_USR, and BTINT and BTS_OFF_OS clear (circular, kernel stored). Disarmed: both
-    # MSRs as before on every CPU. Five load/arm/unload cycles of 2 CPUs x 3 x 1 MiB leave the
-    # free memory where it was (a leak of one cycle's buffers would be 6 MiB).
+    # MSRs as before on every CPU. Three load/arm/disarm/arm/unload cycles of 2 CPUs x 4 x 1 MiB
+    # leave the free memory where it was (a leak of one arming's buffers would be 8 MiB).
     vm = boot(name="bts-disarm", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=600, script=f"""
 echo ==before==; {MSRS}; echo ==
 insmod {MODULE} bts=1024 enable=1
@@ -42,7 +43,7 @@ echo ==disarmed==; {MSRS}; echo ==
 rmmod lbr_dump
 grep MemAvailable /proc/meminfo | sed 's/^/mem-start /'
 i=0
-while [ $i -lt 5 ]; do
+while [ $i -lt 3 ]; do
   insmod {MODULE} bts=1024 enable=1 && echo 0 > /sys/kernel/lbr_dump/enabled && echo 1 > /sys/kernel/lbr_dump/enabled && rmmod lbr_dump
   i=$((i+1))
 done
@@ -54,7 +55,7 @@ echo ==unloaded==; {MSRS}; echo ==
     assert sorted(before) == [0, 1], f"msrs of {sorted(before)} CPUs, not 2"
     assert all(ds == 0 and ctl & (TR | BTS) == 0 for ds, ctl in before.values()), before
     lines = kernel_lines(con, "lbr_dump: armed")
-    assert len(lines) == 11 and all("branch trace store: 3 buffers of 1024 KiB (43690 records) per CPU, kernel branches"
+    assert len(lines) == 7 and all("branch trace store: 4 buffers of 1024 KiB (43690 records) per CPU (8 MiB for 2 CPUs), kernel branches"
                                    in l for l in lines), lines[:1]
     dss = set()
     for cpu, (ds, ctl) in armed.items():
@@ -65,7 +66,7 @@ echo ==unloaded==; {MSRS}; echo ==
     assert disarmed == before and unloaded == before, f"after disarming {disarmed}, unloading {unloaded}, before {before}"
     start = int(re.search(r"mem-start MemAvailable:\s+(\d+) kB", con)[1])
     end = int(re.search(r"mem-end MemAvailable:\s+(\d+) kB", con)[1])
-    assert start - end < 3 * 1024, f"MemAvailable {start} kB before five cycles, {end} kB after"
+    assert start - end < 3 * 1024, f"MemAvailable {start} kB before three cycles, {end} kB after"
     assert_clean(con)
 
 
@@ -117,3 +118,177 @@ def test_page_table_isolation_refuses_bts(r):
     assert why and "under the user CR3" in why[0] and "bts_user=0 does not lift this" in why[0], why
     assert not kernel_lines(con, "lbr_dump: armed"), "armed with BTS under page-table isolation"
 
+
+# --- Captures against the emulator's ground truth -------------------------------------------
+# The emulator (option bts_recent=N) keeps, per vCPU and apart from guest memory, the last N BTS
+# records it stored, and logs them with every freeze that stops BTS: the oracle for what a kept
+# buffer holds.
+
+HEAD = re.compile(r"lbr_dump: bts cpu=(\d+) seq=(\d+) records=(\d+) shown=(\d+) wrapped=(yes|no) "
+                  r"buffer=(0x[0-9a-f]+) size=(\d+) state=kept")
+LINE = re.compile(r"lbr_dump: bts #(\d+) (0x[0-9a-f]+) -> (0x[0-9a-f]+)")
+
+
+def bts_block(console, cpu, seq):
+    """The BTS head fields and the printed records (newest first) of snapshot cpu/seq."""
+    m = next((m for m in HEAD.finditer(console) if (int(m[1]), int(m[2])) == (cpu, seq)), None)
+    assert m, f"no BTS head line for cpu={cpu} seq={seq}:\n" + "\n".join(kernel_lines(console, "lbr_dump: bts cpu"))
+    rest = console[m.end():]
+    rest = rest[:rest.index("lbr_dump: end ")]
+    recs = [(int(i), int(f, 16), int(t, 16)) for i, f, t in LINE.findall(rest)]
+    assert [i for i, _, _ in recs] == list(range(len(recs))), "BTS record lines out of order"
+    head = {"records": int(m[3]), "shown": int(m[4]), "wrapped": m[5] == "yes", "buffer": int(m[6], 16),
+            "size": int(m[7])}
+    return head, [(f, t) for _, f, t in recs]
+
+
+def recent(freeze):
+    """The emulator's newest stored BTS records at `freeze`, newest first, as (from, to)."""
+    return [(int(r[0], 16), int(r[1], 16)) for r in reversed(freeze["bts"]["recent"])]
+
+
+def assert_bts_equals_stored(events, console, cpu, seq, size_kib):
+    """The snapshot's printed BTS records and counts are what the emulator stored into the buffer
+    the capture kept: the freeze on `cpu` whose newest stored record is the printed newest one.
+    Returns (head, printed, that freeze's newest-first records)."""
+    head, printed = bts_block(console, cpu, seq)
+    assert printed, f"cpu={cpu} seq={seq}: no BTS record printed"
+    freezes = [e for e in events if e["event"] == "freeze" and e["cpu"] == cpu and e.get("bts")
+               and e["bts"].get("recent")]
+    match = [e for e in freezes if recent(e)[0] == printed[0]]
+    assert match, (f"cpu {cpu}: no BTS freeze in the emulator's log has the printed newest record "
+                   f"{printed[0][0]:#x} -> {printed[0][1]:#x}")
+    fr = match[-1]
+    stored = recent(fr)
+    b = fr["bts"]
+    capacity = size_kib * 1024 // 24
+    base, index = int(b["base"], 16), int(b["index"], 16)
+    # The kept buffer is the one in the debug store at the freeze: where it was, and how full.
+    assert head["buffer"] == base and head["size"] == capacity * 24, (head, b)
+    # Since arming (the period's start) it filled and wrapped, or it holds index - base.
+    want = capacity if b["wraps"] > 0 else (index - base) // 24
+    assert head["wrapped"] == (b["wraps"] > 0) and head["records"] == want, (head, b["wraps"], want)
+    assert len(stored) >= head["shown"], f"the emulator kept {len(stored)} records, {head['shown']} printed"
+    assert printed == stored[:head["shown"]], (
+        f"cpu {cpu}: the printed BTS records are not the newest stored ones; first difference at #"
+        f"{next(i for i, (p, s) in enumerate(zip(printed, stored)) if p != s)}")
+    return head, printed, stored
+
+
+def test_exception_bts_records_are_the_newest_stored(r):
+    # lkdtm EXCEPTION with bts=8 (341 records) and bts_print=400: every record of the kept
+    # buffer is printed, newest first, and equals the emulator's; the newest is the exception
+    # itself (the faulting instruction into the #PF stub: no record of lbr-dump's own).
+    vm = boot(finish=False, name="bts-exception", cpu="Skylake-Client", accel="tcg", emulate=EMU + ",bts_recent=1024",
+              timeout=300, script=f"insmod {MODULE} bts=8 bts_print=400 enable=1\n"
+                                  "echo EXCEPTION > /sys/kernel/debug/provoke-crash/DIRECT\n")
+    con = vm.console
+    m = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=14 .* rip=(0x[0-9a-f]+)", con)
+    assert m, "no #PF snapshot printed"
+    head, printed, _ = assert_bts_equals_stored(vm.emu_events(), con, int(m[1]), int(m[2]), 8)
+    assert head["wrapped"] and head["records"] == 341 and head["shown"] == 341, head
+    stub = int(re.search(r"#0 0x[0-9a-f]+ -> (0x[0-9a-f]+) \| \S+ -> lbr_dump_stub_14\+0x0/", con)[1], 16)
+    assert printed[0] == (int(m[3], 16), stub), f"BTS #0 {printed[0]} is not the exception"
+    assert not [e for e in vm.emu_events() if e["event"] in ("would-fault", "bts-misprogrammed", "bts-full")]
+
+
+def test_corrupted_pointer_bts_names_the_caller(r):
+    # lbr_crash crash=jump: a call through a corrupted pointer into unmapped kernel memory (RIP
+    # is nowhere). The newest BTS record is the #PF on the fetch from that address, the one before
+    # it the call that went there, from lbr_crash_jump.
+    vm = boot(finish=False, name="bts-jump", cpu="Skylake-Client", accel="tcg", emulate=EMU + ",bts_recent=256",
+              timeout=300, script=f"insmod {MODULE} bts=4 enable=1\ninsmod {CRASH} crash=jump\n")
+    con = vm.console
+    m = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=14 ", con)
+    assert m, "no #PF snapshot printed"
+    head, printed, _ = assert_bts_equals_stored(vm.emu_events(), con, int(m[1]), int(m[2]), 4)
+    assert head["shown"] == 32, head
+    assert printed[0][0] == 0xffff800000001000 and printed[1][1] == 0xffff800000001000, printed[:2]
+    # Through the retpoline thunk: lbr_crash_jump -> thunk -> ... -> ret to the bad address.
+    lines = kernel_lines(con, "lbr_dump: bts #")
+    assert any(" | lbr_crash_jump+" in l for l in lines[1:6]), "no BTS record names lbr_crash_jump:\n" + "\n".join(lines[:6])
+
+
+def test_sysrq_c_on_cpu1_two_cpus_1mib(r):
+    # 2 vCPUs, bts=1024 (43,690 records per buffer), sysrq-c on CPU 1: the panicking CPU's
+    # snapshot and the stopped CPU's each print their newest 32 BTS records, equal to what the
+    # emulator stored on that CPU.
+    vm = boot(finish=False, name="bts-sysrq", cpu="Skylake-Client", accel="tcg", emulate=EMU + ",bts_recent=256",
+              smp=2, timeout=600, script=f"insmod {MODULE} bts=1024 enable=1\n"
+                                         "taskset -c 1 sh -c 'echo c > /proc/sysrq-trigger'\n")
+    con = vm.console
+    events = vm.emu_events()
+    panic = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=256 ", con)
+    assert panic and panic[1] == "1", f"the panic was not captured on CPU 1: {kernel_lines(con, 'lbr_dump: v1')}"
+    assert_bts_equals_stored(events, con, 1, int(panic[2]), 1024)
+    stop = re.search(r"lbr_dump: v1 cpu=0 seq=(\d+) vector=(2|248) ", con)
+    assert stop, f"CPU 0 was not captured as it stopped: {kernel_lines(con, 'lbr_dump: v1')}"
+    assert_bts_equals_stored(events, con, 0, int(stop[1]), 1024)
+
+
+def test_memory_dump_holds_the_whole_1mib_history_of_cpu1(r):
+    # 2 vCPUs, bts=1024 (43,690 records per buffer): lkdtm EXCEPTION on CPU 1, then a QEMU
+    # memory dump after the oops. The log prints the newest 32 BTS records; lbr-decode reads
+    # every record of the buffer the capture kept from the dump (the snapshot area's table gives
+    # its physical address), newest first: all of them equal what the emulator stored on CPU 1,
+    # the newest 32 what the log printed.
+    vm = boot(finish=False, name="bts-dump", cpu="Skylake-Client", accel="tcg", emulate=EMU + ",bts_recent=65536",
+              smp=2, timeout=600, dump_after="---[ end trace",
+              script=f"insmod {MODULE} bts=1024 enable=1\n"
+                     "taskset -c 1 sh -c 'echo EXCEPTION > /sys/kernel/debug/provoke-crash/DIRECT' || true\n"
+                     "sleep 600\n")
+    con = vm.console
+    m = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=14 ", con)
+    assert m and m[1] == "1", f"the #PF was not captured on CPU 1: {kernel_lines(con, 'lbr_dump: v1')}"
+    seq = int(m[2])
+    head, printed, stored = assert_bts_equals_stored(vm.emu_events(), con, 1, seq, 1024)
+    assert len(stored) >= head["records"], f"the emulator kept {len(stored)} records, the buffer holds {head['records']}"
+    assert vm.dump is not None, "no memory dump was made"
+    code, out, err = decode(*symbols(), vm.dump)
+    assert code == 0, err
+    snaps = [s for s in json.loads(out)["snapshots"] if s["cpu"] == 1 and s["seq"] == seq]
+    assert snaps and snaps[0].get("bts"), f"lbr-decode found no BTS history for cpu=1 seq={seq} in the dump"
+    b = snaps[0]["bts"]
+    assert (b["state"], b["total"], b["wrapped"]) == ("kept", head["records"], head["wrapped"]), b | {"records": "..."}
+    got = [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16)) for x in b["records"]]
+    assert len(got) == head["records"], f"{len(got)} records read from the dump, the buffer holds {head['records']}"
+    first = next((i for i, (g, w) in enumerate(zip(got, stored)) if g != w), None)
+    assert first is None, f"record #{first} read from the dump is {got[first]}, the emulator stored {stored[first]}"
+    assert got[:head["shown"]] == printed
+
+
+def test_kdump_with_bts_armed(r):
+    # kdump, as fleets run it, with bts=64 on 2 vCPUs: sysrq-c, the capture kernel boots and saves
+    # the vmcore. BTS must be off before kexec: the kexec code's page tables do not map lbr-dump's
+    # debug store and buffers, and the capture kernel must not start with TR and BTS set (the
+    # emulator reports a store it cannot make as would-fault, which boot() refuses). The
+    # emulator's last BTS switch on each CPU is off. With kdump the panic kexecs before the
+    # snapshots are printed: lbr-decode reads from the vmcore the whole kept history (2,730
+    # records) of the panicking CPU and of the one the NMI shootdown stopped, each equal to what
+    # the emulator stored on that CPU.
+    res, disk = kdump("bts-kdump", "echo c > /proc/sysrq-trigger", arm="bts=64", smp=2, cpu="Skylake-Client",
+                      accel="tcg", emulate=EMU + ",bts_recent=4096")
+    events = res.emu_events()
+    for cpu in (0, 1):
+        last = [e for e in events if e["event"] == "switch" and e.get("recorder") == "bts" and e["cpu"] == cpu][-1:]
+        assert last and not last[0]["on"], f"CPU {cpu}: BTS still on at the end: {last}"
+    code, out, err = decode(*symbols(), disk)
+    assert code == 0, err
+    snaps = json.loads(out)["snapshots"]
+    assert [s["vector"] for s in snaps if s["vector"] == 256] == [256], f"not one panic snapshot in the vmcore: {snaps}"
+    # The panicking CPU's, and the other CPU's, stopped by the NMI shootdown.
+    assert sorted(s["cpu"] for s in snaps) == [0, 1], [(s["cpu"], s["vector"]) for s in snaps]
+    for p in snaps:
+        b = p.get("bts")
+        assert b, f"cpu {p['cpu']}: no BTS history in the vmcore"
+        got = [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16)) for x in b["records"]]
+        assert b["state"] == "kept" and got and len(got) == b["total"], b | {"records": len(got)}
+        match = [e for e in events if e["event"] == "freeze" and e["cpu"] == p["cpu"] and e.get("bts")
+                 and e["bts"].get("recent") and recent(e)[0] == got[0]]
+        assert match, f"no BTS freeze on CPU {p['cpu']} has the vmcore's newest record {got[0][0]:#x} -> {got[0][1]:#x}"
+        stored = recent(match[-1])
+        wrapped = match[-1]["bts"]["wraps"] > 0
+        assert b["wrapped"] == wrapped and (not wrapped or len(got) == 64 * 1024 // 24), (b["wrapped"], wrapped, len(got))
+        first = next((i for i, (g, w) in enumerate(zip(got, stored)) if g != w), None)
+        assert first is None, (f"cpu {p['cpu']}: record #{first} read from the vmcore is {got[first]}, the emulator "
+                               f"stored {stored[first]}")

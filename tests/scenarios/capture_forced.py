@@ -179,10 +179,12 @@ def test_refuses_with_page_table_isolation(r):
 
 
 def test_stress_enable_disable_on_four_cpus(r):
-    # 200 enable/disable cycles while every vCPU takes user-mode faults and, without SMAP,
+    # 100 enable/disable cycles while every vCPU takes user-mode faults and, without SMAP,
     # kernel-mode user-access faults (which are captured): no warning, the kernel's IDT back.
     # (Each cycle attaches and detaches the panic path's ftrace direct calls, whose RCU-tasks
-    # grace periods make a cycle take about a second under TCG: 1000 cycles no longer fit.)
+    # grace periods make a cycle take about a second under TCG: 1000 cycles no longer fit. The
+    # race this once lost about one run in ten, a gate read half switched, is watched for
+    # directly by gates_are_never_seen_half_switched: 100 cycles, not 200.)
     vm = boot(name="forced-stress", cpu="EPYC-Genoa,-smap", accel="tcg", smp=4, timeout=900, script=f"""
 echo ==kernel==; {IDT}; echo ==
 insmod {MODULE} force=1
@@ -190,7 +192,7 @@ for n in 1 2 3 4; do
   (while :; do dd if=/dev/zero of=/dev/null bs=64k count=16 2>/dev/null; ls /sys >/dev/null; done) &
 done
 i=0
-while [ $i -lt 200 ]; do
+while [ $i -lt 100 ]; do
   echo 1 > {SYSFS}/enabled
   echo 0 > {SYSFS}/enabled
   i=$((i+1))
@@ -204,11 +206,11 @@ kill $(jobs -p) 2>/dev/null; wait 2>/dev/null
 echo ==after==; {IDT}; echo ==
 rmmod lbr_dump
 """)
-    assert "cycles=200" in vm.console
+    assert "cycles=100" in vm.console
     m = re.search(r"captures=(\d+)", vm.console)
     assert m and int(m[1]) > 0, "no capture while armed under load"
     assert gates(vm.console, "after") == gates(vm.console, "kernel"), "IDT not restored"
-    assert len(kernel_lines(vm.console, "lbr_dump: armed")) == 201
+    assert len(kernel_lines(vm.console, "lbr_dump: armed")) == 101
     assert_clean(vm.console)
 
 

@@ -315,20 +315,8 @@ impl BtsOut {
             };
             let from = place(r.branch.from, r.from_sym.as_deref(), "from");
             let to = place(r.branch.to, r.to_sym.as_deref(), "to");
-            out.records.push(RecordOut {
-                index: r.index,
-                line: r.line,
-                from,
-                to,
-                mispred: None,
-                in_tx: None,
-                abort: None,
-                spec: None,
-                cycles: None,
-                branch_type: None,
-                group: None,
-                straight_line: None,
-            });
+            out.records
+                .push(RecordOut::branch(r.index, r.line, from, to));
         }
         let more = mine.len().saturating_sub(BTS_SYMBOL_WARNINGS);
         warnings.extend(mine.into_iter().take(BTS_SYMBOL_WARNINGS));
@@ -602,6 +590,24 @@ fn group_records(
 }
 
 impl RecordOut {
+    /// A record that is only a branch (BTS: no flags, cycles or type), before grouping.
+    pub fn branch(index: u32, line: usize, from: Place, to: Place) -> Self {
+        RecordOut {
+            index,
+            line,
+            from,
+            to,
+            mispred: None,
+            in_tx: None,
+            abort: None,
+            spec: None,
+            cycles: None,
+            branch_type: None,
+            group: None,
+            straight_line: None,
+        }
+    }
+
     /// `r`, found in `source`, with both ends symbolized; problems go to `warnings`, each
     /// naming the record's line and end.
     pub fn symbolized(

@@ -270,20 +270,7 @@ mod tests {
             symbol: (!s.starts_with("0x")).then(|| s.to_string()),
             ..Place::default()
         };
-        RecordOut {
-            index,
-            line: 0,
-            from: place(from),
-            to: place(to),
-            mispred: None,
-            in_tx: None,
-            abort: None,
-            spec: None,
-            cycles: None,
-            branch_type: None,
-            group: None,
-            straight_line: None,
-        }
+        RecordOut::branch(index, 0, place(from), place(to))
     }
 
     /// Records numbered from 0 (newest) in the order given.

@@ -33,7 +33,11 @@
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
-use kernel::{bindings, ffi::c_uint, prelude::*};
+use kernel::{
+    bindings,
+    ffi::{c_uint, c_void},
+    prelude::*,
+};
 
 use kernel::cpu::CpuId;
 
@@ -368,6 +372,10 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     // BTS: the debug store is lbr-dump's only if nobody else's is in place.
     let mut armed = s.armed;
     let ds = match s.ds(cpu.as_u32()) {
+        Some(_) if BTS_GONE.load(Ordering::SeqCst) => {
+            armed &= !(debugctl::TR | debugctl::BTS);
+            None
+        }
         Some(ds) => match read_msr(cpu, msr::DS_AREA)? {
             0 => Some(ds),
             now if now == ds => Some(ds), // left by an earlier arming of this area: 0 before
@@ -396,7 +404,17 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
         slot[2].store(0, Ordering::Relaxed);
         write_msr(cpu, msr::DS_AREA, ds)?;
     }
-    Ok(write_msr(cpu, c.switch.msr, armed)?)
+    write_msr(cpu, c.switch.msr, armed)?;
+    if let Some(ds) = ds.filter(|_| BTS_GONE.load(Ordering::SeqCst)) {
+        // Perf reserved the debug store meanwhile (`perf_takes_ds`), and its switching BTS off
+        // may have come before the writes above: off again, and lbr-dump's store given back
+        // where it is still in place.
+        write_msr(cpu, c.switch.msr, armed & !(debugctl::TR | debugctl::BTS))?;
+        if read_msr(cpu, msr::DS_AREA)? == ds {
+            write_msr(cpu, msr::DS_AREA, 0)?;
+        }
+    }
+    Ok(())
 }
 
 /// CPU going offline (and every CPU at disarming; runs on that CPU): put back what was there
@@ -409,9 +427,15 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
     let c = &s.control;
     if let Ok(now) = read_msr(id, c.switch.msr) {
         let before = slot[0].load(Ordering::Relaxed);
-        // Also lbr-dump's value frozen whole (an NMI watch window).
+        // Also lbr-dump's value frozen whole (an NMI watch window), and its value without TR|BTS
+        // (a CPU where BTS stayed off, or was switched off by a panic or at shutdown).
+        let bts_off = s.armed & !(debugctl::TR | debugctl::BTS);
         let frozen = (now == s.armed & !c.freeze_mask()).then_some(before);
-        if let Some(v) = c.switch.restore(now, s.armed, before).or(frozen) {
+        let ours_without_bts = c
+            .switch
+            .restore(now, bts_off, before)
+            .filter(|_| s.ds.is_some());
+        if let Some(v) = c.switch.restore(now, s.armed, before).or(frozen).or(ours_without_bts) {
             let _ = write_msr(id, c.switch.msr, v);
         }
     }
@@ -438,11 +462,42 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
     0
 }
 
-/// Shutdown (syscore: reboot, kexec -e; one CPU left, IRQs off): BTS off and the debug store
-/// back on this CPU, as a CPU going offline does, before the next kernel's page tables, which
-/// do not map lbr-dump's buffers. (After a panic, the panic entry and the stop stubs did it.)
-unsafe extern "C" fn shutdown() {
-    let Some(s) = recording() else { return };
+/// Set by [`shutdown`] and [`perf_takes_ds`], cleared when arming: BTS is off on every CPU for
+/// good (a CPU coming online again, or a resume, leaves it off).
+static BTS_GONE: AtomicBool = AtomicBool::new(false);
+
+/// TR|BTS cleared from the stubs' re-arm target (`cfg::ARMED`), so that a #DB re-arm or a
+/// capture's re-arm switches the LBR alone back on (BTS is gone for good).
+fn rearm_without_bts() {
+    // SAFETY: `armed` is an aligned u64 of the stubs' configuration, which the stubs read with
+    // single 8-byte loads; every write to it while gates may point at the stubs is atomic.
+    let armed = unsafe { AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_capture.armed)) };
+    armed.fetch_and(!(debugctl::TR | debugctl::BTS), Ordering::SeqCst);
+}
+
+/// Perf is reserving the debug store for its first hardware event (glue.c's ftrace callback at
+/// the entry of reserve_ds_buffers(): process context, preemption off, interrupts on, perf's
+/// pmc_reserve_mutex held). Before perf points IA32_DS_AREA at its own debug store on every CPU
+/// (init_debug_store_on_cpu(), later in the same function), BTS goes off for good on every CPU
+/// and lbr-dump's debug store is given back: otherwise TR|BTS would store into perf's BTS buffer,
+/// and after perf releases it, into freed memory. The LBR records on; later captures find
+/// perf's debug store and say `state=foreign`.
+unsafe extern "C" fn perf_takes_ds() {
+    if BTS_GONE.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    rearm_without_bts();
+    if recording().is_some() {
+        pr_warn!("perf is reserving the debug store (a hardware perf event): BTS is switched off on every CPU for good; the LBR records on\n");
+        // SAFETY: `bts_off_ipi` is a valid IPI callback that ignores its argument; interrupts
+        // are on here.
+        unsafe { ffi::lbr_dump_on_each_cpu(bts_off_ipi, ptr::null_mut()) };
+    }
+}
+
+/// BTS off on this CPU and its debug store given back (interrupts off: an IPI callback or a
+/// syscore callback).
+fn bts_off_here(s: &Saved) {
     let cpu = CpuId::current().as_u32();
     let Some(ds) = s.ds(cpu) else { return };
     let c = &s.control;
@@ -450,6 +505,50 @@ unsafe extern "C" fn shutdown() {
     if rdmsr_here(msr::DS_AREA) == ds {
         let before = s.before.get(cpu as usize).map_or(0, |b| b[2].load(Ordering::Relaxed));
         wrmsr_here(msr::DS_AREA, before);
+    }
+}
+
+/// A CPU stopping for good (glue.c's ftrace callback at the entry of stop_this_cpu() and
+/// crash_nmi_callback(): IRQ or NMI context, this CPU only): TR and BTS off, the LBR and the
+/// debug store left as they are. After a panic the stop stubs did it already, unless they
+/// skipped (a hardware breakpoint armed) or a perf NMI wrote the value back; at reboot and
+/// `kexec -e`, [`shutdown`] did.
+unsafe extern "C" fn stopping() {
+    if let Some(s) = recording().filter(|s| s.ds.is_some()) {
+        let m = s.control.switch.msr;
+        let v = rdmsr_here(m);
+        if v & (debugctl::TR | debugctl::BTS) != 0 {
+            wrmsr_here(m, v & !(debugctl::TR | debugctl::BTS));
+        }
+    }
+}
+
+/// IPI callback of [`shutdown`] and [`perf_takes_ds`].
+unsafe extern "C" fn bts_off_ipi(_info: *mut c_void) {
+    if let Some(s) = recording() {
+        bts_off_here(s);
+    }
+}
+
+/// Shutdown (syscore: reboot, kexec -e; process context, every CPU still online: on x86,
+/// kernel_kexec() and kernel_restart() stop the other CPUs only afterwards, with no hotplug
+/// teardown): BTS off on every CPU, before the next kernel's page tables, which do not map
+/// lbr-dump's buffers, and which must not start with TR|BTS set. (After a panic, the panic entry
+/// and the stop stubs do it.)
+unsafe extern "C" fn shutdown() {
+    if recording().is_some_and(|s| s.ds.is_some()) {
+        BTS_GONE.store(true, Ordering::SeqCst);
+        rearm_without_bts();
+        // SAFETY: `bts_off_ipi` is a valid IPI callback that ignores its argument.
+        unsafe { ffi::lbr_dump_on_each_cpu(bts_off_ipi, ptr::null_mut()) };
+    }
+}
+
+/// Suspend (syscore: the boot CPU alone, interrupts off; also kexec with preserve_context): BTS
+/// off; resume switches it back on.
+unsafe extern "C" fn suspend() {
+    if let Some(s) = recording() {
+        bts_off_here(s);
     }
 }
 
@@ -467,9 +566,13 @@ unsafe extern "C" fn resume() {
     let mut armed = s.armed;
     if let Some(ds) = s.ds(CpuId::current().as_u32()) {
         match rdmsr_here(msr::DS_AREA) {
+            _ if BTS_GONE.load(Ordering::SeqCst) => armed &= !(debugctl::TR | debugctl::BTS),
             0 => wrmsr_here(msr::DS_AREA, ds),
             now if now == ds => {}
-            _ => armed &= !(debugctl::TR | debugctl::BTS),
+            now => {
+                pr_warn!("resume: IA32_DS_AREA is {now:#x}, another owner's: BTS stays off on the boot CPU\n");
+                armed &= !(debugctl::TR | debugctl::BTS);
+            }
         }
     }
     wrmsr_here(s.control.switch.msr, armed);
@@ -599,6 +702,8 @@ pub(crate) struct Armed {
     bts: Option<BtsBuffers>,
     /// BTS records an oops prints (`bts_print`; 0 without BTS).
     pub(crate) bts_print: u32,
+    /// glue.c's BTS callbacks are registered (perf's reserve_ds_buffers(), CPUs stopping).
+    perf_watch: bool,
     /// The vectors whose gates point at stubs.
     pub(crate) hooked: Vectors,
 }
@@ -696,6 +801,20 @@ impl Drop for Pages {
 }
 
 impl Armed {
+    /// Whether the panic path is all there: both trampolines, and both stop gates prepared.
+    fn panic_complete(&self) -> bool {
+        // SAFETY: a field of the stubs' configuration, written by `attach_panic_path` while no
+        // trampoline was attached; read here under the state lock.
+        let (nmi, ipi) = unsafe {
+            let c = ptr::addr_of!(ffi::lbr_dump_capture);
+            (
+                ptr::addr_of!((*c).nmi_gate).read_volatile(),
+                ptr::addr_of!((*c).ipi_gate).read_volatile(),
+            )
+        };
+        self.panic.panic && self.panic.stop && nmi != 0 && ipi != 0
+    }
+
     /// Which of the panic path's trampolines are attached.
     pub(crate) fn panic_path(&self) -> PanicPath {
         self.panic
@@ -841,15 +960,47 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
             stop_save: Some(stop_save),
             bts: bts_buffers,
             bts_print: bts.map_or(0, |b| b.print),
+            perf_watch: false,
             hooked: vectors,
         },
         GFP_KERNEL,
     )?;
     // From here on, dropping `armed` undoes whatever was done.
+    BTS_GONE.store(false, Ordering::SeqCst);
+    if bts.is_some() {
+        // Before BTS goes on anywhere: perf reserving the debug store from then on is seen, and
+        // every CPU that stops for good switches BTS off.
+        let mut what: *const kernel::ffi::c_char = ptr::null();
+        // SAFETY: `perf_takes_ds` and `stopping` are valid for the module's lifetime;
+        // unregistered in `Armed::drop`. Sleeps (ftrace), under the state lock.
+        let r = unsafe { ffi::lbr_dump_bts_watch(perf_takes_ds, stopping, &mut what) };
+        if r != 0 {
+            // SAFETY: glue.c set `what` to a static NUL-terminated string.
+            let what = unsafe { CStr::from_char_ptr(what) };
+            pr_err!(
+                "refusing to arm: bts: cannot trace {what} ({:?}): BTS needs it switched off where perf takes the debug store over (reserve_ds_buffers()) and where a CPU stops for good (stop_this_cpu(), crash_nmi_callback())\n",
+                Error::from_errno(r)
+            );
+            return Err(ENODEV);
+        }
+        armed.perf_watch = true;
+    }
     start_recording(&mut armed)?;
     configure_stubs(&armed, &control, armed_value);
+    if BTS_GONE.load(Ordering::SeqCst) {
+        // Perf reserved the debug store while arming: the re-arm target written just now had
+        // TR|BTS.
+        rearm_without_bts();
+    }
     hook_gates(&mut armed, vectors)?;
     attach_panic_path(&mut armed, nmi_freeze)?;
+    if bts.is_some() && !armed.panic_complete() {
+        // The panic path is what switches BTS off before kdump's kexec (the panic entry and the
+        // stop stubs, asm/stubs.S LBR_BTS_OFF): without all of it, a crash kernel could start
+        // with another CPU's TR|BTS on and lbr-dump's debug store unmapped.
+        pr_err!("refusing to arm: bts: the panic path is not complete (see above), and it is what switches BTS off before a crash kernel starts\n");
+        return Err(ENODEV);
+    }
     Ok(armed)
 }
 
@@ -1093,7 +1244,7 @@ fn start_recording(armed: &mut Armed) -> Result {
     }
     // SAFETY: `resume` and `shutdown` are valid for the module's lifetime; unregistered in
     // `Armed::drop`.
-    unsafe { ffi::lbr_dump_syscore_register(resume, shutdown) };
+    unsafe { ffi::lbr_dump_syscore_register(resume, shutdown, suspend) };
     armed.resume = true;
     Ok(())
 }
@@ -1183,6 +1334,12 @@ impl Drop for Armed {
             // SAFETY: removes the dynamic state registered in `start_recording`, running
             // `cpu_offline` on every online CPU.
             unsafe { bindings::__cpuhp_remove_state(self.hp_state as _, true) };
+        }
+        if self.perf_watch {
+            // BTS is off on every CPU now (`cpu_offline`).
+            // SAFETY: registered in `arm`; waits for running callbacks.
+            unsafe { ffi::lbr_dump_bts_unwatch() };
+            self.perf_watch = false;
         }
         RECORDING.store(ptr::null_mut(), Ordering::Release);
         self.saved = None;

@@ -110,13 +110,17 @@ struct BtsArmed(capture::BtsOptions);
 
 impl core::fmt::Display for BtsArmed {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let total = capture::BTS_POOL * self.0.size * kernel::cpu::nr_cpu_ids() as usize;
+        // MiB where it is a whole number of them, else KiB (buffer sizes are whole KiB).
+        let (total, unit) = if total % (1 << 20) == 0 { (total >> 20, "MiB") } else { (total >> 10, "KiB") };
         write!(
             f,
-            ", branch trace store: {} buffers of {} KiB ({} records) per CPU ({} MiB for {} CPUs), {}",
+            ", branch trace store: {} buffers of {} KiB ({} records) per CPU ({} {} for {} CPUs), {}",
             capture::BTS_POOL,
             self.0.size / 1024,
             self.0.records(),
-            capture::BTS_POOL * self.0.size * kernel::cpu::nr_cpu_ids() as usize >> 20,
+            total,
+            unit,
             kernel::cpu::nr_cpu_ids(),
             if self.0.user { "all rings" } else { "kernel branches" }
         )

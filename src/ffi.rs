@@ -123,12 +123,34 @@ unsafe extern "C" {
     /// points), checks that `handler` is that entry point: -EXDEV if not.
     pub(crate) fn lbr_dump_set_handler(vector: c_uint, handler: c_ulong) -> c_int;
 
-    /// src/glue.c: register_syscore() with `resume` as the resume callback and `shutdown` as the
-    /// shutdown one (one CPU, IRQs off, the others offline).
-    pub(crate) fn lbr_dump_syscore_register(resume: unsafe extern "C" fn(), shutdown: unsafe extern "C" fn());
+    /// src/glue.c: register_syscore() with `resume` (the boot CPU, IRQs off), `shutdown`
+    /// (process context, every CPU online) and `suspend` (the boot CPU, IRQs off; returns 0)
+    /// callbacks.
+    pub(crate) fn lbr_dump_syscore_register(
+        resume: unsafe extern "C" fn(),
+        shutdown: unsafe extern "C" fn(),
+        suspend: unsafe extern "C" fn(),
+    );
+
+    /// src/glue.c: `on_each_cpu(func, info, 1)` (process context).
+    pub(crate) fn lbr_dump_on_each_cpu(func: unsafe extern "C" fn(*mut c_void), info: *mut c_void);
 
     /// src/glue.c: undoes [`lbr_dump_syscore_register`].
     pub(crate) fn lbr_dump_syscore_unregister();
+
+    /// src/glue.c: ftrace callbacks that call `perf` at the entry of perf's
+    /// `reserve_ds_buffers()` (process context, preemption off, interrupts on) and `stop` at the
+    /// entry of `stop_this_cpu()` and `crash_nmi_callback()` (IRQ or NMI context). 0, or -errno
+    /// with `*what` set to a static string naming the function that cannot be traced, and
+    /// nothing registered.
+    pub(crate) fn lbr_dump_bts_watch(
+        perf: unsafe extern "C" fn(),
+        stop: unsafe extern "C" fn(),
+        what: *mut *const c_char,
+    ) -> c_int;
+
+    /// src/glue.c: undoes [`lbr_dump_bts_watch`], waiting for running callbacks.
+    pub(crate) fn lbr_dump_bts_unwatch();
 
     /// src/glue.c: attaches the panic trampoline (asm/stubs.S `lbr_dump_panic_entry`) to the entry
     /// of panic(), vpanic() and crash_kexec() as an ftrace direct call; 0 or -errno. May sleep.

@@ -7,9 +7,11 @@
  *    cc_platform_has() are macros or inlines over feature words;
  *  - stop_machine(), under which gates change: <linux/stop_machine.h> is not among the Rust
  *    bindings' headers (and it is an inline without SMP);
- *  - virt_to_phys() is a static inline;
+ *  - virt_to_phys() and on_each_cpu() are static inlines;
  *  - static calls (the stubs' way on to the kernel's handlers) are defined and updated by macros;
  *  - struct syscore and register_syscore() (resume on the boot CPU, shutdown) take C structures;
+ *  - BTS: ftrace callbacks (struct ftrace_ops) at perf's reserve_ds_buffers() and where CPUs
+ *    stop for good;
  *  - the panic path: struct ftrace_ops and the ftrace direct call that puts the panic trampoline
  *    at the entry of panic() and vpanic(), and the panic notifier chain (a C variable).
  * Every function here is declared for Rust in src/ffi.rs, and nowhere else.
@@ -42,8 +44,11 @@ unsigned long lbr_dump_virt_to_phys(void *addr);
 bool lbr_dump_pti_active(void);
 unsigned long lbr_dump_alloc_pages(unsigned int order);
 int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
-void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void));
+void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void), void (*suspend)(void));
+void lbr_dump_on_each_cpu(void (*func)(void *info), void *info);
 void lbr_dump_syscore_unregister(void);
+int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what);
+void lbr_dump_bts_unwatch(void);
 int lbr_dump_panic_attach(void);
 int lbr_dump_panic_detach(void);
 int lbr_dump_stop_attach(void);
@@ -104,6 +109,12 @@ const char *lbr_dump_environment_refusal(void)
 int lbr_dump_stop_machine(int (*fn)(void *data), void *data)
 {
 	return stop_machine(fn, data, NULL);
+}
+
+/* on_each_cpu(func, info, wait=1), a static inline. */
+void lbr_dump_on_each_cpu(void (*func)(void *info), void *info)
+{
+	on_each_cpu(func, info, 1);
 }
 
 /* virt_to_phys() (an inline) of a direct-map address: where a dump reader finds a BTS buffer. */
@@ -194,6 +205,13 @@ int lbr_dump_set_handler(unsigned int vector, unsigned long handler)
  */
 static void (*lbr_dump_resume_fn)(void);
 static void (*lbr_dump_shutdown_fn)(void);
+static void (*lbr_dump_suspend_fn)(void);
+
+static int lbr_dump_syscore_suspend(void *data)
+{
+	lbr_dump_suspend_fn();
+	return 0;
+}
 
 static void lbr_dump_syscore_resume(void *data)
 {
@@ -201,9 +219,11 @@ static void lbr_dump_syscore_resume(void *data)
 }
 
 /*
- * Shutdown (reboot, and kexec -e: kernel_kexec() calls syscore_shutdown() once the other CPUs
- * are offline, their hotplug callbacks run): the last CPU's BTS goes off before the next
- * kernel's page tables, which do not map lbr-dump's debug store (src/capture.rs `shutdown`).
+ * Shutdown (reboot, and kexec -e: kernel_kexec() calls syscore_shutdown() in process context
+ * with every CPU still online; on x86 machine_shutdown() only stops them afterwards): BTS goes
+ * off on every CPU before the next kernel's page tables, which do not map lbr-dump's debug store
+ * (src/capture.rs `shutdown`). Suspend (and kexec with preserve_context) switches it off on the
+ * boot CPU; resume switches it back on.
  */
 static void lbr_dump_syscore_shutdown(void *data)
 {
@@ -211,21 +231,108 @@ static void lbr_dump_syscore_shutdown(void *data)
 }
 
 static const struct syscore_ops lbr_dump_syscore_ops = {
+	.suspend = lbr_dump_syscore_suspend,
 	.resume = lbr_dump_syscore_resume,
 	.shutdown = lbr_dump_syscore_shutdown,
 };
 static struct syscore lbr_dump_syscore = { .ops = &lbr_dump_syscore_ops };
 
-void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void))
+void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void), void (*suspend)(void))
 {
 	lbr_dump_resume_fn = resume;
 	lbr_dump_shutdown_fn = shutdown;
+	lbr_dump_suspend_fn = suspend;
 	register_syscore(&lbr_dump_syscore);
 }
 
 void lbr_dump_syscore_unregister(void)
 {
 	unregister_syscore(&lbr_dump_syscore);
+}
+
+/*
+ * BTS and perf: perf points IA32_DS_AREA at its own debug store on every CPU when it reserves
+ * the PMU for its first hardware event (x86_reserve_hardware() -> reserve_ds_buffers(), process
+ * context, under pmc_reserve_mutex), and frees that store's BTS buffer at release without
+ * clearing IA32_DS_AREA (release_ds_buffer() clears .ds before fini_debug_store_on_cpu() reads
+ * it). lbr-dump's TR|BTS must be off on every CPU before that: an ftrace callback at the entry of
+ * reserve_ds_buffers() (not exported: by name) calls `fn` first (src/capture.rs
+ * `perf_takes_ds`). Returns 0 or -errno (-EINVAL: the function is not there or cannot be
+ * traced). Serialized by lbr-dump's state lock.
+ */
+static void (*lbr_dump_perf_fn)(void);
+
+static notrace void lbr_dump_perf_callback(unsigned long ip, unsigned long parent_ip,
+					   struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	lbr_dump_perf_fn();
+}
+
+static struct ftrace_ops lbr_dump_perf_ops = { .func = lbr_dump_perf_callback };
+
+/*
+ * And where a CPU stops for good (stop_this_cpu(): reboot, kexec -e, a panic's REBOOT_VECTOR
+ * stop; crash_nmi_callback(): kdump's and emergency reboots' NMI shootdown, after the kernel's
+ * NMI entry), a second callback calls `stop` (IRQ or NMI context), which switches BTS off on
+ * that CPU: whatever the stop stubs skipped (a hardware breakpoint armed, DR7 set) or a perf NMI
+ * wrote back. Neither function is exported: by name.
+ */
+static void (*lbr_dump_stopping_fn)(void);
+
+static notrace void lbr_dump_stopping_callback(unsigned long ip, unsigned long parent_ip,
+					       struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	lbr_dump_stopping_fn();
+}
+
+static struct ftrace_ops lbr_dump_stopping_ops = { .func = lbr_dump_stopping_callback };
+
+/*
+ * Registers both callbacks. Returns 0, or -errno with *what naming the function that cannot be
+ * traced (-EINVAL: not there or not traceable), and nothing registered.
+ */
+int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what)
+{
+	unsigned char reserve[] = "reserve_ds_buffers";
+	unsigned char stop_cpu[] = "stop_this_cpu";
+	unsigned char nmi[] = "crash_nmi_callback";
+	int ret;
+
+	lbr_dump_perf_fn = perf;
+	lbr_dump_stopping_fn = stop;
+	*what = "reserve_ds_buffers()";
+	ret = ftrace_set_filter(&lbr_dump_perf_ops, reserve, sizeof(reserve) - 1, 1);
+	if (ret)
+		goto free;
+	*what = "stop_this_cpu()";
+	ret = ftrace_set_filter(&lbr_dump_stopping_ops, stop_cpu, sizeof(stop_cpu) - 1, 1);
+	if (ret)
+		goto free;
+	*what = "crash_nmi_callback()";
+	ret = ftrace_set_filter(&lbr_dump_stopping_ops, nmi, sizeof(nmi) - 1, 0);
+	if (ret)
+		goto free;
+	*what = "the callbacks";
+	ret = register_ftrace_function(&lbr_dump_perf_ops);
+	if (ret)
+		goto free;
+	ret = register_ftrace_function(&lbr_dump_stopping_ops);
+	if (!ret)
+		return 0;
+	unregister_ftrace_function(&lbr_dump_perf_ops);
+free:
+	ftrace_free_filter(&lbr_dump_perf_ops);
+	ftrace_free_filter(&lbr_dump_stopping_ops);
+	return ret;
+}
+
+/* Undoes lbr_dump_bts_watch(); ftrace waits until no CPU can still be in a callback. */
+void lbr_dump_bts_unwatch(void)
+{
+	unregister_ftrace_function(&lbr_dump_stopping_ops);
+	unregister_ftrace_function(&lbr_dump_perf_ops);
+	ftrace_free_filter(&lbr_dump_perf_ops);
+	ftrace_free_filter(&lbr_dump_stopping_ops);
 }
 
 /*

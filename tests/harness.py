@@ -57,23 +57,13 @@ def kdump(name: str, crash: str, append: str = "", capture_script: str = "",
     initramfs; the disk is `disk_mib` MiB (the default leaves room for the vmcore of 512 MiB of
     memory). `arm`: more lbr_dump parameters for its insmod."""
     run_dir = REPO / "out" / "vm" / name
-    bz = (kernel_dir("module") / "arch/x86/boot/bzImage").read_bytes()
-    capture = prepare_initramfs("module").read_bytes() + scenario_cpio(run_dir / "capture.d", """
+    disk, read_back = next_kernel_disk(run_dir, """
 echo "kdump: capture kernel up, vmcore $(stat -c %s /proc/vmcore) bytes"
 dd if=/proc/vmcore of=/dev/vda bs=1M conv=fsync 2>/dev/null
 echo "kdump: vmcore saved"
-""" + capture_script)
-    if root_files:
-        capture += root_files_cpio(run_dir / "capture-files.d", root_files)
-    kmb, imb = -(-len(bz) // MIB), -(-len(capture) // MIB)
-    disk = run_dir / "disk.img"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(disk, "wb") as f:
-        f.write(bz.ljust(kmb * MIB, b"\0") + capture)
-        f.truncate(disk_mib * MIB)
+""" + capture_script, root_files, disk_mib)
     script = f"""insmod {MODULE} enable=1 {arm}
-dd if=/dev/vda bs=1M count={kmb} 2>/dev/null | head -c {len(bz)} > /tmp/bzImage
-dd if=/dev/vda bs=1M skip={kmb} count={imb} 2>/dev/null | head -c {len(capture)} > /tmp/initrd
+{read_back}
 lbr-kexec /tmp/bzImage /tmp/initrd "console=ttyS0 pti=off nr_cpus=1 irqpoll reset_devices panic=-1"
 echo "kdump: capture kernel loaded"
 {crash}
@@ -86,6 +76,49 @@ sleep 600
     assert "kdump: capture kernel loaded" in con, "kexec_file_load failed:\n" + tail(con)
     assert "kdump: vmcore saved" in con, "the capture kernel did not save the vmcore:\n" + tail(con)
     return res, disk
+
+
+def next_kernel_disk(run_dir: Path, script: str, root_files: tuple[str, ...] = (),
+                     disk_mib: int = 640) -> tuple[Path, str]:
+    """A virtio disk image for a kexec'd kernel (kdump's capture kernel, or `kexec -e`'s next):
+    the module test kernel's bzImage and an initramfs (the test initramfs with `script` as its
+    scenario, and `root_files`), `disk_mib` MiB in all. Returns the image and the guest shell
+    lines that read them back to /tmp/bzImage and /tmp/initrd."""
+    bz = (kernel_dir("module") / "arch/x86/boot/bzImage").read_bytes()
+    initrd = prepare_initramfs("module").read_bytes() + scenario_cpio(run_dir / "capture.d", script)
+    if root_files:
+        initrd += root_files_cpio(run_dir / "capture-files.d", root_files)
+    kmb, imb = -(-len(bz) // MIB), -(-len(initrd) // MIB)
+    disk = run_dir / "disk.img"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(disk, "wb") as f:
+        f.write(bz.ljust(kmb * MIB, b"\0") + initrd)
+        f.truncate(max(disk_mib * MIB, f.tell()))
+    return disk, (f"dd if=/dev/vda bs=1M count={kmb} 2>/dev/null | head -c {len(bz)} > /tmp/bzImage\n"
+                  f"dd if=/dev/vda bs=1M skip={kmb} count={imb} 2>/dev/null | head -c {len(initrd)} > /tmp/initrd")
+
+
+def kexec(name: str, before: str, next_script: str, arm: str = "", **kw) -> Result:
+    """`kexec -e` with lbr-dump armed: boots a guest that arms lbr-dump (`arm`: more insmod
+    parameters), runs `before`, then loads the module test kernel as the next kernel and boots it
+    at once (tests/user/kexec.S: kexec_file_load, reboot(LINUX_REBOOT_CMD_KEXEC)); the next
+    kernel runs `next_script`. Returns the run once the next kernel's script ran to its end."""
+    run_dir = REPO / "out" / "vm" / name
+    disk, read_back = next_kernel_disk(run_dir, 'echo "kexec: next kernel up"\n' + next_script, disk_mib=64)
+    script = f"""insmod {MODULE} enable=1 {arm}
+{before}
+{read_back}
+echo "kexec: booting the next kernel"
+lbr-kexec /tmp/bzImage /tmp/initrd "console=ttyS0 pti=off panic=-1" exec
+echo "kexec: exec failed: $?"
+"""
+    res = boot(name=name, timeout=600, script=script,
+               qemu_args=["-drive", f"file={disk},format=raw,if=none,id=d0", "-device", "virtio-blk-pci,drive=d0"],
+               **kw)
+    con = res.console
+    assert "kexec: booting the next kernel" in con and "kexec: next kernel up" in con, (
+        "the next kernel did not come up:\n" + tail(con))
+    return res
 
 
 def root_files_cpio(work: Path, paths: tuple[str, ...]) -> bytes:

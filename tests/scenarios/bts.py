@@ -10,7 +10,7 @@ way: IA32_DS_AREA pointed at its own debug store)."""
 import json
 import re
 
-from harness import CRASH, MODULE, assert_clean, boot, decode, kdump, kernel_lines, symbols
+from harness import CRASH, MODULE, assert_clean, boot, decode, kdump, kernel_lines, kexec, symbols
 
 EMU = "model=skylake"
 # IA32_DEBUGCTL: LBR (bit 0), TR (6), BTS (7), BTINT (8), BTS_OFF_OS (9), BTS_OFF_USR (10).
@@ -104,6 +104,50 @@ def test_another_owner_taking_the_debug_store_is_reported(r):
     heads = kernel_lines(con, "lbr_dump: bts cpu=0")
     assert heads and heads[-1].endswith(f"state=foreign ds_area={owner:#018x}"), heads
     assert not kernel_lines(con, "lbr_dump: bts #"), "records printed from a foreign debug store"
+
+
+def test_perf_reserving_the_debug_store_switches_bts_off(r):
+    # Armed with BTS on 2 vCPUs, then perf reserves the debug store for its first hardware event
+    # (played by lbr_crash crash=perf_reserve: perf's own reserve_ds_buffers() called, then
+    # IA32_DS_AREA pointed at a debug store of lbr_crash's on every CPU, as its
+    # init_debug_store_on_cpu() does). lbr-dump must switch TR and BTS off on every CPU first and
+    # give its debug store back (else BTS stores into perf's buffer, and into freed memory once
+    # perf releases it): no BTS record lands in lbr_crash's buffers while the CPUs run, DEBUGCTL
+    # keeps the LBR, a #DB re-arm (single-step) brings the LBR back without BTS (lbr_crash prints
+    # both MSRs as it gives its debug store back), and disarming switches the LBR off.
+    vm = boot(name="bts-perf", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=300, script=f"""
+insmod {MODULE} bts=4 enable=1
+addr=$(grep -w reserve_ds_buffers /proc/kallsyms | cut -d' ' -f1)
+insmod {CRASH} crash=perf_reserve target=0x$addr
+(while :; do :; done) & ls -R /sys >/dev/null; lbr-singlestep || true; ls -R /sys >/dev/null
+kill %1
+echo ==taken==; rmmod lbr_crash; echo ==
+echo 0 > /sys/kernel/lbr_dump/enabled
+echo ==disarmed==; {MSRS}; echo ==
+""")
+    con = vm.console
+    assert "lbr_crash: perf_reserve: reserve_ds_buffers() called" in con, "\n".join(kernel_lines(con, "lbr_crash"))
+    warn = kernel_lines(con, "lbr_dump: perf is reserving the debug store")
+    assert len(warn) == 1 and "BTS is switched off on every CPU" in warn[0], warn
+    owner = int(re.search(r"lbr_crash's debug store \(CPU 0: ([0-9a-f]+)\)", con)[1], 16)
+    taken = msrs(con, "taken")
+    assert sorted(taken) == [0, 1], taken
+    for cpu, (ds, ctl) in taken.items():
+        assert ds >> 63 and ds >= owner, f"CPU {cpu}: IA32_DS_AREA {ds:#x} is not lbr_crash's"
+        assert ctl & (TR | BTS) == 0 and ctl & LBR, f"CPU {cpu}: DEBUGCTL {ctl:#x} after perf reserved the debug store"
+    stored = re.search(r"lbr_crash: ds_owner: IA32_DS_AREA given back, (\d+) BTS records were stored", con)
+    assert stored and stored[1] == "0", f"BTS stored into the other owner's buffers: {stored and stored[0]}"
+    # What lbr_crash found, and gave back: perf's debug store (the emulated Skylake has a PMU
+    # with one), or 0; not lbr-dump's.
+    found = {int(c): int(v, 16) for c, v in re.findall(r"lbr_crash: ds_owner: cpu=(\d+) found ds_area=(0x[0-9a-f]+)", con)}
+    assert sorted(found) == [0, 1], found
+    for cpu, (ds, ctl) in msrs(con, "disarmed").items():
+        assert ds == found[cpu] and ctl & (LBR | TR | BTS) == 0, f"CPU {cpu} after disarming: {ds:#x} {ctl:#x}"
+    events = vm.emu_events()
+    for cpu in (0, 1):
+        bts = [e for e in events if e["event"] == "switch" and e.get("recorder") == "bts" and e["cpu"] == cpu]
+        assert bts and not bts[-1]["on"], f"CPU {cpu}: BTS on at the end: {bts[-1:]}"
+    assert_clean(con)
 
 
 def test_page_table_isolation_refuses_bts(r):
@@ -292,3 +336,42 @@ def test_kdump_with_bts_armed(r):
         first = next((i for i, (g, w) in enumerate(zip(got, stored)) if g != w), None)
         assert first is None, (f"cpu {p['cpu']}: record #{first} read from the vmcore is {got[first]}, the emulator "
                                f"stored {stored[first]}")
+
+
+def test_kexec_e_switches_bts_off_on_every_cpu(r):
+    # `kexec -e` (reboot(LINUX_REBOOT_CMD_KEXEC)) with bts=64 on 2 vCPUs, busy on both. x86 stops
+    # the other CPU with an IPI after the syscore shutdown callbacks, without taking it offline
+    # (no hotplug callback runs), and the next kernel's page tables do not map lbr-dump's debug
+    # store: BTS must be off on every CPU before it (the emulator reports a store it cannot make
+    # as would-fault, which boot() refuses). The emulator's last BTS switch on each CPU is off,
+    # and the next kernel comes up on both CPUs and runs its script.
+    res = kexec("bts-kexec", before="(while :; do :; done) & (while :; do ls /sys >/dev/null; done) &\nsleep 1",
+                next_script="echo next-online=$(cat /sys/devices/system/cpu/online)\n", arm="bts=64",
+                smp=2, cpu="Skylake-Client", accel="tcg", emulate=EMU)
+    con = res.console
+    armed = kernel_lines(con, "lbr_dump: armed")
+    assert armed and "branch trace store" in armed[0], armed
+    assert len(res.boots) == 2 and "next-online=0-1" in res.boots[1], "the next kernel did not bring both CPUs up"
+    events = res.emu_events()
+    for cpu in (0, 1):
+        bts = [e for e in events if e["event"] == "switch" and e.get("recorder") == "bts" and e["cpu"] == cpu]
+        assert bts and bts[0]["on"], f"CPU {cpu}: BTS was never switched on: {bts[:1]}"
+        assert not bts[-1]["on"], f"CPU {cpu}: BTS still on when the next kernel started: {bts[-1]}"
+
+
+def test_kdump_with_a_watchpoint_armed_switches_bts_off(r):
+    # kdump with bts=64 on 2 vCPUs while hardware data breakpoints are armed on every CPU
+    # (lbr_crash crash=watch, on words the stubs read): the NMI stop stub loads nothing of
+    # lbr-dump's with DR7 set, so CPU 1, stopped by kdump's NMI shootdown, is not captured and
+    # its stub does not switch BTS off. lbr-dump's callback at crash_nmi_callback() must: the
+    # emulator's last BTS switch on each CPU is off, and no store would-fault.
+    cfg = "cfg=$(grep -w lbr_dump_capture /proc/kallsyms | cut -d' ' -f1)"
+    res, disk = kdump("bts-kdump-watch", f"{cfg}\ninsmod {CRASH} crash=watch capture_cfg=0x$cfg group=0\n"
+                      "echo c > /proc/sysrq-trigger", arm="bts=64", smp=2, cpu="Skylake-Client",
+                      accel="tcg", emulate=EMU)
+    assert kernel_lines(res.console, "lbr_crash: watching"), "lbr_crash armed no breakpoint"
+    events = res.emu_events()
+    for cpu in (0, 1):
+        bts = [e for e in events if e["event"] == "switch" and e.get("recorder") == "bts" and e["cpu"] == cpu]
+        assert bts and bts[0]["on"], f"CPU {cpu}: BTS was never switched on: {bts[:1]}"
+        assert not bts[-1]["on"], f"CPU {cpu}: BTS still on when the capture kernel started: {bts[-1]}"

@@ -121,14 +121,14 @@ insmod {CRASH} crash=watch capture_cfg=0x$cfg group={g}
 lbr-faults; lbr-singlestep || true; {traps}; ls -R /sys/kernel >/dev/null
 rmmod lbr_crash
 echo group-{g}-survived
-""" for g in range(4))
+""" for g in range(7))
     vm = boot(name="hard-watch", cpu="EPYC-Genoa,-smap", accel="tcg", smp=2, timeout=600,
               script=f"insmod {MODULE} force=1 enable=1\n" + CFG + groups)
-    for g in range(4):
+    for g in range(7):
         assert f"group-{g}-survived" in vm.console, tail(vm.console)
-    assert len(kernel_lines(vm.console, "lbr_crash: watch: kernel #PF and #GP survived")) == 4
+    assert len(kernel_lines(vm.console, "lbr_crash: watch: kernel #PF and #GP survived")) == 7
     hits = [int(h) for h in re.findall(r"watch: removed, (\d+) breakpoint hits", vm.console)]
-    assert len(hits) == 4 and all(h > 0 for h in hits), f"breakpoints did not fire: {hits}"
+    assert len(hits) == 7 and all(h > 0 for h in hits), f"breakpoints did not fire: {hits}"
     # The user-mode exceptions happened (the shell reports each killed child).
     for sig in ("Floating point exception", "Illegal instruction", "Segmentation fault"):
         assert sig in vm.console, f"no user-mode exception killed by {sig!r}:\n" + tail(vm.console)

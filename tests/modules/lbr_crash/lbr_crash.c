@@ -37,9 +37,10 @@
  *                                     oops is a #UD nested in the #GP's handler, on its stack
  *   insmod lbr_crash.ko crash=watch capture_cfg=ADDR group=N
  *                                     no crash: hardware data breakpoints (read/write, on every
- *                                     CPU) on group N (0-3) of the words lbr_dump's entry stubs
+ *                                     CPU) on group N (0-6) of the words lbr_dump's entry stubs
  *                                     read: the capture configuration at ADDR, the first and last
- *                                     MSR of the capture list, this CPU's block count and busy flag;
+ *                                     MSR of the capture list, this CPU's block count and busy
+ *                                     flag, its BTS pool slot and BTS table pointer;
  *                                     then kernel-mode #PF and #GP that are fixed up. The
  *                                     breakpoints stay while the module is loaded (the test runs
  *                                     user-mode faults and single-steps too); rmmod removes them
@@ -93,6 +94,16 @@
  *   insmod lbr_crash.ko crash=ds_take
  *                                     the same while lbr_dump records BTS (perf taking the debug
  *                                     store over), then crash as crash=gp does
+ *   insmod lbr_crash.ko crash=perf_reserve target=ADDR
+ *                                     no crash: play perf reserving the debug store for its first
+ *                                     hardware event: call reserve_ds_buffers() (ADDR, from
+ *                                     /proc/kallsyms; with a PMU that has a debug store, as the
+ *                                     emulated Skylake's, it points every CPU's IA32_DS_AREA at
+ *                                     perf's; without, it returns at once; QEMU TCG has no IBT
+ *                                     to object to the indirect call), then take the debug store
+ *                                     as crash=ds_owner does; rmmod prints the MSRs as crash=msrs does,
+ *                                     then how many BTS records were stored in this module's
+ *                                     buffers meanwhile
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -127,6 +138,8 @@ static unsigned long capture_cfg;
 module_param(capture_cfg, ulong, 0);
 static int group;
 module_param(group, int, 0);
+static unsigned long target;
+module_param(target, ulong, 0);
 static int cpu;
 module_param(cpu, int, 0);
 static unsigned long text[32];
@@ -217,9 +230,10 @@ static noinline int lbr_crash_torn(void)
 {
 	/*
 	 * struct capture_config (src/layout.rs `cfg`): CPU 0's block at 0x00, block size at 0x08,
-	 * ring mask at 0x18, snapshot size at 0x20. A CPU block: count at 0x00, snapshots from 0x40
-	 * (src/layout.rs; written out here so that this test module shares no code with lbr_dump). The next capture on this CPU writes slot count & mask first at its
-	 * sequence number (offset 0), before it reads the records.
+	 * ring mask at 0x18, snapshot size at 0x20. A CPU block: count at 0x00, snapshots from 0x80
+	 * (layout v5, src/layout.rs; written out here so that this test module shares no code with
+	 * lbr_dump). The next capture on this CPU writes slot count & mask first at its sequence
+	 * number (offset 0), before it reads the records.
 	 */
 	const u64 *cfg = (const u64 *)capture_cfg;
 	struct perf_event * __percpu *bp;
@@ -230,7 +244,7 @@ static noinline int lbr_crash_torn(void)
 		return -EINVAL;
 	migrate_disable();	/* the crash must come on the CPU whose slot is watched */
 	block = cfg[0] + smp_processor_id() * cfg[1];
-	slot = block + 0x40 + (*(u64 *)block & cfg[3]) * cfg[4];
+	slot = block + 0x80 + (*(u64 *)block & cfg[3]) * cfg[4];
 	hw_breakpoint_init(&attr);
 	attr.bp_addr = slot;
 	attr.bp_len = HW_BREAKPOINT_LEN_8;
@@ -394,24 +408,31 @@ static int lbr_crash_watch(void)
 static int lbr_crash_watch_faults(void)
 {
 	const u64 *cfg = (const u64 *)capture_cfg;
-	unsigned long words[16];
+	unsigned long words[28];
 	struct perf_event_attr attr;
 	unsigned long block;
 	int n = 0, i, v;
 
-	if (!capture_cfg || group < 0 || group > 3)
+	if (!capture_cfg || group < 0 || group > 6)
 		return -EINVAL;
-	/* struct capture_config: 11 words (src/layout.rs `cfg`); cfg[5] is the MSR list. */
-	for (i = 0; i < 11; i++)
+	/* struct capture_config: 21 words (layout v5, src/layout.rs `cfg`); cfg[5] is the MSR list. */
+	for (i = 0; i < 21; i++)
 		words[n++] = capture_cfg + 8 * i;
 	words[n++] = cfg[5];				/* first MSR of the list */
 	words[n++] = cfg[5] + 4 * (cfg[6] - 1);		/* last */
 	block = cfg[0] + raw_smp_processor_id() * cfg[1];
 	words[n++] = block;		/* count */
 	words[n++] = block + 8;		/* busy */
-	for (i = 0; i < 4 && 4 * group + i < n; i++) {
+	words[n++] = block + 0x10;	/* BTS: pool slot recording now */
+	words[n++] = block + 0x18;	/* BTS: this CPU's first table entry */
+	/*
+	 * Group N: words N, N + 7, N + 14, N + 21, so that each group holds a word every capture
+	 * reads (the first seven configuration words), whatever else it holds (words read only at
+	 * a panic or with BTS).
+	 */
+	for (i = 0; i < 4 && group + 7 * i < n; i++) {
 		hw_breakpoint_init(&attr);
-		attr.bp_addr = words[4 * group + i] & ~7UL;
+		attr.bp_addr = words[group + 7 * i] & ~7UL;
 		attr.bp_len = HW_BREAKPOINT_LEN_8;
 		attr.bp_type = HW_BREAKPOINT_RW;
 		watch_bp[i] = register_wide_hw_breakpoint(&attr, lbr_crash_hit, NULL);
@@ -420,7 +441,7 @@ static int lbr_crash_watch_faults(void)
 			watch_bp[i] = NULL;
 			return v;
 		}
-		pr_info("watching %#lx\n", words[4 * group + i]);
+		pr_info("watching %#lx\n", words[group + 7 * i]);
 	}
 	/* Kernel-mode exceptions that the kernel fixes up: captured, survived. */
 	for (i = 0; i < 3; i++) {
@@ -665,10 +686,15 @@ static void lbr_crash_ds_take_here(void *unused)
 	wrmsrq(MSR_IA32_DS_AREA, (u64)d);
 }
 
+static atomic64_t ds_stored = ATOMIC64_INIT(0);
+
 static void lbr_crash_ds_give_back_here(void *unused)
 {
+	struct lbr_crash_ds *d = &ds_mine[smp_processor_id()];
 	u64 ds;
 
+	atomic64_add((d->bts_index - d->bts_base) / 24 + (d->buffer[ARRAY_SIZE(d->buffer) - 3] ? 64 : 0),
+		     &ds_stored);
 	rdmsrq(MSR_IA32_DS_AREA, ds);
 	if (ds == (u64)&ds_mine[smp_processor_id()])
 		wrmsrq(MSR_IA32_DS_AREA, ds_found[smp_processor_id()]);
@@ -676,14 +702,27 @@ static void lbr_crash_ds_give_back_here(void *unused)
 
 static int lbr_crash_ds_owner(void)
 {
+	int c;
+
 	ds_mine = kcalloc(nr_cpu_ids, sizeof(*ds_mine), GFP_KERNEL);
 	if (!ds_mine)
 		return -ENOMEM;
 	on_each_cpu(lbr_crash_ds_take_here, NULL, 1);
 	ds_taken = true;
+	for_each_online_cpu(c)
+		pr_info("ds_owner: cpu=%d found ds_area=%#llx\n", c, ds_found[c]);
 	pr_info("ds_owner: IA32_DS_AREA on %u CPUs points at lbr_crash's debug store (CPU 0: %px)\n",
 		num_online_cpus(), &ds_mine[0]);
 	return 0;
+}
+
+static int lbr_crash_perf_reserve(void)
+{
+	if (!target)
+		return -EINVAL;
+	((void (*)(void))target)();	/* reserve_ds_buffers() */
+	pr_info("perf_reserve: reserve_ds_buffers() called\n");
+	return lbr_crash_ds_owner();
 }
 
 static noinline int lbr_crash_ds_take(void)
@@ -809,8 +848,10 @@ static void __exit lbr_crash_exit(void)
 {
 	if (ds_taken) {
 		/* BTS is not ours to switch off: only the debug store goes back. */
+		lbr_crash_msrs();	/* what the other owner left while this one had it */
 		on_each_cpu(lbr_crash_ds_give_back_here, NULL, 1);
-		pr_info("ds_owner: IA32_DS_AREA given back\n");
+		pr_info("ds_owner: IA32_DS_AREA given back, %lld BTS records were stored in lbr_crash's buffers\n",
+			atomic64_read(&ds_stored));
 	}
 	kfree(ds_mine);
 	if (!strcmp(crash, "gates"))
@@ -835,6 +876,8 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_ds_owner();
 	if (!strcmp(crash, "ds_take"))
 		return lbr_crash_ds_take();
+	if (!strcmp(crash, "perf_reserve"))
+		return lbr_crash_perf_reserve();
 	if (!strcmp(crash, "de"))
 		return lbr_crash_de();
 	if (!strcmp(crash, "gp"))

@@ -470,14 +470,18 @@ static BTS_GONE: AtomicBool = AtomicBool::new(false);
 /// capture's re-arm switches the LBR alone back on (BTS is gone for good).
 fn rearm_without_bts() {
     // SAFETY: `armed` is an aligned u64 of the stubs' configuration, which the stubs read with
-    // single 8-byte loads; every write to it while gates may point at the stubs is atomic.
+    // single 8-byte loads. While gates may point at the stubs, every write to it is atomic;
+    // `configure_stubs` writes it plainly before any gate does, and `arm` orders that write
+    // before its check of `BTS_GONE` with a full fence.
     let armed = unsafe { AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_capture.armed)) };
     armed.fetch_and(!(debugctl::TR | debugctl::BTS), Ordering::SeqCst);
 }
 
 /// Perf is reserving the debug store for its first hardware event (glue.c's ftrace callback at
-/// the entry of reserve_ds_buffers(): process context, preemption off, interrupts on, perf's
-/// pmc_reserve_mutex held). Before perf points IA32_DS_AREA at its own debug store on every CPU
+/// the entry of reserve_ds_buffers(): process context, preemptible, interrupts on, perf's
+/// pmc_reserve_mutex held; the module's ftrace_ops has its own trampoline that calls it
+/// directly). Perf calls it whether or not its PMU has a debug store (it returns at once
+/// without one): BTS goes off either way. Before perf points IA32_DS_AREA at its own debug store on every CPU
 /// (init_debug_store_on_cpu(), later in the same function), BTS goes off for good on every CPU
 /// and lbr-dump's debug store is given back: otherwise TR|BTS would store into perf's BTS buffer,
 /// and after perf releases it, into freed memory. The LBR records on; later captures find
@@ -489,9 +493,9 @@ unsafe extern "C" fn perf_takes_ds() {
     rearm_without_bts();
     if recording().is_some() {
         pr_warn!("perf is reserving the debug store (a hardware perf event): BTS is switched off on every CPU for good; the LBR records on\n");
-        // SAFETY: `bts_off_ipi` is a valid IPI callback that ignores its argument; interrupts
-        // are on here.
-        unsafe { ffi::lbr_dump_on_each_cpu(bts_off_ipi, ptr::null_mut()) };
+        // SAFETY: `bts_off_ipi` is a valid IPI callback that ignores its argument; process
+        // context, interrupts on. Waits: perf writes IA32_DS_AREA only after this returns.
+        unsafe { ffi::lbr_dump_on_each_cpu(bts_off_ipi, ptr::null_mut(), true) };
     }
 }
 
@@ -530,17 +534,20 @@ unsafe extern "C" fn bts_off_ipi(_info: *mut c_void) {
     }
 }
 
-/// Shutdown (syscore: reboot, kexec -e; process context, every CPU still online: on x86,
-/// kernel_kexec() and kernel_restart() stop the other CPUs only afterwards, with no hotplug
-/// teardown): BTS off on every CPU, before the next kernel's page tables, which do not map
-/// lbr-dump's buffers, and which must not start with TR|BTS set. (After a panic, the panic entry
-/// and the stop stubs do it.)
+/// Shutdown (syscore: reboot, kexec -e; process context, interrupts on, every CPU still online:
+/// on x86, kernel_kexec() and kernel_restart() stop the other CPUs only afterwards, with no
+/// hotplug teardown): BTS off on every CPU, before the next kernel's page tables, which do not
+/// map lbr-dump's buffers, and which must not start with TR|BTS set. This CPU at once; the
+/// others by an IPI not waited for (a CPU wedged with interrupts off must not hang the reboot),
+/// and at the latest where they stop (`stopping`, at stop_this_cpu(), reached through the
+/// REBOOT_VECTOR or its NMI fallback). (After a panic, the panic entry and the stop stubs do it.)
 unsafe extern "C" fn shutdown() {
     if recording().is_some_and(|s| s.ds.is_some()) {
         BTS_GONE.store(true, Ordering::SeqCst);
         rearm_without_bts();
-        // SAFETY: `bts_off_ipi` is a valid IPI callback that ignores its argument.
-        unsafe { ffi::lbr_dump_on_each_cpu(bts_off_ipi, ptr::null_mut()) };
+        // SAFETY: `bts_off_ipi` is a valid IPI callback that ignores its argument; process
+        // context, interrupts on. on_each_cpu() runs it on this CPU before it returns.
+        unsafe { ffi::lbr_dump_on_each_cpu(bts_off_ipi, ptr::null_mut(), false) };
     }
 }
 
@@ -987,6 +994,10 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
     }
     start_recording(&mut armed)?;
     configure_stubs(&armed, &control, armed_value);
+    // The plain store of the re-arm target above before the check below (x86 may otherwise
+    // let the load pass the store): either the check sees `perf_takes_ds`'s flag, or its
+    // fetch_and comes after the store.
+    core::sync::atomic::fence(Ordering::SeqCst);
     if BTS_GONE.load(Ordering::SeqCst) {
         // Perf reserved the debug store while arming: the re-arm target written just now had
         // TR|BTS.

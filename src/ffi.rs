@@ -132,14 +132,14 @@ unsafe extern "C" {
         suspend: unsafe extern "C" fn(),
     );
 
-    /// src/glue.c: `on_each_cpu(func, info, 1)` (process context).
-    pub(crate) fn lbr_dump_on_each_cpu(func: unsafe extern "C" fn(*mut c_void), info: *mut c_void);
+    /// src/glue.c: `on_each_cpu(func, info, wait)` (process context, interrupts on).
+    pub(crate) fn lbr_dump_on_each_cpu(func: unsafe extern "C" fn(*mut c_void), info: *mut c_void, wait: bool);
 
     /// src/glue.c: undoes [`lbr_dump_syscore_register`].
     pub(crate) fn lbr_dump_syscore_unregister();
 
     /// src/glue.c: ftrace callbacks that call `perf` at the entry of perf's
-    /// `reserve_ds_buffers()` (process context, preemption off, interrupts on) and `stop` at the
+    /// `reserve_ds_buffers()` (process context, preemptible, interrupts on) and `stop` at the
     /// entry of `stop_this_cpu()` and `crash_nmi_callback()` (IRQ or NMI context). 0, or -errno
     /// with `*what` set to a static string naming the function that cannot be traced, and
     /// nothing registered.
@@ -149,7 +149,8 @@ unsafe extern "C" {
         what: *mut *const c_char,
     ) -> c_int;
 
-    /// src/glue.c: undoes [`lbr_dump_bts_watch`], waiting for running callbacks.
+    /// src/glue.c: undoes [`lbr_dump_bts_watch`], waiting for running callbacks (a failure pins
+    /// the module: ftrace may still call into it).
     pub(crate) fn lbr_dump_bts_unwatch();
 
     /// src/glue.c: attaches the panic trampoline (asm/stubs.S `lbr_dump_panic_entry`) to the entry

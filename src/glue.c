@@ -45,7 +45,7 @@ bool lbr_dump_pti_active(void);
 unsigned long lbr_dump_alloc_pages(unsigned int order);
 int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
 void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void), void (*suspend)(void));
-void lbr_dump_on_each_cpu(void (*func)(void *info), void *info);
+void lbr_dump_on_each_cpu(void (*func)(void *info), void *info, bool wait);
 void lbr_dump_syscore_unregister(void);
 int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what);
 void lbr_dump_bts_unwatch(void);
@@ -111,10 +111,10 @@ int lbr_dump_stop_machine(int (*fn)(void *data), void *data)
 	return stop_machine(fn, data, NULL);
 }
 
-/* on_each_cpu(func, info, wait=1), a static inline. */
-void lbr_dump_on_each_cpu(void (*func)(void *info), void *info)
+/* on_each_cpu(), a static inline. */
+void lbr_dump_on_each_cpu(void (*func)(void *info), void *info, bool wait)
 {
-	on_each_cpu(func, info, 1);
+	on_each_cpu(func, info, wait);
 }
 
 /* virt_to_phys() (an inline) of a direct-map address: where a dump reader finds a BTS buffer. */
@@ -262,6 +262,7 @@ void lbr_dump_syscore_unregister(void)
  */
 static void (*lbr_dump_perf_fn)(void);
 
+/* Called by the ops' own trampoline (a module ops is DYNAMIC): preemptible, no recursion guard. */
 static notrace void lbr_dump_perf_callback(unsigned long ip, unsigned long parent_ip,
 					   struct ftrace_ops *op, struct ftrace_regs *fregs)
 {
@@ -326,11 +327,20 @@ free:
 	return ret;
 }
 
-/* Undoes lbr_dump_bts_watch(); ftrace waits until no CPU can still be in a callback. */
+/*
+ * Undoes lbr_dump_bts_watch(); ftrace waits until no CPU can still be in a callback. An
+ * unregister that fails (ftrace shut down after an ftrace bug) may leave a callback in place:
+ * the module is pinned then, and the filters are kept.
+ */
 void lbr_dump_bts_unwatch(void)
 {
-	unregister_ftrace_function(&lbr_dump_stopping_ops);
-	unregister_ftrace_function(&lbr_dump_perf_ops);
+	int a = unregister_ftrace_function(&lbr_dump_stopping_ops);
+	int b = unregister_ftrace_function(&lbr_dump_perf_ops);
+
+	if (a || b) {
+		__module_get(THIS_MODULE);
+		return;
+	}
 	ftrace_free_filter(&lbr_dump_perf_ops);
 	ftrace_free_filter(&lbr_dump_stopping_ops);
 }

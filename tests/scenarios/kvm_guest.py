@@ -199,25 +199,34 @@ def sysrq_body(p: Platform) -> None:
     console log. sysrq-c calls panic() directly: the panicking CPU's snapshot is taken at panic()'s
     entry (#0 the call into lbr-dump's panic trampoline, from panic()/vpanic(); rip in
     sysrq_handle_crash, which called panic()), the other CPU's as the panic stops it (#0 the stop
-    interrupt, from where it was)."""
-    res = boot(finish=False, name=f"kvm-sysrq-{p.name}", kernel="builtin", smp=2, **p.vm(), timeout=300,
-               append="lbr_dump=on", script=CPUINFO + "echo c > /proc/sysrq-trigger\n")
-    con = res.console
-    hypervisor_bit(con)
-    assert armed_line(con).endswith(ARMED_NOTE[p.vendor]), armed_line(con)
-    assert con.index("lbr_dump: armed: ") < con.index("lbr-dump-vm: up"), "not armed at boot"
-    assert "Kernel panic - not syncing: sysrq triggered crash" in con, tail(con)
-    heads = snapshot_heads(con)
-    vmlinux = kernel_dir("builtin") / "vmlinux"
-    doc = decoded(res.log, ["-k", vmlinux])
-    snaps = doc["snapshots"]
-    assert len(snaps) == len(heads) == 2, f"want the panicking CPU's and the stopped CPU's snapshots, got {heads}"
-    panics = [(s, h) for s, h in zip(snaps, heads) if s["vector"] == PANIC]
-    stops = [(s, h) for s, h in zip(snaps, heads) if s["vector"] in STOPS]
-    assert len(panics) == 1 and len(stops) == 1, heads
-    (ps, ph), (ss, sh) = panics[0], stops[0]
-    assert ps["cpu"] != ss["cpu"], heads
-    check_snapshot(p, res, ps, ph, "lbr_dump_panic_entry")
+    interrupt, from where it was). A run in which an interrupt reached the panicking CPU between
+    the call into the trampoline and its freeze (#0 or #1 an IRET; README "What a panic shows")
+    is checked as far as it goes and run again, at most 3 times in all, as panic.py does: under
+    TCG a pending interrupt is delivered at a block boundary, such as the trampoline's first."""
+    for attempt in range(1, 4):
+        tag = "" if attempt == 1 else f"-again{attempt}"
+        res = boot(finish=False, name=f"kvm-sysrq-{p.name}{tag}", kernel="builtin", smp=2, **p.vm(), timeout=300,
+                   append="lbr_dump=on", script=CPUINFO + "echo c > /proc/sysrq-trigger\n")
+        con = res.console
+        hypervisor_bit(con)
+        assert armed_line(con).endswith(ARMED_NOTE[p.vendor]), armed_line(con)
+        assert con.index("lbr_dump: armed: ") < con.index("lbr-dump-vm: up"), "not armed at boot"
+        assert "Kernel panic - not syncing: sysrq triggered crash" in con, tail(con)
+        heads = snapshot_heads(con)
+        vmlinux = kernel_dir("builtin") / "vmlinux"
+        doc = decoded(res.log, ["-k", vmlinux])
+        snaps = doc["snapshots"]
+        assert len(snaps) == len(heads) == 2, f"want the panicking CPU's and the stopped CPU's snapshots, got {heads}"
+        panics = [(s, h) for s, h in zip(snaps, heads) if s["vector"] == PANIC]
+        stops = [(s, h) for s, h in zip(snaps, heads) if s["vector"] in STOPS]
+        assert len(panics) == 1 and len(stops) == 1, heads
+        (ps, ph), (ss, sh) = panics[0], stops[0]
+        assert ps["cpu"] != ss["cpu"], heads
+        check_snapshot(p, res, ps, ph, "lbr_dump_panic_entry")
+        iret = any(r["from"]["symbol"].startswith("native_irq_return_iret+") for r in ps["records"][:2])
+        if not iret or attempt == 3:
+            break
+        print(f"NOTE kvm-sysrq-{p.name}: an interrupt reached panic() before the freeze; running again", flush=True)
     frm = ps["records"][0]["from"]["symbol"]
     assert frm.startswith(("panic+", "vpanic+")), ps["records"][0]
     kaslr = int(doc["kaslr_offset"], 16)

@@ -182,17 +182,19 @@ fn thunk_at(symbol: Option<&str>) -> Option<(Thunk, u64)> {
     Some((thunk(p.name)?, p.offset))
 }
 
-/// Whether a symbol is an exception or interrupt entry: the kernel's IDT entries (`asm_exc_*`,
-/// `asm_sysvec_*`, `asm_common_interrupt`, ... from idtentry.h), the vector stubs that lead to
-/// them, and lbr-dump's own entry stubs. A record from a thunk to one of them is an exception
-/// taken inside the thunk, not the thunk's branch.
+/// Whether a place is where an exception or interrupt is delivered: the first instruction of
+/// one of the kernel's IDT entries (`asm_exc_*`, `asm_sysvec_*`, `asm_common_interrupt`, ... from
+/// idtentry.h) or of lbr-dump's entry stubs, or any of the vector stubs that lead to them
+/// (`irq_entries_start`, `spurious_entries_start`: one per vector inside the symbol). A record
+/// from a thunk to one is an exception taken inside the thunk, not the thunk's branch. A record
+/// into the middle of an IDT entry is not a delivery: a return through a return thunk to the
+/// entry's call of its C handler (`asm_sysvec_apic_timer_interrupt+0x1a`) is a return.
 pub fn is_exception_entry(symbol: Option<&str>) -> bool {
     let Some(p) = symbol.and_then(parse_printed) else {
         return false;
     };
-    p.name.starts_with("asm_")
-        || p.name.starts_with("lbr_dump_stub_")
-        || matches!(p.name, "irq_entries_start" | "spurious_entries_start")
+    matches!(p.name, "irq_entries_start" | "spurious_entries_start")
+        || (p.offset == 0 && (p.name.starts_with("asm_") || p.name.starts_with("lbr_dump_stub_")))
 }
 
 /// Longest run of hops inside one thunk that is still read as one branch (call_depth_return_thunk
@@ -335,6 +337,31 @@ mod tests {
             let name = thunk.strip_prefix("__pi_").unwrap_or(thunk);
             assert_eq!(found(&r), [("return", name.to_string(), 1, 0)], "{thunk}");
         }
+    }
+
+    #[test]
+    fn a_return_into_an_interrupt_entry_is_a_return() {
+        // irqentry_exit() returning to asm_sysvec_apic_timer_interrupt's call of its C handler
+        // (a timer tick in a CI crash): a return, not an interrupt delivered inside the thunk,
+        // which lands at the entry's first instruction.
+        let r = snapshot(&[
+            (
+                "its_return_thunk+0x0/0x10",
+                "asm_sysvec_apic_timer_interrupt+0x1a/0x20",
+            ),
+            ("irqentry_exit+0x85/0x130", "its_return_thunk+0x0/0x10"),
+        ]);
+        assert_eq!(
+            found(&r),
+            [("return", "its_return_thunk".to_string(), 1, 0)]
+        );
+        assert!(is_exception_entry(Some(
+            "asm_sysvec_apic_timer_interrupt+0x0/0x20"
+        )));
+        assert!(!is_exception_entry(Some(
+            "asm_sysvec_apic_timer_interrupt+0x1a/0x20"
+        )));
+        assert!(is_exception_entry(Some("irq_entries_start+0x28/0x800")));
     }
 
     #[test]

@@ -166,7 +166,13 @@ def test_amd_single_record(r):
     run_sequence("amd-single", "amd", "EPYC-Genoa", "flavour=amd-single", "amd-single", None, 1)
 
 
-USER_LOOP = "(i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done) &\nsleep 0.05\n"
+# A busy user-space loop on the only CPU while lbr_check records (test=user), until USER_DONE
+# kills it. The kernel's messages go to the log only meanwhile (dmesg -n 1), and USER_DONE prints
+# them afterwards: 7.3's serial console is an nbcon console whose printer thread would otherwise
+# compete with the loop for the CPU while lbr_check's own lines are printed. A CI run (of 2f4e9b6)
+# saw the printer take all 50 ms of a recording: not one user-mode branch.
+USER_LOOP = "dmesg -n 1\n(while :; do :; done) &\nLOOP=$!\nsleep 0.05\n"
+USER_DONE = "kill $LOOP\nwait\ndmesg -n 7\ndmesg | grep lbr_check:\n"
 
 
 def test_kernel_only_filter_drops_user_branches(r):
@@ -176,7 +182,7 @@ def test_kernel_only_filter_drops_user_branches(r):
     # were recorded; the guest's own records must all end in the kernel.
     vm = boot(name="emu-user-kernel", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
               script=USER_LOOP + f"insmod {CHECK} flavour=legacy test=user ms=300 filter=kernel "
-              "depth=32 from=0x680 to=0x6c0 info=0xdc0\nkill %1 2>/dev/null || true\n")
+              "depth=32 from=0x680 to=0x6c0 info=0xdc0\n" + USER_DONE)
     _, reads = guest_view(vm.console)
     events = vm.emu_events()
     check_against_log(reads, events)
@@ -323,8 +329,7 @@ def test_bts_circular_buffer_holds_the_newest_branches_with_interrupts(r):
     # 64-record buffer, read from the index on (oldest first), must be the newest 64 of them, and
     # the index and wrap count are what a circular buffer of 64 gives for that many records.
     vm = boot(name="emu-bts-user", cpu="Skylake-Client", accel="tcg", emulate="model=skylake,trace=on",
-              script=USER_LOOP + f"insmod {CHECK} flavour=bts test=user ms=50 records=64\n"
-              "kill %1 2>/dev/null || true\n")
+              script=USER_LOOP + f"insmod {CHECK} flavour=bts test=user ms=50 records=64\n" + USER_DONE)
     events = vm.emu_events()
     assert_no_bts_trouble(events)
     (run,) = bts_runs(vm.console)
@@ -366,9 +371,8 @@ def test_bts_recent_is_the_newest_stored_records(r):
     # buffer (a second DS area). Each buffer, read by the guest from the index on (oldest first),
     # must be the newest entries of its freeze's `recent`; the ring goes on across the periods.
     vm = boot(name="emu-bts-recent", cpu="Skylake-Client", accel="tcg", emulate="model=skylake,bts_recent=256",
-              script=USER_LOOP + f"insmod {CHECK} flavour=bts test=user ms=50 records=64\n"
-              "kill %1 2>/dev/null || true\nwait\n"
-              f"rmmod lbr_check\ninsmod {CHECK} flavour=bts records=3\n")
+              script=USER_LOOP + f"insmod {CHECK} flavour=bts test=user ms=50 records=64\n" + USER_DONE
+              + f"rmmod lbr_check\ninsmod {CHECK} flavour=bts records=3\n")
     events = vm.emu_events()
     assert not [e for e in events if e["event"] == "branch"], "trace=off, yet branches were logged"
     assert_no_bts_trouble(events)

@@ -35,7 +35,7 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use kernel::{
     bindings,
-    ffi::{c_uint, c_void},
+    ffi::{c_int, c_uint, c_void},
     prelude::*,
 };
 
@@ -45,7 +45,7 @@ use crate::facility::{debugctl, msr, select, Filter, Recorder, Switch};
 use crate::ffi;
 use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
-use crate::probe::{read_msr, write_msr};
+use crate::probe::{read_msr, write_msr, write_msr_here};
 use crate::record::{self, Encoding, Tsx, MAX_VALUES};
 
 use crate::report::{vector_name, REARM_ONLY, VECTORS as HOOKABLE};
@@ -312,6 +312,8 @@ enum ArmCpuError {
     Msr(crate::probe::MsrError),
     /// BTS: IA32_DS_AREA already points at another owner's debug store.
     DsTaken(u64),
+    /// `smp_call_function_single()` could not run the debug store's switch-over on the CPU.
+    Call(c_int),
 }
 
 impl From<crate::probe::MsrError> for ArmCpuError {
@@ -331,6 +333,7 @@ impl core::fmt::Display for ArmCpuError {
                  back: boot with nmi_watchdog=0 and run no perf hardware event before arming, or \
                  load without bts)"
             ),
+            Self::Call(e) => write!(f, "cannot run BTS's arming on this CPU: smp_call_function_single() gave {e}"),
         }
     }
 }
@@ -369,52 +372,117 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     }
     let c = &s.control;
     let ctl = read_msr(cpu, c.switch.msr)?;
-    // BTS: the debug store is lbr-dump's only if nobody else's is in place.
-    let mut armed = s.armed;
-    let ds = match s.ds(cpu.as_u32()) {
-        Some(_) if BTS_GONE.load(Ordering::SeqCst) => {
-            armed &= !(debugctl::TR | debugctl::BTS);
-            None
+    // BTS: the debug store is lbr-dump's only if nobody else's is in place. A first look (and
+    // the check that the MSR does not fault): at arming, another owner's debug store refuses
+    // before anything is written, unless perf took it during this arming (`BTS_GONE`: then
+    // the LBR records alone). `arm_here` looks again, and decides.
+    let armed = s.armed;
+    let ds = s.ds(cpu.as_u32());
+    if let Some(ds) = ds {
+        // 0, or this area's own value (left by an earlier arming of it: 0 before), is free.
+        let now = read_msr(cpu, msr::DS_AREA)?;
+        if now != 0 && now != ds && s.arming.load(Ordering::Relaxed) && !BTS_GONE.load(Ordering::SeqCst) {
+            return Err(ArmCpuError::DsTaken(now));
         }
-        Some(ds) => match read_msr(cpu, msr::DS_AREA)? {
-            0 => Some(ds),
-            now if now == ds => Some(ds), // left by an earlier arming of this area: 0 before
-            now if s.arming.load(Ordering::Relaxed) => return Err(ArmCpuError::DsTaken(now)),
-            now => {
-                // A CPU coming online later whose debug store perf set up meanwhile
-                // (intel_pmu_cpu_starting): it records LBR only; failing would keep it offline.
-                pr_warn!(
-                    "CPU {}: {}: BTS stays off on this CPU\n",
-                    cpu.as_u32(),
-                    format_args!("{}", ArmCpuError::DsTaken(now))
-                );
-                armed &= !(debugctl::TR | debugctl::BTS);
-                None
-            }
-        },
-        None => None,
-    };
+    }
     slot[0].store(ctl, Ordering::Relaxed);
     if let Some((m, v)) = c.filter {
         slot[1].store(read_msr(cpu, m)?, Ordering::Relaxed);
         write_msr(cpu, m, v)?;
     }
-    // Last, just before BTS goes on, so that a failure above leaves no debug store behind.
-    if let Some(ds) = ds {
-        slot[2].store(0, Ordering::Relaxed);
-        write_msr(cpu, msr::DS_AREA, ds)?;
-    }
-    write_msr(cpu, c.switch.msr, armed)?;
-    if let Some(ds) = ds.filter(|_| BTS_GONE.load(Ordering::SeqCst)) {
-        // Perf reserved the debug store meanwhile (`perf_takes_ds`), and its switching BTS off
-        // may have come before the writes above: off again, and lbr-dump's store given back
-        // where it is still in place.
-        write_msr(cpu, c.switch.msr, armed & !(debugctl::TR | debugctl::BTS))?;
-        if read_msr(cpu, msr::DS_AREA)? == ds {
-            write_msr(cpu, msr::DS_AREA, 0)?;
+    let Some(ds) = ds else {
+        write_msr(cpu, c.switch.msr, armed)?;
+        return Ok(());
+    };
+    // Last, so that a failure above leaves no debug store behind, and in one step with
+    // interrupts off on the CPU itself: perf's IPIs (`perf_takes_ds`, then its own write of
+    // IA32_DS_AREA) come before it or after it, never between its look at IA32_DS_AREA and
+    // its write (tests/scenarios/bts.py perf_reserving_while_a_cpu_arms_keeps_perfs_debug_store).
+    let mut here = ArmHere {
+        s,
+        ds,
+        armed,
+        found: None,
+    };
+    // SAFETY: `arm_here` is a valid callback for an `ArmHere`, and `here` lives until the call
+    // returns (wait). It runs on `cpu` with interrupts off; it reads only IA32_DS_AREA, which
+    // this function read without fault on `cpu` above, and writes with fault checks.
+    let r = unsafe {
+        ffi::smp_call_function_single(cpu.as_u32() as c_int, arm_here, ptr::addr_of_mut!(here).cast(), true)
+    };
+    let why = match (r, here.found) {
+        (0, Some(Ok(BtsArming::On | BtsArming::Gone))) => return Ok(()),
+        (0, Some(Ok(BtsArming::Taken(now)))) => ArmCpuError::DsTaken(now),
+        (0, Some(Err(e))) => ArmCpuError::Msr(e),
+        (r, _) => ArmCpuError::Call(r),
+    };
+    if s.arming.load(Ordering::Relaxed) {
+        // Neither the debug store nor the switch was left written: the filter goes back.
+        if let Some((m, _)) = c.filter {
+            let _ = write_msr(cpu, m, slot[1].load(Ordering::Relaxed));
         }
+        return Err(why);
     }
+    // A CPU coming online later whose debug store perf set up meanwhile
+    // (intel_pmu_cpu_starting): it records LBR only; failing would keep it offline.
+    pr_warn!("CPU {}: {}: BTS stays off on this CPU\n", cpu.as_u32(), format_args!("{why}"));
+    write_msr(cpu, c.switch.msr, armed & !(debugctl::TR | debugctl::BTS))?;
     Ok(())
+}
+
+/// What [`arm_here`] found on the CPU it armed.
+#[derive(Clone, Copy)]
+enum BtsArming {
+    /// lbr-dump's debug store in place, the recorder switched on with TR|BTS.
+    On,
+    /// Perf had reserved the debug store (`BTS_GONE`): recording switched on without TR|BTS,
+    /// IA32_DS_AREA left alone.
+    Gone,
+    /// IA32_DS_AREA was another owner's: nothing written.
+    Taken(u64),
+}
+
+/// [`arm_here`]'s inputs and result.
+struct ArmHere<'a> {
+    s: &'a Saved,
+    /// This CPU's debug store.
+    ds: u64,
+    /// The control value to write (with TR|BTS).
+    armed: u64,
+    /// What it did; an MSR write that faulted leaves both MSRs as they were.
+    found: Option<Result<BtsArming, crate::probe::MsrError>>,
+}
+
+/// The last step of arming a CPU with BTS, on that CPU with interrupts off
+/// (`smp_call_function_single`): the check of `BTS_GONE` and IA32_DS_AREA, the write of the
+/// debug store and of the control MSR. `perf_takes_ds` sets `BTS_GONE` before it sends its IPIs,
+/// and perf writes IA32_DS_AREA only after they ran: either this sees the flag, or its IPI comes
+/// after this and finds lbr-dump's debug store to give back.
+unsafe extern "C" fn arm_here(info: *mut c_void) {
+    // SAFETY: `arm_cpu` passes a live `ArmHere` and waits for this call; nothing else uses it
+    // meanwhile.
+    let a = unsafe { &mut *info.cast::<ArmHere<'_>>() };
+    let ctl = a.s.control.switch.msr;
+    if BTS_GONE.load(Ordering::SeqCst) {
+        a.found = Some(write_msr_here(ctl, a.armed & !(debugctl::TR | debugctl::BTS)).map(|()| BtsArming::Gone));
+        return;
+    }
+    let now = rdmsr_here(msr::DS_AREA);
+    if now != 0 && now != a.ds {
+        a.found = Some(Ok(BtsArming::Taken(now)));
+        return;
+    }
+    // 0 before (this area's own value is left only where a disarm could not put 0 back).
+    if let Some(slot) = a.s.before.get(CpuId::current().as_u32() as usize) {
+        slot[2].store(0, Ordering::Relaxed);
+    }
+    let r = write_msr_here(msr::DS_AREA, a.ds).and_then(|()| {
+        write_msr_here(ctl, a.armed).inspect_err(|_| {
+            // Back to the value read above (0, or this store's own): canonical, it cannot fault.
+            wrmsr_here(msr::DS_AREA, now)
+        })
+    });
+    a.found = Some(r.map(|()| BtsArming::On));
 }
 
 /// CPU going offline (and every CPU at disarming; runs on that CPU): put back what was there
@@ -446,18 +514,14 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
     }
     // BTS is off again (above) unless another owner switched it on: the debug store goes back
     // only where it is still lbr-dump's.
-    if let Some(ds) = s.ds(cpu) {
+    if s.ds(cpu).is_some() {
         // BTS off whoever owns the debug store now: a DEBUGCTL value another owner changed (left
-        // above) still has lbr-dump's TR and BTS, which must not outlive its buffers.
-        let on = debugctl::TR | debugctl::BTS;
-        if let Ok(now) = read_msr(id, c.switch.msr) {
-            if now & on != 0 {
-                let _ = write_msr(id, c.switch.msr, now & !on);
-            }
-        }
-        if read_msr(id, msr::DS_AREA) == Ok(ds) {
-            let _ = write_msr(id, msr::DS_AREA, slot[2].load(Ordering::Relaxed));
-        }
+        // above) still has lbr-dump's TR and BTS, which must not outlive its buffers. Then the
+        // debug store back where it is lbr-dump's, in one step with interrupts off on the CPU
+        // (an IPI of perf's writing IA32_DS_AREA comes before or after it, not between).
+        // SAFETY: `bts_off_ipi` is a valid callback that ignores its argument; it touches only
+        // the control MSR and IA32_DS_AREA, which arming read without fault on this CPU.
+        let _ = unsafe { ffi::smp_call_function_single(cpu as c_int, bts_off_ipi, ptr::null_mut(), true) };
     }
     0
 }
@@ -478,9 +542,11 @@ fn rearm_without_bts() {
 }
 
 /// Perf is reserving the debug store for its first hardware event (glue.c's ftrace callback at
-/// the entry of reserve_ds_buffers(): process context, preemptible, interrupts on, perf's
-/// pmc_reserve_mutex held; the module's ftrace_ops has its own trampoline that calls it
-/// directly). Perf calls it whether or not its PMU has a debug store (it returns at once
+/// the entry of reserve_ds_buffers(), and of init_debug_store_on_cpu() where interrupts are on,
+/// for a reservation already under way when the callback was registered: process context,
+/// preemptible, interrupts on, perf's pmc_reserve_mutex held; the module's ftrace_ops has its
+/// own trampoline that calls it directly; after the first call, the others return at once).
+/// Perf calls reserve_ds_buffers() whether or not its PMU has a debug store (it returns at once
 /// without one): BTS goes off either way. Before perf points IA32_DS_AREA at its own debug store on every CPU
 /// (init_debug_store_on_cpu(), later in the same function), BTS goes off for good on every CPU
 /// and lbr-dump's debug store is given back: otherwise TR|BTS would store into perf's BTS buffer,
@@ -499,8 +565,8 @@ unsafe extern "C" fn perf_takes_ds() {
     }
 }
 
-/// BTS off on this CPU and its debug store given back (interrupts off: an IPI callback or a
-/// syscore callback).
+/// BTS off on this CPU and its debug store given back (interrupts off: an IPI callback, a
+/// syscore callback, or `cpu_offline`'s smp_call_function_single()).
 fn bts_off_here(s: &Saved) {
     let cpu = CpuId::current().as_u32();
     let Some(ds) = s.ds(cpu) else { return };
@@ -985,7 +1051,7 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
             // SAFETY: glue.c set `what` to a static NUL-terminated string.
             let what = unsafe { CStr::from_char_ptr(what) };
             pr_err!(
-                "refusing to arm: bts: cannot trace {what} ({:?}): BTS needs it switched off where perf takes the debug store over (reserve_ds_buffers()) and where a CPU stops for good (stop_this_cpu(), crash_nmi_callback())\n",
+                "refusing to arm: bts: cannot trace {what} ({:?}): BTS needs it switched off where perf takes the debug store over (reserve_ds_buffers(), init_debug_store_on_cpu()) and where a CPU stops for good (stop_this_cpu(), crash_nmi_callback())\n",
                 Error::from_errno(r)
             );
             return Err(ENODEV);

@@ -87,6 +87,16 @@ unsafe extern "C" {
     /// arch/x86/lib/msr-smp.c: `int wrmsrq_safe_on_cpu(unsigned int cpu, u32 msr_no, u64 q)`.
     pub(crate) fn wrmsrq_safe_on_cpu(cpu: c_uint, msr_no: u32, q: u64) -> c_int;
 
+    /// kernel/smp.c: `int smp_call_function_single(int cpuid, smp_call_func_t func, void *info,
+    /// bool wait)`. Runs `func(info)` on `cpuid` with interrupts off: on the current CPU
+    /// directly (interrupts off around it, 0), else by an IPI (`-ENXIO` for an offline CPU).
+    pub(crate) fn smp_call_function_single(
+        cpuid: c_int,
+        func: unsafe extern "C" fn(*mut c_void),
+        info: *mut c_void,
+        wait: bool,
+    ) -> c_int;
+
     /// kernel/notifier.c: `int register_die_notifier(struct notifier_block *nb)`.
     pub(crate) fn register_die_notifier(nb: *mut bindings::notifier_block) -> c_int;
 
@@ -131,6 +141,9 @@ unsafe extern "C" {
         shutdown: unsafe extern "C" fn(),
         suspend: unsafe extern "C" fn(),
     );
+
+    /// src/glue.c: `wrmsrq_safe(msr, value)` on this CPU: 0, or `-EIO` for a #GP.
+    pub(crate) fn lbr_dump_wrmsr_safe(msr: u32, value: u64) -> c_int;
 
     /// src/glue.c: `on_each_cpu(func, info, wait)` (process context, interrupts on).
     pub(crate) fn lbr_dump_on_each_cpu(func: unsafe extern "C" fn(*mut c_void), info: *mut c_void, wait: bool);

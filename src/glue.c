@@ -30,6 +30,7 @@
 #include <asm/cpufeature.h>
 #include <asm/desc.h>
 #include <asm/idtentry.h>
+#include <asm/msr.h>
 #include <asm/irq_vectors.h>
 #include <asm/trapnr.h>
 #include <asm/nmi.h>
@@ -46,6 +47,7 @@ unsigned long lbr_dump_alloc_pages(unsigned int order);
 int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
 void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void), void (*suspend)(void));
 void lbr_dump_on_each_cpu(void (*func)(void *info), void *info, bool wait);
+int lbr_dump_wrmsr_safe(u32 msr, u64 value);
 void lbr_dump_syscore_unregister(void);
 int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what);
 void lbr_dump_bts_unwatch(void);
@@ -115,6 +117,12 @@ int lbr_dump_stop_machine(int (*fn)(void *data), void *data)
 void lbr_dump_on_each_cpu(void (*func)(void *info), void *info, bool wait)
 {
 	on_each_cpu(func, info, wait);
+}
+
+/* wrmsrq_safe() (an inline): a write on this CPU whose #GP comes back as -EIO. */
+int lbr_dump_wrmsr_safe(u32 msr, u64 value)
+{
+	return wrmsrq_safe(msr, value);
 }
 
 /* virt_to_phys() (an inline) of a direct-map address: where a dump reader finds a BTS buffer. */
@@ -257,16 +265,26 @@ void lbr_dump_syscore_unregister(void)
  * clearing IA32_DS_AREA (release_ds_buffer() clears .ds before fini_debug_store_on_cpu() reads
  * it). lbr-dump's TR|BTS must be off on every CPU before that: an ftrace callback at the entry of
  * reserve_ds_buffers() (not exported: by name) calls `fn` first (src/capture.rs
- * `perf_takes_ds`). Returns 0 or -errno (-EINVAL: the function is not there or cannot be
- * traced). Serialized by lbr-dump's state lock.
+ * `perf_takes_ds`). The same callback at init_debug_store_on_cpu(), which writes IA32_DS_AREA
+ * for reserve_ds_buffers(), catches a reservation that had passed that function's entry before
+ * the callback was registered (tests/scenarios/bts.py
+ * perf_reservation_begun_before_arming_switches_bts_off). init_debug_store_on_cpu() is also
+ * called by intel_pmu_cpu_starting() on a CPU coming online, interrupts off: perf's debug store
+ * exists then only if perf reserved it before (and `fn` ran then, or arming found perf's store
+ * and refused), and `fn` (which waits for IPIs) is not called there. Returns 0 or -errno
+ * (-EINVAL: a function is not there or cannot be traced). Serialized by lbr-dump's state lock.
  */
 static void (*lbr_dump_perf_fn)(void);
 
-/* Called by the ops' own trampoline (a module ops is DYNAMIC): preemptible, no recursion guard. */
+/*
+ * Called by the ops' own trampoline (a module ops is DYNAMIC): preemptible where the traced
+ * function is, no recursion guard.
+ */
 static notrace void lbr_dump_perf_callback(unsigned long ip, unsigned long parent_ip,
 					   struct ftrace_ops *op, struct ftrace_regs *fregs)
 {
-	lbr_dump_perf_fn();
+	if (!irqs_disabled())
+		lbr_dump_perf_fn();
 }
 
 static struct ftrace_ops lbr_dump_perf_ops = { .func = lbr_dump_perf_callback };
@@ -295,6 +313,7 @@ static struct ftrace_ops lbr_dump_stopping_ops = { .func = lbr_dump_stopping_cal
 int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what)
 {
 	unsigned char reserve[] = "reserve_ds_buffers";
+	unsigned char init_cpu[] = "init_debug_store_on_cpu";
 	unsigned char stop_cpu[] = "stop_this_cpu";
 	unsigned char nmi[] = "crash_nmi_callback";
 	int ret;
@@ -303,6 +322,10 @@ int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what
 	lbr_dump_stopping_fn = stop;
 	*what = "reserve_ds_buffers()";
 	ret = ftrace_set_filter(&lbr_dump_perf_ops, reserve, sizeof(reserve) - 1, 1);
+	if (ret)
+		goto free;
+	*what = "init_debug_store_on_cpu()";
+	ret = ftrace_set_filter(&lbr_dump_perf_ops, init_cpu, sizeof(init_cpu) - 1, 0);
 	if (ret)
 		goto free;
 	*what = "stop_this_cpu()";

@@ -99,6 +99,23 @@ pub(crate) fn read_msr(cpu: CpuId, msr: u32) -> Result<u64, MsrError> {
     }
 }
 
+/// Writes `value` to `msr` on this CPU (the caller keeps it there: interrupts off); a #GP comes
+/// back as an error.
+pub(crate) fn write_msr_here(msr: u32, value: u64) -> Result<(), MsrError> {
+    injected_fault(msr, Some(value))?;
+    // SAFETY: glue.c's `wrmsrq_safe()` takes any MSR number and value; a fault is caught by its
+    // exception-table entry. Which MSRs may be written is the caller's concern, as in
+    // `write_msr`.
+    match unsafe { ffi::lbr_dump_wrmsr_safe(msr, value) } {
+        0 => Ok(()),
+        errno => Err(MsrError {
+            msr,
+            write: Some(value),
+            errno,
+        }),
+    }
+}
+
 /// Writes `value` to `msr` on `cpu`; a #GP comes back as an error.
 pub(crate) fn write_msr(cpu: CpuId, msr: u32, value: u64) -> Result<(), MsrError> {
     injected_fault(msr, Some(value))?;

@@ -150,6 +150,127 @@ echo ==disarmed==; {MSRS}; echo ==
     assert_clean(con)
 
 
+def test_perf_reserving_while_a_cpu_arms_keeps_perfs_debug_store(r):
+    # The race of the test above at its worst moment: lbr-dump arming CPU 1 has looked at its
+    # IA32_DS_AREA (0: free) when perf's IPIs come, first lbr-dump's own ftrace callback at
+    # reserve_ds_buffers() (BTS off everywhere), then perf's write of IA32_DS_AREA (played by
+    # lbr_crash crash=perf_mid_arm: it holds CPU 1's hotplug thread at its next MSR call or
+    # cross-CPU call after that read, interrupts on, while a thread on CPU 0 does what
+    # crash=perf_reserve does). What lbr-dump does next must not put its debug store over the
+    # other owner's, nor switch BTS on: both CPUs keep lbr_crash's debug store and no BTS record
+    # lands in it; disarming gives back what lbr_crash found and leaves no BTS on.
+    vm = boot(name="bts-perf-mid", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=300, script=f"""
+insmod {MODULE} bts=4
+addr=$(grep -w reserve_ds_buffers /proc/kallsyms | cut -d' ' -f1)
+insmod {CRASH} crash=perf_mid_arm target=0x$addr
+echo 1 > /sys/kernel/lbr_dump/enabled; echo "enable exit $?"
+(while :; do :; done) & LOOP=$!; ls -R /sys >/dev/null; kill $LOOP; wait
+echo ==taken==; rmmod lbr_crash; echo ==
+echo 0 > /sys/kernel/lbr_dump/enabled
+echo ==disarmed==; {MSRS}; echo ==
+""")
+    con = vm.console
+    held = kernel_lines(con, "lbr_crash: perf_mid_arm: CPU 1 read IA32_DS_AREA for arming")
+    assert len(held) == 1 and "perf had reserved and taken the debug store" in held[0], \
+        "\n".join(kernel_lines(con, "lbr_crash"))
+    assert "lbr_crash: perf_reserve: reserve_ds_buffers() called" in con
+    warn = kernel_lines(con, "lbr_dump: perf is reserving the debug store")
+    assert len(warn) == 1 and "BTS is switched off on every CPU" in warn[0], warn
+    owner = int(re.search(r"lbr_crash's debug store \(CPU 0: ([0-9a-f]+)\)", con)[1], 16)
+    taken = msrs(con, "taken")
+    assert sorted(taken) == [0, 1], taken
+    for cpu, (ds, ctl) in taken.items():
+        assert ds >> 63 and ds >= owner, f"CPU {cpu}: IA32_DS_AREA {ds:#x} is not lbr_crash's (its CPU 0 store: {owner:#x})"
+        assert ctl & (TR | BTS) == 0, f"CPU {cpu}: DEBUGCTL {ctl:#x}: BTS on under another owner's debug store"
+    stored = re.search(r"lbr_crash: ds_owner: IA32_DS_AREA given back, (\d+) BTS records were stored", con)
+    assert stored and stored[1] == "0", f"BTS stored into the other owner's buffers: {stored and stored[0]}"
+    found = {int(c): int(v, 16) for c, v in re.findall(r"lbr_crash: ds_owner: cpu=(\d+) found ds_area=(0x[0-9a-f]+)", con)}
+    assert sorted(found) == [0, 1], found
+    for cpu, (ds, ctl) in msrs(con, "disarmed").items():
+        assert ds == found[cpu] and ctl & (TR | BTS) == 0, f"CPU {cpu} after disarming: {ds:#x} {ctl:#x}"
+    # CPU 0 was armed with BTS before perf came (on, then off); CPU 1 never had BTS on.
+    events = vm.emu_events()
+    bts = {cpu: [e["on"] for e in events if e["event"] == "switch" and e.get("recorder") == "bts" and e["cpu"] == cpu]
+           for cpu in (0, 1)}
+    assert True in bts[0] and not bts[0][-1], f"CPU 0: BTS switches {bts[0]}"
+    assert True not in bts[1], f"CPU 1: BTS switched on under perf's debug store: {bts[1]}"
+    assert_clean(con)
+
+
+def test_perf_reservation_begun_before_arming_switches_bts_off(r):
+    # A perf reservation that had passed the entry of reserve_ds_buffers() before lbr-dump
+    # watched it (it allocates the buffers first, then points each CPU's IA32_DS_AREA at its
+    # debug store with init_debug_store_on_cpu()). Played by lbr_crash: perf_prepare before
+    # arming (perf's debug store allocated, IA32_DS_AREA still 0), perf_tail while armed (the
+    # init_debug_store_on_cpu() calls). BTS must be off on every CPU before perf's debug store is
+    # in place: perf's BTS buffers receive no record, and DEBUGCTL keeps the LBR alone.
+    vm = boot(name="bts-perf-tail", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=300, script=f"""
+sym() {{ grep -w "$1" /proc/kallsyms | cut -d' ' -f1; }}
+insmod {CRASH} crash=perf_prepare target=0x$(sym reserve_ds_buffers) fini=0x$(sym fini_debug_store_on_cpu) && rmmod lbr_crash
+insmod {MODULE} bts=4 enable=1
+echo ==armed==; {MSRS}; echo ==
+insmod {CRASH} crash=perf_tail target=0x$(sym init_debug_store_on_cpu) && rmmod lbr_crash
+echo 0 > /sys/kernel/lbr_dump/enabled
+echo ==disarmed==; {MSRS}; echo ==
+""")
+    con = vm.console
+    assert "lbr_crash: perf_prepare: reserve_ds_buffers() and fini_debug_store_on_cpu() called" in con, \
+        "\n".join(kernel_lines(con, "lbr_crash"))
+    armed = msrs(con, "armed")
+    assert sorted(armed) == [0, 1] and all(ctl & (TR | BTS) == TR | BTS for _, ctl in armed.values()), armed
+    tail = {int(c): (int(d, 16), int(g, 16), int(n)) for c, d, g, n in re.findall(
+        r"lbr_crash: perf_tail: cpu=(\d+) ds_area=(0x[0-9a-f]+) debugctl=(0x[0-9a-f]+) stored=(\d+)", con)}
+    assert sorted(tail) == [0, 1], tail
+    for cpu, (ds, ctl, stored) in tail.items():
+        assert ds and ds != armed[cpu][0], f"CPU {cpu}: IA32_DS_AREA {ds:#x} is not perf's"
+        assert ctl & LBR and not ctl & (TR | BTS), f"CPU {cpu}: DEBUGCTL {ctl:#x} under perf's debug store"
+        assert stored == 0, f"CPU {cpu}: {stored} BTS records stored into perf's buffer"
+    warn = kernel_lines(con, "lbr_dump: perf is reserving the debug store")
+    assert len(warn) == 1, warn
+    for cpu, (ds, ctl) in msrs(con, "disarmed").items():
+        assert ds == tail[cpu][0] and ctl & (LBR | TR | BTS) == 0, f"CPU {cpu} after disarming: {ds:#x} {ctl:#x}"
+    assert_clean(con)
+
+
+def test_cpu_hotplug_while_armed_with_bts(r):
+    # 2 vCPUs armed with BTS. CPU 1 offline: gone from the MSR listing; online again: its
+    # IA32_DS_AREA is lbr-dump's debug store again (the same as at arming) and DEBUGCTL has TR
+    # and BTS. Then another owner (lbr_crash crash=ds_owner, playing perf) points every CPU's
+    # IA32_DS_AREA at its own debug store; CPU 1 offline leaves that alone and switches BTS off;
+    # online again, CPU 1 records the LBR without BTS and says why in one line, and the other
+    # owner's debug store is still in place. Disarming: DEBUGCTL without LBR, TR and BTS.
+    vm = boot(name="bts-hotplug", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=300, script=f"""
+insmod {MODULE} bts=4 enable=1
+echo ==armed==; {MSRS}; echo ==
+echo 0 > /sys/devices/system/cpu/cpu1/online
+echo ==offline==; {MSRS}; echo ==
+echo 1 > /sys/devices/system/cpu/cpu1/online
+echo ==online==; {MSRS}; echo ==
+insmod {CRASH} crash=ds_owner
+echo 0 > /sys/devices/system/cpu/cpu1/online
+echo 1 > /sys/devices/system/cpu/cpu1/online
+echo ==owner==; rmmod lbr_crash; echo ==
+echo 0 > /sys/kernel/lbr_dump/enabled
+echo ==disarmed==; {MSRS}; echo ==
+""")
+    con = vm.console
+    armed, offline, online, owner_msrs = (msrs(con, t) for t in ("armed", "offline", "online", "owner"))
+    assert sorted(armed) == [0, 1] and sorted(offline) == [0] and sorted(online) == [0, 1], (armed, offline, online)
+    ds1, ctl1 = armed[1]
+    assert ds1 >> 63 and ctl1 & (TR | BTS | LBR) == TR | BTS | LBR, f"CPU 1 armed: {ds1:#x} {ctl1:#x}"
+    assert online[1] == armed[1], f"CPU 1 online again: {online[1][0]:#x} {online[1][1]:#x}, armed: {ds1:#x} {ctl1:#x}"
+    owner = int(re.search(r"lbr_crash's debug store \(CPU 0: ([0-9a-f]+)\)", con)[1], 16)
+    ds, ctl = owner_msrs[1]
+    assert ds >= owner and ds != ds1, f"CPU 1: IA32_DS_AREA {ds:#x} is not lbr_crash's"
+    assert ctl & LBR and not ctl & (TR | BTS), f"CPU 1: DEBUGCTL {ctl:#x} under another owner's debug store"
+    why = kernel_lines(con, "lbr_dump: CPU 1: IA32_DS_AREA is")
+    assert len(why) == 1 and f"IA32_DS_AREA is {ds:#x}: another owner has the debug store" in why[0] \
+        and why[0].endswith("BTS stays off on this CPU"), why
+    for cpu, (ds, ctl) in msrs(con, "disarmed").items():
+        assert ctl & (LBR | TR | BTS) == 0, f"CPU {cpu} after disarming: DEBUGCTL {ctl:#x}"
+    assert_clean(con)
+
+
 def test_page_table_isolation_refuses_bts(r):
     # Built in, pti=on: BTS is refused with the reason (the hardware writes the buffer through
     # the page tables of the moment, and the entry code branches at CPL 0 under the user CR3), and

@@ -104,6 +104,29 @@
  *                                     as crash=ds_owner does; rmmod prints the MSRs as crash=msrs does,
  *                                     then how many BTS records were stored in this module's
  *                                     buffers meanwhile
+ *   insmod lbr_crash.ko crash=perf_mid_arm target=ADDR
+ *                                     no crash: the same as crash=perf_reserve, but at the worst
+ *                                     moment of lbr_dump arming CPU 1: ftrace callbacks at
+ *                                     rdmsrq_safe_on_cpu(), wrmsrq_safe_on_cpu() and
+ *                                     smp_call_function_single() wait in CPU 1's hotplug thread
+ *                                     (cpuhp/1) for its read of IA32_DS_AREA, then hold it (IRQs
+ *                                     on, up to 20 s) at its next call of any of them while a
+ *                                     thread on CPU 0 does what crash=perf_reserve does: perf's
+ *                                     IPIs reach CPU 1 between lbr_dump's look at IA32_DS_AREA
+ *                                     and whatever it does next. Load it before arming; rmmod as
+ *                                     crash=perf_reserve
+ *   insmod lbr_crash.ko crash=perf_prepare target=ADDR fini=ADDR
+ *   insmod lbr_crash.ko crash=perf_tail target=ADDR
+ *                                     no crash: play a perf reservation that had passed the
+ *                                     entry of reserve_ds_buffers() before lbr_dump watched it.
+ *                                     perf_prepare (before arming) calls reserve_ds_buffers()
+ *                                     (target) and then fini_debug_store_on_cpu() (fini) for every
+ *                                     CPU: perf's debug store allocated, IA32_DS_AREA 0. perf_tail
+ *                                     (while armed) does the rest of the reservation: calls
+ *                                     init_debug_store_on_cpu() (target) for every CPU, waits
+ *                                     100 ms, and prints for every CPU IA32_DS_AREA, DEBUGCTL and
+ *                                     how many BTS records perf's buffer received
+ *                                     (`perf_tail: cpu=N ds_area=.. debugctl=.. stored=K`)
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -111,6 +134,7 @@
 
 #include <linux/cpumask.h>
 #include <linux/delay.h>
+#include <linux/ftrace.h>
 #include <linux/hw_breakpoint.h>
 #include <linux/kallsyms.h>
 #include <linux/kdebug.h>
@@ -140,6 +164,8 @@ static int group;
 module_param(group, int, 0);
 static unsigned long target;
 module_param(target, ulong, 0);
+static unsigned long fini;
+module_param(fini, ulong, 0);
 static int cpu;
 module_param(cpu, int, 0);
 static unsigned long text[32];
@@ -725,6 +751,187 @@ static int lbr_crash_perf_reserve(void)
 	return lbr_crash_ds_owner();
 }
 
+/*
+ * crash=perf_mid_arm. mid_phase: 0 until cpuhp/1 calls rdmsrq_safe_on_cpu(1, IA32_DS_AREA),
+ * 1 until its next call of a hooked function, 2 while that call waits for perf, 3 after.
+ */
+static atomic_t mid_phase = ATOMIC_INIT(0);
+static atomic_t mid_perf_done = ATOMIC_INIT(0);
+static DECLARE_COMPLETION(mid_go);
+static struct task_struct *mid_thread;
+static bool mid_hooked;
+
+static bool notrace lbr_crash_mid_context(void)
+{
+	return in_task() && !strcmp(current->comm, "cpuhp/1");
+}
+
+/* The hooked call after the read: perf reserves and takes the debug store on CPU 0 meanwhile. */
+static void notrace lbr_crash_mid_hold(unsigned long ip)
+{
+	u64 until = ktime_get_mono_fast_ns() + 20 * NSEC_PER_SEC;
+
+	if (atomic_cmpxchg(&mid_phase, 1, 2) != 1)
+		return;
+	complete(&mid_go);
+	/*
+	 * Interrupts on: perf's IPIs are taken here. cpuhp/1 is bound to CPU 1, and nothing the
+	 * thread on CPU 0 does waits for CPU 1 to schedule (the timeout bounds it anyway).
+	 */
+	while (!atomic_read(&mid_perf_done) && ktime_get_mono_fast_ns() < until)
+		cpu_relax();
+	atomic_set(&mid_phase, 3);
+	pr_info("perf_mid_arm: CPU 1 read IA32_DS_AREA for arming; at its next call (%ps) perf %s\n",
+		(void *)ip, atomic_read(&mid_perf_done) ? "had reserved and taken the debug store"
+							 : "did not finish within 20 s");
+}
+
+static void notrace lbr_crash_mid_read(unsigned long ip, unsigned long parent_ip,
+				       struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	if (!lbr_crash_mid_context())
+		return;
+	if (atomic_read(&mid_phase) == 1) {
+		lbr_crash_mid_hold(ip);
+		return;
+	}
+	/* rdmsrq_safe_on_cpu(unsigned int cpu, u32 msr_no, u64 *q) */
+	if ((unsigned int)ftrace_regs_get_argument(fregs, 0) == 1 &&
+	    (u32)ftrace_regs_get_argument(fregs, 1) == MSR_IA32_DS_AREA)
+		atomic_cmpxchg(&mid_phase, 0, 1);
+}
+
+static void notrace lbr_crash_mid_next(unsigned long ip, unsigned long parent_ip,
+				       struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	if (lbr_crash_mid_context())
+		lbr_crash_mid_hold(ip);
+}
+
+static struct ftrace_ops mid_read_ops = { .func = lbr_crash_mid_read };
+static struct ftrace_ops mid_next_ops = { .func = lbr_crash_mid_next };
+
+static int lbr_crash_mid_perf(void *unused)
+{
+	while (!kthread_should_stop()) {
+		if (!wait_for_completion_timeout(&mid_go, HZ / 10))
+			continue;
+		lbr_crash_perf_reserve();
+		atomic_set(&mid_perf_done, 1);
+		break;
+	}
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(HZ / 10);
+	return 0;
+}
+
+static int lbr_crash_perf_mid_arm(void)
+{
+	static char rd[] = "rdmsrq_safe_on_cpu", wr[] = "wrmsrq_safe_on_cpu",
+		    call[] = "smp_call_function_single";
+	int r;
+
+	if (!target)
+		return -EINVAL;
+	r = ftrace_set_filter(&mid_read_ops, rd, strlen(rd), 1);
+	if (!r)
+		r = ftrace_set_filter(&mid_next_ops, wr, strlen(wr), 1);
+	if (!r)
+		r = ftrace_set_filter(&mid_next_ops, call, strlen(call), 0);
+	if (r)
+		goto free;
+	mid_thread = kthread_create(lbr_crash_mid_perf, NULL, "lbr_crash_perf");
+	if (IS_ERR(mid_thread)) {
+		r = PTR_ERR(mid_thread);
+		mid_thread = NULL;
+		goto free;
+	}
+	kthread_bind(mid_thread, 0);
+	wake_up_process(mid_thread);
+	r = register_ftrace_function(&mid_read_ops);
+	if (r)
+		goto stop;
+	r = register_ftrace_function(&mid_next_ops);
+	if (r) {
+		unregister_ftrace_function(&mid_read_ops);
+		goto stop;
+	}
+	mid_hooked = true;
+	pr_info("perf_mid_arm: waiting for CPU 1 to be armed\n");
+	return 0;
+stop:
+	kthread_stop(mid_thread);
+	mid_thread = NULL;
+free:
+	ftrace_free_filter(&mid_read_ops);
+	ftrace_free_filter(&mid_next_ops);
+	return r;
+}
+
+static void lbr_crash_perf_mid_arm_stop(void)
+{
+	if (mid_hooked) {
+		unregister_ftrace_function(&mid_next_ops);
+		unregister_ftrace_function(&mid_read_ops);
+		ftrace_free_filter(&mid_read_ops);
+		ftrace_free_filter(&mid_next_ops);
+	}
+	if (mid_thread)
+		kthread_stop(mid_thread);
+}
+
+/* crash=perf_prepare, perf_tail */
+static int lbr_crash_perf_prepare(void)
+{
+	int c;
+
+	if (!target || !fini)
+		return -EINVAL;
+	((void (*)(void))target)();		/* reserve_ds_buffers() */
+	for_each_online_cpu(c)
+		((void (*)(int))fini)(c);	/* fini_debug_store_on_cpu() */
+	pr_info("perf_prepare: reserve_ds_buffers() and fini_debug_store_on_cpu() called\n");
+	return 0;
+}
+
+static u64 tail_ds[NR_CPUS];
+
+static void lbr_crash_perf_tail_look(void *unused)
+{
+	int c = smp_processor_id();
+	u64 ds, debugctl, *fields, stored = 0;
+
+	rdmsrq(MSR_IA32_DS_AREA, ds);
+	rdmsrq(MSR_IA32_DEBUGCTLMSR, debugctl);
+	/* The 64-bit DS save area: BTS buffer base, index, absolute maximum, threshold. */
+	fields = (u64 *)ds;
+	if (ds && ds == tail_ds[c]) {
+		u64 *first = (u64 *)fields[0];
+
+		stored = (fields[1] - fields[0]) / 24;
+		if (first && (first[0] || first[1]) && !stored)
+			stored = 1;	/* wrapped back to the base: at least one */
+	}
+	pr_info("perf_tail: cpu=%d ds_area=%#llx debugctl=%#llx stored=%llu\n", c, ds, debugctl,
+		stored);
+}
+
+static int lbr_crash_perf_tail(void)
+{
+	int c;
+
+	if (!target)
+		return -EINVAL;
+	for_each_online_cpu(c) {
+		((void (*)(int))target)(c);	/* init_debug_store_on_cpu() */
+		rdmsrq_on_cpu(c, MSR_IA32_DS_AREA, &tail_ds[c]);
+	}
+	msleep(100);
+	for_each_online_cpu(c)
+		smp_call_function_single(c, lbr_crash_perf_tail_look, NULL, 1);
+	return 0;
+}
+
 static noinline int lbr_crash_ds_take(void)
 {
 	int r = lbr_crash_ds_owner();
@@ -846,6 +1053,8 @@ static void lbr_crash_gates_stop(void)
 
 static void __exit lbr_crash_exit(void)
 {
+	if (!strcmp(crash, "perf_mid_arm"))
+		lbr_crash_perf_mid_arm_stop();	/* first: its thread may still take the debug store */
 	if (ds_taken) {
 		/* BTS is not ours to switch off: only the debug store goes back. */
 		lbr_crash_msrs();	/* what the other owner left while this one had it */
@@ -915,6 +1124,12 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_ds_take();
 	if (!strcmp(crash, "perf_reserve"))
 		return lbr_crash_perf_reserve();
+	if (!strcmp(crash, "perf_mid_arm"))
+		return lbr_crash_perf_mid_arm();
+	if (!strcmp(crash, "perf_prepare"))
+		return lbr_crash_perf_prepare();
+	if (!strcmp(crash, "perf_tail"))
+		return lbr_crash_perf_tail();
 	return -EINVAL;
 }
 

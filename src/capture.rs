@@ -406,7 +406,8 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     };
     // SAFETY: `arm_here` is a valid callback for an `ArmHere`, and `here` lives until the call
     // returns (wait). It runs on `cpu` with interrupts off; it reads only IA32_DS_AREA, which
-    // this function read without fault on `cpu` above, and writes with fault checks.
+    // this function read without fault on `cpu` above, and writes with fault checks (but for
+    // putting back a value of IA32_DS_AREA it has just read).
     let r = unsafe {
         ffi::smp_call_function_single(cpu.as_u32() as c_int, arm_here, ptr::addr_of_mut!(here).cast(), true)
     };
@@ -416,18 +417,23 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
         (0, Some(Err(e))) => ArmCpuError::Msr(e),
         (r, _) => ArmCpuError::Call(r),
     };
-    if s.arming.load(Ordering::Relaxed) {
-        // Neither the debug store nor the switch was left written: the filter goes back.
+    // Neither the debug store nor the switch was left written: on failure, the filter goes back.
+    let put_filter_back = |why| {
         if let Some((m, _)) = c.filter {
             let _ = write_msr(cpu, m, slot[1].load(Ordering::Relaxed));
         }
-        return Err(why);
+        Err(why)
+    };
+    if s.arming.load(Ordering::Relaxed) {
+        return put_filter_back(why);
     }
     // A CPU coming online later whose debug store perf set up meanwhile
     // (intel_pmu_cpu_starting): it records LBR only; failing would keep it offline.
     pr_warn!("CPU {}: {}: BTS stays off on this CPU\n", cpu.as_u32(), format_args!("{why}"));
-    write_msr(cpu, c.switch.msr, armed & !(debugctl::TR | debugctl::BTS))?;
-    Ok(())
+    match write_msr(cpu, c.switch.msr, armed & !(debugctl::TR | debugctl::BTS)) {
+        Ok(()) => Ok(()),
+        Err(e) => put_filter_back(e.into()),
+    }
 }
 
 /// What [`arm_here`] found on the CPU it armed.
@@ -542,8 +548,9 @@ fn rearm_without_bts() {
 }
 
 /// Perf is reserving the debug store for its first hardware event (glue.c's ftrace callback at
-/// the entry of reserve_ds_buffers(), and of init_debug_store_on_cpu() where interrupts are on,
-/// for a reservation already under way when the callback was registered: process context,
+/// the entry of reserve_ds_buffers(), and at wrmsrq_on_cpu() writing a debug store into
+/// IA32_DS_AREA with interrupts on, for a reservation already under way when the callbacks were
+/// registered: process context,
 /// preemptible, interrupts on, perf's pmc_reserve_mutex held; the module's ftrace_ops has its
 /// own trampoline that calls it directly; after the first call, the others return at once).
 /// Perf calls reserve_ds_buffers() whether or not its PMU has a debug store (it returns at once
@@ -1051,7 +1058,7 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
             // SAFETY: glue.c set `what` to a static NUL-terminated string.
             let what = unsafe { CStr::from_char_ptr(what) };
             pr_err!(
-                "refusing to arm: bts: cannot trace {what} ({:?}): BTS needs it switched off where perf takes the debug store over (reserve_ds_buffers(), init_debug_store_on_cpu()) and where a CPU stops for good (stop_this_cpu(), crash_nmi_callback())\n",
+                "refusing to arm: bts: cannot trace {what} ({:?}): BTS needs it switched off where perf takes the debug store over (reserve_ds_buffers(), wrmsrq_on_cpu()) and where a CPU stops for good (stop_this_cpu(), crash_nmi_callback())\n",
                 Error::from_errno(r)
             );
             return Err(ENODEV);

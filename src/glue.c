@@ -265,29 +265,41 @@ void lbr_dump_syscore_unregister(void)
  * clearing IA32_DS_AREA (release_ds_buffer() clears .ds before fini_debug_store_on_cpu() reads
  * it). lbr-dump's TR|BTS must be off on every CPU before that: an ftrace callback at the entry of
  * reserve_ds_buffers() (not exported: by name) calls `fn` first (src/capture.rs
- * `perf_takes_ds`). The same callback at init_debug_store_on_cpu(), which writes IA32_DS_AREA
- * for reserve_ds_buffers(), catches a reservation that had passed that function's entry before
- * the callback was registered (tests/scenarios/bts.py
- * perf_reservation_begun_before_arming_switches_bts_off). init_debug_store_on_cpu() is also
- * called by intel_pmu_cpu_starting() on a CPU coming online, interrupts off: perf's debug store
- * exists then only if perf reserved it before (and `fn` ran then, or arming found perf's store
- * and refused), and `fn` (which waits for IPIs) is not called there. Returns 0 or -errno
- * (-EINVAL: a function is not there or cannot be traced). Serialized by lbr-dump's state lock.
+ * `perf_takes_ds`). Returns 0 or -errno (-EINVAL: a function is not there or cannot be traced).
+ * Serialized by lbr-dump's state lock.
  */
 static void (*lbr_dump_perf_fn)(void);
 
-/*
- * Called by the ops' own trampoline (a module ops is DYNAMIC): preemptible where the traced
- * function is, no recursion guard.
- */
+/* Called by the ops' own trampoline (a module ops is DYNAMIC): preemptible, no recursion guard. */
 static notrace void lbr_dump_perf_callback(unsigned long ip, unsigned long parent_ip,
 					   struct ftrace_ops *op, struct ftrace_regs *fregs)
 {
-	if (!irqs_disabled())
-		lbr_dump_perf_fn();
+	lbr_dump_perf_fn();
 }
 
 static struct ftrace_ops lbr_dump_perf_ops = { .func = lbr_dump_perf_callback };
+
+/*
+ * A reservation already past the entry of reserve_ds_buffers() when the callback above was
+ * registered is caught where it writes IA32_DS_AREA: wrmsrq_on_cpu(cpu, MSR_IA32_DS_AREA, ds)
+ * (ds.c init_debug_store_on_cpu(), which clang inlines into reserve_ds_buffers(); exported, so
+ * traced by name). `fn` is called there before the first non-zero write, where interrupts are
+ * on (reserve_ds_buffers(): process context); intel_pmu_cpu_starting() reaches it with
+ * interrupts off on a CPU coming online, where `fn` (which waits for IPIs) is not called: perf's
+ * debug store exists then only if perf reserved it before, and `fn` ran then (or arming found
+ * perf's store and refused). tests/scenarios/bts.py
+ * perf_reservation_begun_before_arming_switches_bts_off.
+ */
+static notrace void lbr_dump_ds_write_callback(unsigned long ip, unsigned long parent_ip,
+					       struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	/* int wrmsrq_on_cpu(unsigned int cpu, u32 msr_no, u64 q) */
+	if (fregs && (u32)ftrace_regs_get_argument(fregs, 1) == MSR_IA32_DS_AREA &&
+	    ftrace_regs_get_argument(fregs, 2) && !irqs_disabled())
+		lbr_dump_perf_fn();
+}
+
+static struct ftrace_ops lbr_dump_ds_write_ops = { .func = lbr_dump_ds_write_callback };
 
 /*
  * And where a CPU stops for good (stop_this_cpu(): reboot, kexec -e, a panic's REBOOT_VECTOR
@@ -307,13 +319,13 @@ static notrace void lbr_dump_stopping_callback(unsigned long ip, unsigned long p
 static struct ftrace_ops lbr_dump_stopping_ops = { .func = lbr_dump_stopping_callback };
 
 /*
- * Registers both callbacks. Returns 0, or -errno with *what naming the function that cannot be
+ * Registers the three callbacks. Returns 0, or -errno with *what naming the function that cannot be
  * traced (-EINVAL: not there or not traceable), and nothing registered.
  */
 int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what)
 {
 	unsigned char reserve[] = "reserve_ds_buffers";
-	unsigned char init_cpu[] = "init_debug_store_on_cpu";
+	unsigned char ds_write[] = "wrmsrq_on_cpu";
 	unsigned char stop_cpu[] = "stop_this_cpu";
 	unsigned char nmi[] = "crash_nmi_callback";
 	int ret;
@@ -324,8 +336,8 @@ int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what
 	ret = ftrace_set_filter(&lbr_dump_perf_ops, reserve, sizeof(reserve) - 1, 1);
 	if (ret)
 		goto free;
-	*what = "init_debug_store_on_cpu()";
-	ret = ftrace_set_filter(&lbr_dump_perf_ops, init_cpu, sizeof(init_cpu) - 1, 0);
+	*what = "wrmsrq_on_cpu()";
+	ret = ftrace_set_filter(&lbr_dump_ds_write_ops, ds_write, sizeof(ds_write) - 1, 1);
 	if (ret)
 		goto free;
 	*what = "stop_this_cpu()";
@@ -340,12 +352,18 @@ int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what
 	ret = register_ftrace_function(&lbr_dump_perf_ops);
 	if (ret)
 		goto free;
+	ret = register_ftrace_function(&lbr_dump_ds_write_ops);
+	if (ret)
+		goto perf;
 	ret = register_ftrace_function(&lbr_dump_stopping_ops);
 	if (!ret)
 		return 0;
+	unregister_ftrace_function(&lbr_dump_ds_write_ops);
+perf:
 	unregister_ftrace_function(&lbr_dump_perf_ops);
 free:
 	ftrace_free_filter(&lbr_dump_perf_ops);
+	ftrace_free_filter(&lbr_dump_ds_write_ops);
 	ftrace_free_filter(&lbr_dump_stopping_ops);
 	return ret;
 }
@@ -358,13 +376,15 @@ free:
 void lbr_dump_bts_unwatch(void)
 {
 	int a = unregister_ftrace_function(&lbr_dump_stopping_ops);
-	int b = unregister_ftrace_function(&lbr_dump_perf_ops);
+	int b = unregister_ftrace_function(&lbr_dump_ds_write_ops);
+	int c = unregister_ftrace_function(&lbr_dump_perf_ops);
 
-	if (a || b) {
+	if (a || b || c) {
 		__module_get(THIS_MODULE);
 		return;
 	}
 	ftrace_free_filter(&lbr_dump_perf_ops);
+	ftrace_free_filter(&lbr_dump_ds_write_ops);
 	ftrace_free_filter(&lbr_dump_stopping_ops);
 }
 

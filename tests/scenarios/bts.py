@@ -106,6 +106,30 @@ def test_another_owner_taking_the_debug_store_is_reported(r):
     assert not kernel_lines(con, "lbr_dump: bts #"), "records printed from a foreign debug store"
 
 
+def assert_perf_kept_its_store(con):
+    """After lbr_crash crash=perf_reserve or perf_mid_arm (perf reserving the debug store, then
+    lbr_crash taking it as perf does) and its rmmod (`==taken==`), then a disarm
+    (`==disarmed==`): lbr-dump said once that BTS is off; at the rmmod, every CPU had
+    lbr_crash's debug store in IA32_DS_AREA and DEBUGCTL with the LBR and without TR|BTS, and no
+    BTS record had landed in lbr_crash's buffers; disarming left what lbr_crash had found and
+    given back (perf's debug store, or 0)."""
+    assert "lbr_crash: perf_reserve: reserve_ds_buffers() called" in con, "\n".join(kernel_lines(con, "lbr_crash"))
+    warn = kernel_lines(con, "lbr_dump: perf is reserving the debug store")
+    assert len(warn) == 1 and "BTS is switched off on every CPU" in warn[0], warn
+    owner = int(re.search(r"lbr_crash's debug store \(CPU 0: ([0-9a-f]+)\)", con)[1], 16)
+    taken = msrs(con, "taken")
+    assert sorted(taken) == [0, 1], taken
+    for cpu, (ds, ctl) in taken.items():
+        assert ds >> 63 and ds >= owner, f"CPU {cpu}: IA32_DS_AREA {ds:#x} is not lbr_crash's (its CPU 0 store: {owner:#x})"
+        assert ctl & (TR | BTS) == 0 and ctl & LBR, f"CPU {cpu}: DEBUGCTL {ctl:#x} after perf reserved the debug store"
+    stored = re.search(r"lbr_crash: ds_owner: IA32_DS_AREA given back, (\d+) BTS records were stored", con)
+    assert stored and stored[1] == "0", f"BTS stored into the other owner's buffers: {stored and stored[0]}"
+    found = {int(c): int(v, 16) for c, v in re.findall(r"lbr_crash: ds_owner: cpu=(\d+) found ds_area=(0x[0-9a-f]+)", con)}
+    assert sorted(found) == [0, 1], found
+    for cpu, (ds, ctl) in msrs(con, "disarmed").items():
+        assert ds == found[cpu] and ctl & (LBR | TR | BTS) == 0, f"CPU {cpu} after disarming: {ds:#x} {ctl:#x}"
+
+
 def test_perf_reserving_the_debug_store_switches_bts_off(r):
     # Armed with BTS on 2 vCPUs, then perf reserves the debug store for its first hardware event
     # (played by lbr_crash crash=perf_reserve: perf's own reserve_ds_buffers() called, then
@@ -126,23 +150,7 @@ echo 0 > /sys/kernel/lbr_dump/enabled
 echo ==disarmed==; {MSRS}; echo ==
 """)
     con = vm.console
-    assert "lbr_crash: perf_reserve: reserve_ds_buffers() called" in con, "\n".join(kernel_lines(con, "lbr_crash"))
-    warn = kernel_lines(con, "lbr_dump: perf is reserving the debug store")
-    assert len(warn) == 1 and "BTS is switched off on every CPU" in warn[0], warn
-    owner = int(re.search(r"lbr_crash's debug store \(CPU 0: ([0-9a-f]+)\)", con)[1], 16)
-    taken = msrs(con, "taken")
-    assert sorted(taken) == [0, 1], taken
-    for cpu, (ds, ctl) in taken.items():
-        assert ds >> 63 and ds >= owner, f"CPU {cpu}: IA32_DS_AREA {ds:#x} is not lbr_crash's"
-        assert ctl & (TR | BTS) == 0 and ctl & LBR, f"CPU {cpu}: DEBUGCTL {ctl:#x} after perf reserved the debug store"
-    stored = re.search(r"lbr_crash: ds_owner: IA32_DS_AREA given back, (\d+) BTS records were stored", con)
-    assert stored and stored[1] == "0", f"BTS stored into the other owner's buffers: {stored and stored[0]}"
-    # What lbr_crash found, and gave back: perf's debug store (the emulated Skylake has a PMU
-    # with one), or 0; not lbr-dump's.
-    found = {int(c): int(v, 16) for c, v in re.findall(r"lbr_crash: ds_owner: cpu=(\d+) found ds_area=(0x[0-9a-f]+)", con)}
-    assert sorted(found) == [0, 1], found
-    for cpu, (ds, ctl) in msrs(con, "disarmed").items():
-        assert ds == found[cpu] and ctl & (LBR | TR | BTS) == 0, f"CPU {cpu} after disarming: {ds:#x} {ctl:#x}"
+    assert_perf_kept_its_store(con)
     events = vm.emu_events()
     for cpu in (0, 1):
         bts = [e for e in events if e["event"] == "switch" and e.get("recorder") == "bts" and e["cpu"] == cpu]
@@ -173,21 +181,7 @@ echo ==disarmed==; {MSRS}; echo ==
     held = kernel_lines(con, "lbr_crash: perf_mid_arm: CPU 1 read IA32_DS_AREA for arming")
     assert len(held) == 1 and "perf had reserved and taken the debug store" in held[0], \
         "\n".join(kernel_lines(con, "lbr_crash"))
-    assert "lbr_crash: perf_reserve: reserve_ds_buffers() called" in con
-    warn = kernel_lines(con, "lbr_dump: perf is reserving the debug store")
-    assert len(warn) == 1 and "BTS is switched off on every CPU" in warn[0], warn
-    owner = int(re.search(r"lbr_crash's debug store \(CPU 0: ([0-9a-f]+)\)", con)[1], 16)
-    taken = msrs(con, "taken")
-    assert sorted(taken) == [0, 1], taken
-    for cpu, (ds, ctl) in taken.items():
-        assert ds >> 63 and ds >= owner, f"CPU {cpu}: IA32_DS_AREA {ds:#x} is not lbr_crash's (its CPU 0 store: {owner:#x})"
-        assert ctl & (TR | BTS) == 0, f"CPU {cpu}: DEBUGCTL {ctl:#x}: BTS on under another owner's debug store"
-    stored = re.search(r"lbr_crash: ds_owner: IA32_DS_AREA given back, (\d+) BTS records were stored", con)
-    assert stored and stored[1] == "0", f"BTS stored into the other owner's buffers: {stored and stored[0]}"
-    found = {int(c): int(v, 16) for c, v in re.findall(r"lbr_crash: ds_owner: cpu=(\d+) found ds_area=(0x[0-9a-f]+)", con)}
-    assert sorted(found) == [0, 1], found
-    for cpu, (ds, ctl) in msrs(con, "disarmed").items():
-        assert ds == found[cpu] and ctl & (TR | BTS) == 0, f"CPU {cpu} after disarming: {ds:#x} {ctl:#x}"
+    assert_perf_kept_its_store(con)
     # CPU 0 was armed with BTS before perf came (on, then off); CPU 1 never had BTS on.
     events = vm.emu_events()
     bts = {cpu: [e["on"] for e in events if e["event"] == "switch" and e.get("recorder") == "bts" and e["cpu"] == cpu]
@@ -200,16 +194,17 @@ echo ==disarmed==; {MSRS}; echo ==
 def test_perf_reservation_begun_before_arming_switches_bts_off(r):
     # A perf reservation that had passed the entry of reserve_ds_buffers() before lbr-dump
     # watched it (it allocates the buffers first, then points each CPU's IA32_DS_AREA at its
-    # debug store with init_debug_store_on_cpu()). Played by lbr_crash: perf_prepare before
-    # arming (perf's debug store allocated, IA32_DS_AREA still 0), perf_tail while armed (the
-    # init_debug_store_on_cpu() calls). BTS must be off on every CPU before perf's debug store is
+    # debug store with wrmsrq_on_cpu(), init_debug_store_on_cpu() inlined). Played by lbr_crash:
+    # perf_prepare before arming (perf's debug store allocated, IA32_DS_AREA still 0),
+    # perf_tail while armed (the wrmsrq_on_cpu() calls, with perf_prepare's debug stores). BTS must be off on every CPU before perf's debug store is
     # in place: perf's BTS buffers receive no record, and DEBUGCTL keeps the LBR alone.
     vm = boot(name="bts-perf-tail", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=300, script=f"""
 sym() {{ grep -w "$1" /proc/kallsyms | cut -d' ' -f1; }}
 insmod {CRASH} crash=perf_prepare target=0x$(sym reserve_ds_buffers) fini=0x$(sym fini_debug_store_on_cpu) && rmmod lbr_crash
 insmod {MODULE} bts=4 enable=1
 echo ==armed==; {MSRS}; echo ==
-insmod {CRASH} crash=perf_tail target=0x$(sym init_debug_store_on_cpu) && rmmod lbr_crash
+ds=$(dmesg | sed -n 's/.*lbr_crash: perf_prepare: cpu=[0-9]* ds_area=\\(0x[0-9a-f]*\\).*/\\1/p' | tr '\\n' ',')
+insmod {CRASH} crash=perf_tail text=${{ds%,}} && rmmod lbr_crash
 echo 0 > /sys/kernel/lbr_dump/enabled
 echo ==disarmed==; {MSRS}; echo ==
 """)
@@ -218,11 +213,13 @@ echo ==disarmed==; {MSRS}; echo ==
         "\n".join(kernel_lines(con, "lbr_crash"))
     armed = msrs(con, "armed")
     assert sorted(armed) == [0, 1] and all(ctl & (TR | BTS) == TR | BTS for _, ctl in armed.values()), armed
+    perf = {int(c): int(d, 16) for c, d in re.findall(r"lbr_crash: perf_prepare: cpu=(\d+) ds_area=(0x[0-9a-f]+)", con)}
+    assert sorted(perf) == [0, 1] and all(perf.values()), f"perf's debug stores: {perf}"
     tail = {int(c): (int(d, 16), int(g, 16), int(n)) for c, d, g, n in re.findall(
         r"lbr_crash: perf_tail: cpu=(\d+) ds_area=(0x[0-9a-f]+) debugctl=(0x[0-9a-f]+) stored=(\d+)", con)}
     assert sorted(tail) == [0, 1], tail
     for cpu, (ds, ctl, stored) in tail.items():
-        assert ds and ds != armed[cpu][0], f"CPU {cpu}: IA32_DS_AREA {ds:#x} is not perf's"
+        assert ds == perf[cpu], f"CPU {cpu}: IA32_DS_AREA {ds:#x} is not perf's ({perf[cpu]:#x})"
         assert ctl & LBR and not ctl & (TR | BTS), f"CPU {cpu}: DEBUGCTL {ctl:#x} under perf's debug store"
         assert stored == 0, f"CPU {cpu}: {stored} BTS records stored into perf's buffer"
     warn = kernel_lines(con, "lbr_dump: perf is reserving the debug store")
@@ -340,6 +337,25 @@ def assert_bts_equals_stored(events, console, cpu, seq, size_kib):
     return head, printed, stored
 
 
+def assert_dump_bts_equals_stored(vm, cpu, seq, head, printed, stored):
+    """lbr-decode reads from the VM's memory dump every record of the buffer snapshot cpu/seq
+    kept, newest first: all equal what the emulator stored, the newest `shown` what the log
+    printed."""
+    assert len(stored) >= head["records"], f"the emulator kept {len(stored)} records, the buffer holds {head['records']}"
+    assert vm.dump is not None, "no memory dump was made"
+    code, out, err = decode(*symbols(), vm.dump)
+    assert code == 0, err
+    snaps = [s for s in json.loads(out)["snapshots"] if s["cpu"] == cpu and s["seq"] == seq]
+    assert snaps and snaps[0].get("bts"), f"lbr-decode found no BTS history for cpu={cpu} seq={seq} in the dump"
+    b = snaps[0]["bts"]
+    assert (b["state"], b["total"], b["wrapped"]) == ("kept", head["records"], head["wrapped"]), b | {"records": "..."}
+    got = [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16)) for x in b["records"]]
+    assert len(got) == head["records"], f"{len(got)} records read from the dump, the buffer holds {head['records']}"
+    first = next((i for i, (g, w) in enumerate(zip(got, stored)) if g != w), None)
+    assert first is None, f"record #{first} read from the dump is {got[first]}, the emulator stored {stored[first]}"
+    assert got[:head["shown"]] == printed
+
+
 def test_exception_bts_records_are_the_newest_stored(r):
     # lkdtm EXCEPTION with bts=8 (341 records) and bts_print=400: every record of the kept
     # buffer is printed, newest first, and equals the emulator's; the newest is the exception
@@ -360,13 +376,16 @@ def test_exception_bts_records_are_the_newest_stored(r):
 def test_corrupted_pointer_bts_names_the_caller(r):
     # lbr_crash crash=jump: a call through a corrupted pointer into unmapped kernel memory (RIP
     # is nowhere). The newest BTS record is the #PF on the fetch from that address, the one before
-    # it the call that went there, from lbr_crash_jump.
+    # it the call that went there, from lbr_crash_jump. A QEMU memory dump after the oops: the
+    # whole kept buffer (170 records) read from it equals what the emulator stored.
     vm = boot(finish=False, name="bts-jump", cpu="Skylake-Client", accel="tcg", emulate=EMU + ",bts_recent=256",
-              timeout=300, script=f"insmod {MODULE} bts=4 enable=1\ninsmod {CRASH} crash=jump\n")
+              timeout=300, dump_after="---[ end trace",
+              script=f"insmod {MODULE} bts=4 enable=1\ninsmod {CRASH} crash=jump || true\nsleep 600\n")
     con = vm.console
     m = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=14 ", con)
     assert m, "no #PF snapshot printed"
-    head, printed, _ = assert_bts_equals_stored(vm.emu_events(), con, int(m[1]), int(m[2]), 4)
+    head, printed, stored = assert_bts_equals_stored(vm.emu_events(), con, int(m[1]), int(m[2]), 4)
+    assert_dump_bts_equals_stored(vm, int(m[1]), int(m[2]), head, printed, stored)
     assert head["shown"] == 32, head
     assert printed[0][0] == 0xffff800000001000 and printed[1][1] == 0xffff800000001000, printed[:2]
     # Through the retpoline thunk: lbr_crash_jump -> thunk -> ... -> ret to the bad address.
@@ -407,19 +426,7 @@ def test_memory_dump_holds_the_whole_1mib_history_of_cpu1(r):
     assert m and m[1] == "1", f"the #PF was not captured on CPU 1: {kernel_lines(con, 'lbr_dump: v1')}"
     seq = int(m[2])
     head, printed, stored = assert_bts_equals_stored(vm.emu_events(), con, 1, seq, 1024)
-    assert len(stored) >= head["records"], f"the emulator kept {len(stored)} records, the buffer holds {head['records']}"
-    assert vm.dump is not None, "no memory dump was made"
-    code, out, err = decode(*symbols(), vm.dump)
-    assert code == 0, err
-    snaps = [s for s in json.loads(out)["snapshots"] if s["cpu"] == 1 and s["seq"] == seq]
-    assert snaps and snaps[0].get("bts"), f"lbr-decode found no BTS history for cpu=1 seq={seq} in the dump"
-    b = snaps[0]["bts"]
-    assert (b["state"], b["total"], b["wrapped"]) == ("kept", head["records"], head["wrapped"]), b | {"records": "..."}
-    got = [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16)) for x in b["records"]]
-    assert len(got) == head["records"], f"{len(got)} records read from the dump, the buffer holds {head['records']}"
-    first = next((i for i, (g, w) in enumerate(zip(got, stored)) if g != w), None)
-    assert first is None, f"record #{first} read from the dump is {got[first]}, the emulator stored {stored[first]}"
-    assert got[:head["shown"]] == printed
+    assert_dump_bts_equals_stored(vm, 1, seq, head, printed, stored)
 
 
 def test_kdump_with_bts_armed(r):

@@ -116,17 +116,21 @@
  *                                     and whatever it does next. Load it before arming; rmmod as
  *                                     crash=perf_reserve
  *   insmod lbr_crash.ko crash=perf_prepare target=ADDR fini=ADDR
- *   insmod lbr_crash.ko crash=perf_tail target=ADDR
+ *   insmod lbr_crash.ko crash=perf_tail text=DS0,DS1,...
  *                                     no crash: play a perf reservation that had passed the
  *                                     entry of reserve_ds_buffers() before lbr_dump watched it.
  *                                     perf_prepare (before arming) calls reserve_ds_buffers()
- *                                     (target) and then fini_debug_store_on_cpu() (fini) for every
- *                                     CPU: perf's debug store allocated, IA32_DS_AREA 0. perf_tail
- *                                     (while armed) does the rest of the reservation: calls
- *                                     init_debug_store_on_cpu() (target) for every CPU, waits
- *                                     100 ms, and prints for every CPU IA32_DS_AREA, DEBUGCTL and
- *                                     how many BTS records perf's buffer received
- *                                     (`perf_tail: cpu=N ds_area=.. debugctl=.. stored=K`)
+ *                                     (target), prints each CPU's IA32_DS_AREA (perf's debug
+ *                                     store: `perf_prepare: cpu=N ds_area=0x..`), then calls
+ *                                     fini_debug_store_on_cpu() (fini) for every CPU: perf's debug
+ *                                     store allocated, IA32_DS_AREA 0. perf_tail (while armed)
+ *                                     does the rest of the reservation as the compiled
+ *                                     reserve_ds_buffers() does (init_debug_store_on_cpu() is
+ *                                     inlined there): wrmsrq_on_cpu(cpu, MSR_IA32_DS_AREA, DSn)
+ *                                     for every CPU, then waits 100 ms and prints for every CPU
+ *                                     IA32_DS_AREA, DEBUGCTL and how many BTS records perf's
+ *                                     buffer received (`perf_tail: cpu=N ds_area=.. debugctl=..
+ *                                     stored=K`)
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -888,8 +892,13 @@ static int lbr_crash_perf_prepare(void)
 	if (!target || !fini)
 		return -EINVAL;
 	((void (*)(void))target)();		/* reserve_ds_buffers() */
-	for_each_online_cpu(c)
+	for_each_online_cpu(c) {
+		u64 ds;
+
+		rdmsrq_on_cpu(c, MSR_IA32_DS_AREA, &ds);
+		pr_info("perf_prepare: cpu=%d ds_area=%#llx\n", c, ds);
 		((void (*)(int))fini)(c);	/* fini_debug_store_on_cpu() */
+	}
 	pr_info("perf_prepare: reserve_ds_buffers() and fini_debug_store_on_cpu() called\n");
 	return 0;
 }
@@ -920,12 +929,14 @@ static int lbr_crash_perf_tail(void)
 {
 	int c;
 
-	if (!target)
-		return -EINVAL;
 	for_each_online_cpu(c) {
-		((void (*)(int))target)(c);	/* init_debug_store_on_cpu() */
-		rdmsrq_on_cpu(c, MSR_IA32_DS_AREA, &tail_ds[c]);
+		if (c >= nr_text || !text[c])
+			return -EINVAL;
+		tail_ds[c] = text[c];
 	}
+	/* ds.c init_debug_store_on_cpu(), inlined into reserve_ds_buffers() */
+	for_each_online_cpu(c)
+		wrmsrq_on_cpu(c, MSR_IA32_DS_AREA, tail_ds[c]);
 	msleep(100);
 	for_each_online_cpu(c)
 		smp_call_function_single(c, lbr_crash_perf_tail_look, NULL, 1);

@@ -547,18 +547,17 @@ fn rearm_without_bts() {
     armed.fetch_and(!(debugctl::TR | debugctl::BTS), Ordering::SeqCst);
 }
 
-/// Perf is reserving the debug store for its first hardware event (glue.c's ftrace callback at
+/// Perf is reserving the debug store for its first hardware event (glue.c's ftrace callbacks at
 /// the entry of reserve_ds_buffers(), and at wrmsrq_on_cpu() writing a debug store into
 /// IA32_DS_AREA with interrupts on, for a reservation already under way when the callbacks were
-/// registered: process context,
-/// preemptible, interrupts on, perf's pmc_reserve_mutex held; the module's ftrace_ops has its
-/// own trampoline that calls it directly; after the first call, the others return at once).
-/// Perf calls reserve_ds_buffers() whether or not its PMU has a debug store (it returns at once
-/// without one): BTS goes off either way. Before perf points IA32_DS_AREA at its own debug store on every CPU
-/// (init_debug_store_on_cpu(), later in the same function), BTS goes off for good on every CPU
-/// and lbr-dump's debug store is given back: otherwise TR|BTS would store into perf's BTS buffer,
-/// and after perf releases it, into freed memory. The LBR records on; later captures find
-/// perf's debug store and say `state=foreign`.
+/// registered): process context, interrupts on (preemptible unless another ftrace user traces
+/// the same function), perf's pmc_reserve_mutex held; after the first call, the others return
+/// at once. Perf calls reserve_ds_buffers() whether or not its PMU has a debug store (it returns
+/// at once without one): BTS goes off either way. Before perf points IA32_DS_AREA at its own
+/// debug store on every CPU (wrmsrq_on_cpu(), later in the same function), BTS goes off for good
+/// on every CPU and lbr-dump's debug store is given back: otherwise TR|BTS would store into
+/// perf's BTS buffer, and after perf releases it, into freed memory. The LBR records on; later
+/// captures find perf's debug store and say `state=foreign`.
 unsafe extern "C" fn perf_takes_ds() {
     if BTS_GONE.swap(true, Ordering::SeqCst) {
         return;

@@ -326,6 +326,7 @@ int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what
 {
 	unsigned char reserve[] = "reserve_ds_buffers";
 	unsigned char ds_write[] = "wrmsrq_on_cpu";
+	int failed = 0;
 	unsigned char stop_cpu[] = "stop_this_cpu";
 	unsigned char nmi[] = "crash_nmi_callback";
 	int ret;
@@ -358,9 +359,14 @@ int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what
 	ret = register_ftrace_function(&lbr_dump_stopping_ops);
 	if (!ret)
 		return 0;
-	unregister_ftrace_function(&lbr_dump_ds_write_ops);
+	failed = unregister_ftrace_function(&lbr_dump_ds_write_ops);
 perf:
-	unregister_ftrace_function(&lbr_dump_perf_ops);
+	failed |= unregister_ftrace_function(&lbr_dump_perf_ops);
+	if (failed) {
+		/* As in lbr_dump_bts_unwatch(): a callback may stay; pinned, filters kept. */
+		__module_get(THIS_MODULE);
+		return ret;
+	}
 free:
 	ftrace_free_filter(&lbr_dump_perf_ops);
 	ftrace_free_filter(&lbr_dump_ds_write_ops);

@@ -40,6 +40,14 @@ def symbols() -> list:
             "-m", REPO / "out" / "lbr_crash"]
 
 
+def in_root(*cmd, stdin: str = "") -> str:
+    """Runs `cmd` in the build root (scripts/common.sh in_root, as QEMU runs); its stdout."""
+    p = subprocess.run(["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_", *map(str, cmd)],
+                       cwd=REPO, input=stdin, text=True, capture_output=True)
+    assert p.returncode == 0, f"{' '.join(map(str, cmd))} failed ({p.returncode}): {p.stderr}"
+    return p.stdout
+
+
 MIB = 1 << 20
 
 

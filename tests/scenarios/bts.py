@@ -10,7 +10,8 @@ way: IA32_DS_AREA pointed at its own debug store)."""
 import json
 import re
 
-from harness import CRASH, MODULE, assert_clean, boot, decode, kdump, kernel_lines, kexec, symbols
+from harness import CRASH, MODULE, assert_clean, boot, decode, in_root, kdump, kernel_lines, kexec, symbols
+from vm import kernel_dir
 
 EMU = "model=skylake"
 # IA32_DEBUGCTL: LBR (bit 0), TR (6), BTS (7), BTINT (8), BTS_OFF_OS (9), BTS_OFF_USR (10).
@@ -227,6 +228,31 @@ echo ==disarmed==; {MSRS}; echo ==
     for cpu, (ds, ctl) in msrs(con, "disarmed").items():
         assert ds == tail[cpu][0] and ctl & (LBR | TR | BTS) == 0, f"CPU {cpu} after disarming: {ds:#x} {ctl:#x}"
     assert_clean(con)
+
+
+def test_reserve_ds_buffers_writes_through_wrmsrq_on_cpu(r):
+    # What perf_reservation_begun_before_arming_switches_bts_off plays (and lbr-dump's callback
+    # at wrmsrq_on_cpu() relies on) is what the test kernel's compiled reserve_ds_buffers() does:
+    # it writes IA32_DS_AREA (0x600) through wrmsrq_on_cpu(), directly (clang inlines
+    # init_debug_store_on_cpu()) or through init_debug_store_on_cpu(), which calls it.
+    vmlinux = kernel_dir("module") / "vmlinux"
+    syms = sorted((int(a, 16), n) for a, t, n in (l.split()[:3] for l in
+                  (kernel_dir("module") / "System.map").read_text().splitlines()) if t in "tT")
+
+    def body(name):
+        i = next(i for i, (_, n) in enumerate(syms) if n == name)
+        end = next(a for a, _ in syms[i + 1:] if a > syms[i][0])
+        return in_root("objdump", "-d", "--no-show-raw-insn", f"--start-address={syms[i][0]:#x}",
+                       f"--stop-address={end:#x}", vmlinux)
+
+    calls = re.findall(r"call\s+[0-9a-f]+ <(\w+)>", body("reserve_ds_buffers"))
+    assert "wrmsrq_on_cpu" in calls or "init_debug_store_on_cpu" in calls, \
+        f"reserve_ds_buffers() calls neither wrmsrq_on_cpu() nor init_debug_store_on_cpu(): {sorted(set(calls))}"
+    if "init_debug_store_on_cpu" in calls:
+        init = body("init_debug_store_on_cpu")
+        assert re.search(r"(call|jmp)\s+[0-9a-f]+ <wrmsrq_on_cpu>", init), init
+    dis = body("reserve_ds_buffers")
+    assert "$0x600" in dis, "reserve_ds_buffers() names no MSR 0x600 (IA32_DS_AREA)"
 
 
 def test_cpu_hotplug_while_armed_with_bts(r):

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from harness import CRASH, MODULE, boot, decode, kdump, symbols, tail
+from harness import CRASH, MODULE, boot, decode, in_root, kdump, symbols, tail
 from records import assert_decoded_equals_freeze, decode_ler, emulated, freeze_records
 from vm import REPO, kernel_dir
 
@@ -206,14 +206,6 @@ def test_bad_inputs_get_clear_errors(r):
 # the addresses it is given are computed here from the ELF symbol tables (read below, not through
 # the object crate) and the symbols the kernel printed (%pS, which lbr-decode's JSON repeats
 # when it recomputed the same: "printed" absent), not from lbr-decode's image lookup.
-
-def in_root(*cmd, stdin: str = "") -> str:
-    """Runs `cmd` in the build root (scripts/common.sh in_root, as QEMU runs); its stdout."""
-    p = subprocess.run(["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_", *map(str, cmd)],
-                       cwd=REPO, input=stdin, text=True, capture_output=True)
-    assert p.returncode == 0, f"{' '.join(map(str, cmd))} failed ({p.returncode}): {p.stderr}"
-    return p.stdout
-
 
 def elf_text_symbols(path: Path) -> tuple[dict[int, str], dict[str, list[tuple[int, int]]]]:
     """An ELF64 (little-endian) file's executable sections {index: name} and its named symbols in

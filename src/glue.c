@@ -326,9 +326,9 @@ int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what
 {
 	unsigned char reserve[] = "reserve_ds_buffers";
 	unsigned char ds_write[] = "wrmsrq_on_cpu";
-	int failed = 0;
 	unsigned char stop_cpu[] = "stop_this_cpu";
 	unsigned char nmi[] = "crash_nmi_callback";
+	int failed = 0;
 	int ret;
 
 	lbr_dump_perf_fn = perf;

@@ -13,7 +13,8 @@ const HEAD: &str = "lbr_dump: v1 cpu=0 seq=3 vector=14 (#PF) error=0x2 rip=0xfff
 const R0: &str = "lbr_dump: #0 0xffffffff81000010 -> 0xffffffffc0001000 cycles=3 | do_bug+0x10/0x20 -> lbr_dump_stub_14+0x0/0x200 [lbr_dump]";
 const END: &str = "lbr_dump: end cpu=0 seq=3";
 
-/// A BTS record line: `#index`, from 0xffffffff8100XXX0 to 0xffffffff8200XXX0 for `n`.
+/// A BTS record line: `#index`, from 0xffffffff8100_nnn0 to 0xffffffff8200_nnn0, where nnn is
+/// `n` in three hex digits.
 fn bts(index: usize, n: u32) -> String {
     format!(
         "lbr_dump: bts #{index} 0xffffffff8100{n:03x}0 -> 0xffffffff8200{n:03x}0 | f{n}+0x0/0x10 -> g{n}+0x0/0x10"

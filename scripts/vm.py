@@ -71,6 +71,9 @@ class Result:
     command: list[str]
     emu_log: Path | None = None  # the emulator's ground truth (JSON lines), when it ran
     dump: Path | None = None  # the guest memory dump, when one was asked for and made
+    # A timed-out run: what the VM was doing when it was killed (hang_report()); its files
+    # (hang-*.txt) are in the run directory.
+    hang: str | None = None
 
     def emu_events(self, boot: int | None = None) -> list[dict]:
         """The emulator's log, parsed (each line one JSON object; see tools/lbr-emu). With `boot`
@@ -181,7 +184,14 @@ class Vm:
         if accel == "kvm" and self.emulate is not None:
             raise ValueError("the branch-record emulator is a TCG plugin: it cannot run with KVM")
         watchdog = "" if self.watchdog else "nowatchdog "
-        append = f"console=ttyS0 panic=-1 pti={self.pti} {watchdog}{self.append}".strip()
+        # tsc=nowatchdog: no clocksource watchdog on the TSC. Kernel 7.3's watchdog checks another
+        # CPU's TSC with interrupts off and times out by the timekeeping clock, jiffies until the
+        # switch to tsc-early at boot; that switch is a stop_machine(), whose other CPU waits with
+        # interrupts off too, and the two then wait for each other for ever (a boot hang, 1 in
+        # ~40 boots of 2 vCPUs under load; tests/scenarios/hardening.py
+        # test_a_cpu_waiting_with_interrupts_off_is_let_go plays it after boot).
+        append = (f"console=ttyS0 panic=-1 pti={self.pti} tsc=nowatchdog {watchdog}{self.append}"
+                  .strip())
         if self.boots not in (1, 2):
             raise ValueError(f"boots must be 1 or 2, not {self.boots}")
         # -no-reboot is QEMU's `-action reboot=shutdown`; a VM that boots twice starts with the
@@ -206,6 +216,10 @@ class Vm:
                 args += f",log={emu_log}"
             cmd += ["-plugin", f"{plugin},{args}"]
         cmd += self.qemu_args
+        # A second QMP socket of the harness's own, for the hang report of a run that times out.
+        diag = run_dir / "diag.sock"
+        diag.unlink(missing_ok=True)
+        cmd += ["-qmp", f"unix:{diag},server=on,wait=off"]
         on_console = None
         dump = run_dir / "memory.elf"
         if self.dump_after is not None and self.wake_on is not None:
@@ -270,7 +284,13 @@ class Vm:
                            ("dump-guest-memory", {"paging": False, "protocol": f"file:{dump}"}),
                            ("quit", {})])
                 return True
-        r = run_qemu(cmd, run_dir / "console.log", self.timeout, on_console)
+        hang: list[str] = []
+
+        def on_timeout(session: int) -> None:
+            hang.append(hang_report(run_dir, diag, session, kdir / "vmlinux"))
+
+        r = run_qemu(cmd, run_dir / "console.log", self.timeout, on_console, on_timeout)
+        r.hang = hang[0] if hang else None
         r.emu_log = emu_log
         r.dump = dump if dump.exists() else None
         if self.boots > 1:
@@ -345,9 +365,10 @@ def build_emulator() -> Path:
     return TARGET / "release" / "liblbr_emu.so"
 
 
-def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None) -> Result:
+def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_timeout=None) -> Result:
     """Runs QEMU in the build root, console to `log`, killing everything on timeout.
-    `on_console(text so far)` is called as output arrives until it returns True."""
+    `on_console(text so far)` is called as output arrives until it returns True; on timeout,
+    `on_timeout(session id of the run's processes)` before they are killed."""
     wrapped = ["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_", *cmd]
     start = time.monotonic()
     chunks: list[bytes] = []
@@ -371,6 +392,11 @@ def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None) -> Resu
                     time.sleep(0.05)
                 if time.monotonic() - start > timeout:
                     timed_out = True
+                    if on_timeout is not None:
+                        try:
+                            on_timeout(p.pid)
+                        except Exception as e:  # the report is a help, never the failure
+                            print(f"hang report failed: {e!r}", file=sys.stderr, flush=True)
                     break
         finally:
             if p.poll() is None:
@@ -383,6 +409,136 @@ def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None) -> Resu
     console = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
     return Result(console, timed_out, None if timed_out else p.returncode, log,
                   time.monotonic() - start, cmd)
+
+
+# `info registers` of one vCPU: its number, RIP, CPL and whether it is halted.
+CPU_HEAD = re.compile(r"^CPU#(\d+)$", re.M)
+RIP = re.compile(r"RIP=([0-9a-f]{16})")
+CPL_HLT = re.compile(r"CPL=(\d).*HLT=(\d)")
+IDT = re.compile(r"^IDT=\s*([0-9a-f]+)", re.M)
+
+
+def hmp(sock: Path, command: str, timeout: float = 20) -> str:
+    """One human monitor command through QMP (human-monitor-command); its output."""
+    import json
+    import socket
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(str(sock))
+    f = s.makefile("rwb")
+    try:
+        json.loads(f.readline())
+        for name, args in [("qmp_capabilities", {}),
+                           ("human-monitor-command", {"command-line": command})]:
+            f.write(json.dumps({"execute": name, "arguments": args}).encode() + b"\n")
+            f.flush()
+            while True:
+                msg = json.loads(f.readline())
+                if "error" in msg:
+                    raise RuntimeError(f"QMP {name}: {msg['error']}")
+                if "return" in msg:
+                    break
+        return msg["return"].replace("\r\n", "\n")
+    finally:
+        f.close()
+        s.close()
+
+
+class Symbols:
+    """vmlinux's text symbols (nm), to name a guest address once the KASLR offset is known."""
+
+    def __init__(self, vmlinux: Path):
+        import bisect
+        self._bisect = bisect
+        out = subprocess.run(["nm", "-n", str(vmlinux)], stdout=subprocess.PIPE, text=True,
+                             check=True).stdout
+        self.syms = [(int(a, 16), n) for a, t, n in
+                     (l.split()[:3] for l in out.splitlines() if len(l.split()) >= 3)
+                     if t in "tTwW"]
+        self.addrs = [a for a, _ in self.syms]
+        self.by_name = {n: a for a, n in self.syms}
+
+    def name(self, addr: int) -> str:
+        i = self._bisect.bisect_right(self.addrs, addr) - 1
+        if i < 0 or addr - self.addrs[i] > 0x100000:
+            return "?"
+        a, n = self.syms[i]
+        return f"{n}+{addr - a:#x}"
+
+
+def kaslr_offset(sock: Path, regs: str, syms: Symbols) -> int | None:
+    """The running kernel's KASLR offset: IDT gate 3 (#BP, a gate lbr-dump never takes) holds
+    the run-time address of asm_exc_int3."""
+    m = IDT.search(regs)
+    want = syms.by_name.get("asm_exc_int3")
+    if m is None or want is None:
+        return None
+    out = hmp(sock, f"x /2gx {int(m[1], 16) + 3 * 16:#x}")
+    words = [int(w, 16) for w in re.findall(r":\s*0x([0-9a-f]+)\s+0x([0-9a-f]+)", out)[0]]
+    lo, hi = words
+    handler = (lo & 0xffff) | ((lo >> 32) & 0xffff0000) | (hi & 0xffffffff) << 32
+    return handler - want
+
+
+def hang_report(run_dir: Path, sock: Path, session: int, vmlinux: Path) -> str:
+    """What a VM that timed out was doing, before it is killed: each vCPU's RIP (named in
+    vmlinux), privilege level and halt state, read twice a second apart (a vCPU whose RIP does
+    not move is stuck there), and the QEMU threads' stacks (gdb), which show a vCPU thread
+    blocked in QEMU or in the emulator plugin. Written to hang-registers.txt and
+    hang-threads.txt in `run_dir`; the summary is returned."""
+    lines = []
+    try:
+        syms = Symbols(vmlinux)
+    except (OSError, subprocess.CalledProcessError) as e:
+        syms = None
+        lines.append(f"no symbols: {e}")
+    samples = []
+    for i in range(2):
+        if i:
+            time.sleep(1)
+        try:
+            samples.append(hmp(sock, "info registers -a"))
+        except (OSError, RuntimeError, ValueError) as e:
+            lines.append(f"QMP did not answer (QEMU's main loop is stuck?): {e!r}")
+            break
+    (run_dir / "hang-registers.txt").write_text("\n\n".join(samples))
+    off = None
+    if samples and syms is not None:
+        try:
+            off = kaslr_offset(sock, samples[0], syms)
+        except (OSError, RuntimeError, ValueError, IndexError) as e:
+            lines.append(f"no KASLR offset: {e!r}")
+    for n, regs in enumerate(samples):
+        for head, body in zip(CPU_HEAD.finditer(regs), re.split(r"^CPU#\d+$", regs, flags=re.M)[1:]):
+            rip, st = RIP.search(body), CPL_HLT.search(body)
+            if rip is None or st is None:
+                continue
+            addr = int(rip[1], 16)
+            where = syms.name(addr - off) if (syms is not None and off is not None and st[1] == "0") else ""
+            lines.append(f"sample {n + 1}: vCPU {head[1]} RIP {addr:#x} {where} CPL {st[1]}"
+                         f"{' halted' if st[2] == '1' else ''}")
+    pids = subprocess.run(["pgrep", "-s", str(session), "qemu-system"], stdout=subprocess.PIPE,
+                          text=True).stdout.split()
+    threads = ""
+    if pids:
+        # QEMU runs in the build root: its libraries are those under its /proc/PID/root.
+        threads = subprocess.run(["gdb", "-nx", "-batch", "-iex", f"set sysroot /proc/{pids[0]}/root",
+                                  "-p", pids[0], "-ex", "set pagination off",
+                                  "-ex", "thread apply all bt 25"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, timeout=120).stdout
+        (run_dir / "hang-threads.txt").write_text(threads)
+        # The plugin's frames and the lock waits are what tell a deadlock from a busy guest.
+        for t in re.split(r"\n(?=Thread )", threads):
+            if not t.startswith("Thread "):
+                continue
+            head = t.splitlines()[0]
+            frames = [l for l in t.splitlines()[1:] if l.startswith("#")]
+            named = [re.sub(r"^#\d+\s+(0x[0-9a-f]+ in )?", "", f).split(" (")[0] for f in frames[:8]]
+            name = re.search(r'"([^"]*)"', head)
+            lines.append(f"{head.split(' (')[0]} {name[1] if name else ''}: " + " < ".join(named))
+    else:
+        lines.append("no QEMU process found for the thread stacks")
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -408,6 +564,8 @@ def main() -> int:
     sys.stdout.write(r.console)
     print(f"\n[vm] {'timed out' if r.timed_out else 'exited'} after {r.seconds:.1f}s; "
           f"console log: {r.log}; command: {shlex.join(r.command)}", file=sys.stderr)
+    if r.hang:
+        print(f"[vm] what the VM was doing when it timed out:\n{r.hang}", file=sys.stderr)
     return 0 if r.finished else 1
 
 

@@ -247,10 +247,18 @@ def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
         `would-fault` event occurred: lbr-dump touched no MSR the emulated CPU lacks (a real part
         would #GP there), unless `allow_would_fault`;
       - with `finish` (default), the guest's script ran to its end; a scenario that crashes the
-        guest on purpose passes finish=False and checks the console itself.
+        guest on purpose passes finish=False and checks the console itself;
+      - the VM did not time out (each ends by itself): a hung guest fails here, with what its
+        vCPUs and QEMU's threads were doing (scripts/vm.py hang_report()).
     """
     vm = Vm(**kw)
     r = vm.run()
+    # Every scenario's VM ends by itself (its script's end, a reboot, a crash with panic=-1): a
+    # run that timed out hung, and what the test would check next would only mislead.
+    assert not r.timed_out, (
+        f"VM timed out after {r.seconds:.0f}s (log {r.log}): the guest hung{silent_since(r.console)}.\n"
+        f"What it was doing (vCPUs sampled twice, a second apart; QEMU's threads):\n{r.hang}\n"
+        + first_problem(r.console) + "console tail:\n" + tail(r.console, 15))
     up = cpus_brought_up(r.console)
     assert up is not None, (
         f"the guest never reported the CPUs it brought up (log {r.log}):\n" + tail(r.console))
@@ -269,7 +277,7 @@ def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
             f"{faults[:5]} (log {r.emu_log})")
     if finish:
         assert r.finished, (
-            f"VM {'timed out' if r.timed_out else 'ended early'} after {r.seconds:.0f}s "
+            f"VM ended early after {r.seconds:.0f}s "
             f"(log {r.log}); " + first_problem(r.console) + "console tail:\n" + tail(r.console)
         )
     return r
@@ -280,6 +288,12 @@ def cpus_brought_up(console: str) -> int | None:
     CPU(s)`; None if it never said."""
     m = re.search(r"smp: Brought up \d+ nodes?, (\d+) CPUs?", console)
     return int(m[1]) if m else None
+
+
+def silent_since(console: str) -> str:
+    """`; its console's last kernel line was at T s`, from the last timestamped line."""
+    stamps = re.findall(r"^\[\s*(\d+\.\d+)\]", console, re.M)
+    return f"; its console's last kernel line was at {stamps[-1]} s" if stamps else ""
 
 
 def tail(text: str, n: int = 40) -> str:

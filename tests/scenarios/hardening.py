@@ -37,6 +37,55 @@ def test_every_vcpu_is_brought_up(r):
     assert "online=0-3" in vm.console, re.findall(r"online=\S*", vm.console)
 
 
+def test_a_cpu_waiting_with_interrupts_off_is_let_go(r):
+    """The harness's guests cannot deadlock in kernel 7.3's clocksource watchdog. Its check of
+    another CPU's TSC (watchdog_check_skew()) sends that CPU an IPI and waits for it with
+    interrupts off, and gives up by ktime_get_raw_fast_ns(), which counts jiffies while
+    timekeeping runs on jiffies (at boot, until the switch to tsc-early). A CPU that waits with
+    interrupts off for the watchdog's CPU, as stop_machine() makes every CPU do (the switch to
+    tsc-early is one), then never takes the IPI, no CPU ticks, and neither wait ends: a guest hung
+    at ~2 s of boot in CI, vCPU 0 in watchdog_check_skew(), vCPU 1 in multi_cpu_stop() (found by
+    scripts/vm.py's hang report, 1 boot in 36 six at a time here). The harness boots with
+    tsc=nowatchdog. This plays it after boot, where it happens every time: timekeeping kept on
+    jiffies (clocksource=jiffies, allowed with this kernel's periodic tick), CPU 1 waits with
+    interrupts off for 3 s of CPU 0's sleeping (lbr_crash crash=irqs_off_wait), long enough for
+    the watchdog's check of CPU 1 (every other 0.5 s round)."""
+    vm = boot(name="hard-irqs-off-wait", cpu="Skylake-Client", accel="tcg", smp=2,
+              append="clocksource=jiffies",
+              script="echo cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)\n"
+                     f"insmod {CRASH} crash=irqs_off_wait\n")
+    assert "cs=jiffies" in vm.console, re.findall(r"cs=\S*", vm.console)
+    lines = kernel_lines(vm.console, "lbr_crash: irqs_off_wait:")
+    assert len(lines) == 1, tail(vm.console)
+    m = re.search(r"CPU 1 released after (\d+) ms", lines[0])
+    assert m is not None, lines[0]
+    # The release comes after CPU 0's msleep(3000): a wait the watchdog held would have given up.
+    assert int(m[1]) >= 3000, lines[0]
+
+
+def test_a_hung_guest_is_failed_with_where_its_cpus_are(r):
+    """A VM that times out fails in boot() with the hang report of scripts/vm.py: each vCPU's
+    RIP named in vmlinux, sampled twice, and QEMU's threads. The hang is the one above with the
+    TSC watchdog back on (tsc=watchdog after the harness's tsc=nowatchdog; the last one counts):
+    CPU 1 waits with interrupts off until it gives up after 60 s, and the VM's timeout is 45 s.
+    The report must find vCPU 0 in the watchdog's wait for CPU 1, which also shows the kernel's
+    deadlock itself."""
+    try:
+        boot(name="hard-hang-report", cpu="Skylake-Client", accel="tcg", smp=2, timeout=45,
+             append="clocksource=jiffies tsc=watchdog", script=f"insmod {CRASH} crash=irqs_off_wait\n")
+    except AssertionError as e:
+        msg = str(e)
+    else:
+        raise AssertionError("the guest did not hang: the TSC watchdog was not on, or did not wait for CPU 1")
+    assert msg.startswith("VM timed out after"), msg
+    samples = re.findall(r"^sample (\d): vCPU (\d) RIP 0x[0-9a-f]+ (\S*) CPL (\d)", msg, re.M)
+    assert {(n, c) for n, c, _, _ in samples} == {("1", "0"), ("1", "1"), ("2", "0"), ("2", "1")}, msg
+    cpu0 = [where for n, c, where, cpl in samples if c == "0"]
+    assert any(w.startswith("watchdog_check_skew+") for w in cpu0), msg
+    assert all(cpl == "0" for *_, cpl in samples), msg
+    assert re.search(r"^Thread \d+ CPU 0/TCG: ", msg, re.M) and re.search(r"^Thread \d+ CPU 1/TCG: ", msg, re.M), msg
+
+
 def test_concurrent_writers_arm_once(r):
     # kernfs serializes writes per open file: six shell writers (each `echo` opens the file) race
     # on `enabled` while faults happen on both CPUs. Each arming must hook the gates once; at the

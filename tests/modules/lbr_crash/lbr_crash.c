@@ -131,11 +131,21 @@
  *                                     IA32_DS_AREA, DEBUGCTL and how many BTS records perf's
  *                                     buffer received (`perf_tail: cpu=N ds_area=.. debugctl=..
  *                                     stored=K`)
+ *   insmod lbr_crash.ko crash=irqs_off_wait
+ *                                     (2+ CPUs) no crash: what stop_machine() does, plainly: a
+ *                                     kernel thread on CPU 1 waits with interrupts off for a
+ *                                     thread on CPU 0, which lets it go after msleep(3000). CPU 1
+ *                                     gives up after 60 s (counted in TSC cycles, not in jiffies:
+ *                                     a guest whose timekeeping runs on jiffies, and whose CPUs
+ *                                     all have interrupts off, has no jiffies). Prints
+ *                                     `irqs_off_wait: CPU 1 released after N ms` or `irqs_off_wait:
+ *                                     CPU 1 gave up after N ms: CPU 0 never got to let it go`
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/completion.h>
 #include <linux/cpumask.h>
 #include <linux/delay.h>
 #include <linux/ftrace.h>
@@ -143,6 +153,7 @@
 #include <linux/kallsyms.h>
 #include <linux/kdebug.h>
 #include <linux/kthread.h>
+#include <linux/math64.h>
 #include <linux/mman.h>
 #include <linux/module.h>
 #include <linux/objtool.h>
@@ -159,6 +170,7 @@
 #include <asm/msr.h>
 #include <asm/nmi.h>
 #include <asm/nospec-branch.h>
+#include <asm/tsc.h>
 
 static char *crash = "";
 module_param(crash, charp, 0);
@@ -925,6 +937,59 @@ static void lbr_crash_perf_tail_look(void *unused)
 		stored);
 }
 
+/* crash=irqs_off_wait */
+static atomic_t irqs_off_waiting, irqs_off_release;
+static DECLARE_COMPLETION(irqs_off_done);
+
+static int lbr_crash_irqs_off_waiter(void *unused)
+{
+	u64 start, limit = (u64)tsc_khz * 1000 * 60, waited;
+	bool released;
+
+	local_irq_disable();
+	start = rdtsc_ordered();
+	atomic_set(&irqs_off_waiting, 1);
+	while (!(released = atomic_read(&irqs_off_release)) && rdtsc_ordered() - start < limit)
+		cpu_relax();
+	waited = rdtsc_ordered() - start;
+	local_irq_enable();
+	waited = div64_u64(waited, tsc_khz);
+	if (released)
+		pr_info("irqs_off_wait: CPU %d released after %llu ms\n", raw_smp_processor_id(), waited);
+	else
+		pr_info("irqs_off_wait: CPU %d gave up after %llu ms: CPU 0 never got to let it go\n",
+			raw_smp_processor_id(), waited);
+	complete(&irqs_off_done);
+	return 0;
+}
+
+static int lbr_crash_irqs_off_releaser(void *unused)
+{
+	while (!atomic_read(&irqs_off_waiting))
+		msleep(1);
+	msleep(3000);
+	atomic_set(&irqs_off_release, 1);
+	return 0;
+}
+
+static int lbr_crash_irqs_off_wait(void)
+{
+	struct task_struct *t;
+
+	if (num_online_cpus() < 2 || !cpu_online(0) || !cpu_online(1) || !tsc_khz)
+		return -EINVAL;
+	t = kthread_run_on_cpu(lbr_crash_irqs_off_releaser, NULL, 0, "lbr_release/%u");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	t = kthread_run_on_cpu(lbr_crash_irqs_off_waiter, NULL, 1, "lbr_wait/%u");
+	if (IS_ERR(t)) {
+		atomic_set(&irqs_off_waiting, 1);	/* the releaser ends */
+		return PTR_ERR(t);
+	}
+	wait_for_completion(&irqs_off_done);
+	return 0;
+}
+
 static int lbr_crash_perf_tail(void)
 {
 	int c;
@@ -1141,6 +1206,8 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_perf_prepare();
 	if (!strcmp(crash, "perf_tail"))
 		return lbr_crash_perf_tail();
+	if (!strcmp(crash, "irqs_off_wait"))
+		return lbr_crash_irqs_off_wait();
 	return -EINVAL;
 }
 

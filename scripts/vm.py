@@ -26,6 +26,7 @@ import functools
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -391,6 +392,11 @@ def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_time
                 else:
                     time.sleep(0.05)
                 if time.monotonic() - start > timeout:
+                    try:
+                        p.wait(timeout=2)  # one that is ending (a `quit` sent just now) ends
+                        continue
+                    except subprocess.TimeoutExpired:
+                        pass
                     timed_out = True
                     if on_timeout is not None:
                         try:
@@ -415,6 +421,7 @@ def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_time
 CPU_HEAD = re.compile(r"^CPU#(\d+)$", re.M)
 RIP = re.compile(r"RIP=([0-9a-f]{16})")
 CPL_HLT = re.compile(r"CPL=(\d).*HLT=(\d)")
+RFL = re.compile(r"RFL=([0-9a-f]+)")
 IDT = re.compile(r"^IDT=\s*([0-9a-f]+)", re.M)
 
 
@@ -515,15 +522,30 @@ def hang_report(run_dir: Path, sock: Path, session: int, vmlinux: Path) -> str:
                 continue
             addr = int(rip[1], 16)
             where = syms.name(addr - off) if (syms is not None and off is not None and st[1] == "0") else ""
-            lines.append(f"sample {n + 1}: vCPU {head[1]} RIP {addr:#x} {where} CPL {st[1]}"
+            rfl = RFL.search(body)
+            irqs = "" if rfl is None else (" interrupts on" if int(rfl[1], 16) & 0x200 else " interrupts off")
+            lines.append(f"sample {n + 1}: vCPU {head[1]} RIP {addr:#x} {where} CPL {st[1]}{irqs}"
                          f"{' halted' if st[2] == '1' else ''}")
+    try:
+        lines += qemu_threads(run_dir, session)
+    except (OSError, subprocess.SubprocessError) as e:
+        lines.append(f"no QEMU thread stacks: {e!r}")
+    return "\n".join(lines)
+
+
+def qemu_threads(run_dir: Path, session: int) -> list[str]:
+    """One line per thread of the run's QEMU (session `session`): its name and innermost frames,
+    from gdb (all stacks in hang-threads.txt)."""
+    lines = []
     pids = subprocess.run(["pgrep", "-s", str(session), "qemu-system"], stdout=subprocess.PIPE,
                           text=True).stdout.split()
     threads = ""
-    if pids:
+    if pids and shutil.which("gdb") is None:
+        lines.append("no gdb on this machine: no QEMU thread stacks")
+    elif pids:
         # QEMU runs in the build root: its libraries are those under its /proc/PID/root.
         threads = subprocess.run(["gdb", "-nx", "-batch", "-iex", f"set sysroot /proc/{pids[0]}/root",
-                                  "-p", pids[0], "-ex", "set pagination off",
+                                  "-iex", "set auto-load safe-path /", "-p", pids[0], "-ex", "set pagination off",
                                   "-ex", "thread apply all bt 25"], stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True, timeout=120).stdout
         (run_dir / "hang-threads.txt").write_text(threads)
@@ -538,7 +560,7 @@ def hang_report(run_dir: Path, sock: Path, session: int, vmlinux: Path) -> str:
             lines.append(f"{head.split(' (')[0]} {name[1] if name else ''}: " + " < ".join(named))
     else:
         lines.append("no QEMU process found for the thread stacks")
-    return "\n".join(lines)
+    return lines
 
 
 def main() -> int:

@@ -253,11 +253,14 @@ def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
     """
     vm = Vm(**kw)
     r = vm.run()
-    # Every scenario's VM ends by itself (its script's end, a reboot, a crash with panic=-1): a
-    # run that timed out hung, and what the test would check next would only mislead.
+    # Every scenario's VM ends by itself (its script's end, a reboot, a crash with panic=-1) or
+    # at the console text it waits for (dump_after): a run that timed out hung or never got
+    # there, and what the test would check next would only mislead.
+    what = "never printed what the run waits for" if vm.dump_after else "hung"
     assert not r.timed_out, (
-        f"VM timed out after {r.seconds:.0f}s (log {r.log}): the guest hung{silent_since(r.console)}.\n"
-        f"What it was doing (vCPUs sampled twice, a second apart; QEMU's threads):\n{r.hang}\n"
+        f"VM timed out after {r.seconds:.0f}s (log {r.log}): the guest {what}{silent_since(r.console)}.\n"
+        f"What it was doing (vCPUs sampled twice, a second apart; QEMU's threads):\n"
+        f"{r.hang or '(no report: see the harness output)'}\n"
         + first_problem(r.console) + "console tail:\n" + tail(r.console, 15))
     up = cpus_brought_up(r.console)
     assert up is not None, (

@@ -135,11 +135,13 @@
  *                                     (2+ CPUs) no crash: what stop_machine() does, plainly: a
  *                                     kernel thread on CPU 1 waits with interrupts off for a
  *                                     thread on CPU 0, which lets it go after msleep(3000). CPU 1
- *                                     gives up after 60 s (counted in TSC cycles, not in jiffies:
- *                                     a guest whose timekeeping runs on jiffies, and whose CPUs
- *                                     all have interrupts off, has no jiffies). Prints
- *                                     `irqs_off_wait: CPU 1 released after N ms` or `irqs_off_wait:
- *                                     CPU 1 gave up after N ms: CPU 0 never got to let it go`
+ *                                     gives up after giveup= seconds (default 60; counted in TSC
+ *                                     cycles, not in jiffies: a guest whose timekeeping runs on
+ *                                     jiffies, and whose CPUs all have interrupts off, has no
+ *                                     jiffies). The load returns when both threads are done.
+ *                                     Prints `irqs_off_wait: CPU 1 released after N ms` or
+ *                                     `irqs_off_wait: CPU 1 gave up after N ms: CPU 0 never got
+ *                                     to let it go`
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -187,6 +189,8 @@ module_param(cpu, int, 0);
 static unsigned long text[32];
 static int nr_text;
 module_param_array(text, ulong, &nr_text, 0);
+static int giveup = 60;
+module_param(giveup, int, 0);
 
 /*
  * void lbr_crash_exec_user_ac(unsigned long addr), for crash=exec_user_ac: sets RFLAGS.AC (as
@@ -939,11 +943,12 @@ static void lbr_crash_perf_tail_look(void *unused)
 
 /* crash=irqs_off_wait */
 static atomic_t irqs_off_waiting, irqs_off_release;
-static DECLARE_COMPLETION(irqs_off_done);
+static DECLARE_COMPLETION(irqs_off_waited);
+static DECLARE_COMPLETION(irqs_off_released);
 
 static int lbr_crash_irqs_off_waiter(void *unused)
 {
-	u64 start, limit = (u64)tsc_khz * 1000 * 60, waited;
+	u64 start, limit = (u64)tsc_khz * 1000 * giveup, waited;
 	bool released;
 
 	local_irq_disable();
@@ -959,7 +964,7 @@ static int lbr_crash_irqs_off_waiter(void *unused)
 	else
 		pr_info("irqs_off_wait: CPU %d gave up after %llu ms: CPU 0 never got to let it go\n",
 			raw_smp_processor_id(), waited);
-	complete(&irqs_off_done);
+	complete(&irqs_off_waited);
 	return 0;
 }
 
@@ -969,24 +974,30 @@ static int lbr_crash_irqs_off_releaser(void *unused)
 		msleep(1);
 	msleep(3000);
 	atomic_set(&irqs_off_release, 1);
+	complete(&irqs_off_released);
 	return 0;
 }
 
 static int lbr_crash_irqs_off_wait(void)
 {
-	struct task_struct *t;
+	struct task_struct *releaser, *waiter;
 
-	if (num_online_cpus() < 2 || !cpu_online(0) || !cpu_online(1) || !tsc_khz)
+	if (num_online_cpus() < 2 || !cpu_online(0) || !cpu_online(1) || !tsc_khz || giveup <= 0)
 		return -EINVAL;
-	t = kthread_run_on_cpu(lbr_crash_irqs_off_releaser, NULL, 0, "lbr_release/%u");
-	if (IS_ERR(t))
-		return PTR_ERR(t);
-	t = kthread_run_on_cpu(lbr_crash_irqs_off_waiter, NULL, 1, "lbr_wait/%u");
-	if (IS_ERR(t)) {
-		atomic_set(&irqs_off_waiting, 1);	/* the releaser ends */
-		return PTR_ERR(t);
+	/* Both made before either runs: no thread of this module outlives a failed load. */
+	releaser = kthread_create_on_cpu(lbr_crash_irqs_off_releaser, NULL, 0, "lbr_release/%u");
+	if (IS_ERR(releaser))
+		return PTR_ERR(releaser);
+	waiter = kthread_create_on_cpu(lbr_crash_irqs_off_waiter, NULL, 1, "lbr_wait/%u");
+	if (IS_ERR(waiter)) {
+		kthread_stop(releaser);		/* never woken: its function does not run */
+		return PTR_ERR(waiter);
 	}
-	wait_for_completion(&irqs_off_done);
+	wake_up_process(releaser);
+	wake_up_process(waiter);
+	/* Both end before the load does (the releaser too, after a give-up): none outlives it. */
+	wait_for_completion(&irqs_off_waited);
+	wait_for_completion(&irqs_off_released);
 	return 0;
 }
 

@@ -20,6 +20,7 @@ kept apart.
 from __future__ import annotations
 
 import argparse
+import bisect
 import dataclasses
 import fcntl
 import functools
@@ -312,9 +313,9 @@ def scenario_cpio(work: Path, script: str) -> bytes:
     return out.read_bytes()
 
 
-def qmp(sock: Path, commands: list[tuple[str, dict]], timeout: float = 300) -> None:
+def qmp(sock: Path, commands: list[tuple[str, dict]], timeout: float = 300):
     """Runs QMP commands in order on QEMU's socket, each to its answer (events are skipped); an
-    error answer raises. The connection may end after "quit"."""
+    error answer raises. The connection may end after "quit". Returns the last answer's value."""
     import json
     import socket
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -330,13 +331,14 @@ def qmp(sock: Path, commands: list[tuple[str, dict]], timeout: float = 300) -> N
                 line = f.readline()
                 if not line:
                     if name == "quit":
-                        return
+                        return None
                     raise RuntimeError(f"QMP: connection closed during {name}")
                 msg = json.loads(line)
                 if "error" in msg:
                     raise RuntimeError(f"QMP {name}: {msg['error']}")
                 if "return" in msg:
                     break
+        return msg["return"]
     finally:
         f.close()
         s.close()
@@ -417,7 +419,7 @@ def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_time
                   time.monotonic() - start, cmd)
 
 
-# `info registers` of one vCPU: its number, RIP, CPL and whether it is halted.
+# `info registers -a`: each vCPU's number, RIP, CPL and halt state, RFLAGS; the IDT's base.
 CPU_HEAD = re.compile(r"^CPU#(\d+)$", re.M)
 RIP = re.compile(r"RIP=([0-9a-f]{16})")
 CPL_HLT = re.compile(r"CPL=(\d).*HLT=(\d)")
@@ -427,36 +429,15 @@ IDT = re.compile(r"^IDT=\s*([0-9a-f]+)", re.M)
 
 def hmp(sock: Path, command: str, timeout: float = 20) -> str:
     """One human monitor command through QMP (human-monitor-command); its output."""
-    import json
-    import socket
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    s.connect(str(sock))
-    f = s.makefile("rwb")
-    try:
-        json.loads(f.readline())
-        for name, args in [("qmp_capabilities", {}),
-                           ("human-monitor-command", {"command-line": command})]:
-            f.write(json.dumps({"execute": name, "arguments": args}).encode() + b"\n")
-            f.flush()
-            while True:
-                msg = json.loads(f.readline())
-                if "error" in msg:
-                    raise RuntimeError(f"QMP {name}: {msg['error']}")
-                if "return" in msg:
-                    break
-        return msg["return"].replace("\r\n", "\n")
-    finally:
-        f.close()
-        s.close()
+    out = qmp(sock, [("qmp_capabilities", {}), ("human-monitor-command", {"command-line": command})],
+              timeout)
+    return out.replace("\r\n", "\n")
 
 
 class Symbols:
     """vmlinux's text symbols (nm), to name a guest address once the KASLR offset is known."""
 
     def __init__(self, vmlinux: Path):
-        import bisect
-        self._bisect = bisect
         out = subprocess.run(["nm", "-n", str(vmlinux)], stdout=subprocess.PIPE, text=True,
                              check=True).stdout
         self.syms = [(int(a, 16), n) for a, t, n in
@@ -466,7 +447,7 @@ class Symbols:
         self.by_name = {n: a for a, n in self.syms}
 
     def name(self, addr: int) -> str:
-        i = self._bisect.bisect_right(self.addrs, addr) - 1
+        i = bisect.bisect_right(self.addrs, addr) - 1
         if i < 0 or addr - self.addrs[i] > 0x100000:
             return "?"
         a, n = self.syms[i]
@@ -489,7 +470,7 @@ def kaslr_offset(sock: Path, regs: str, syms: Symbols) -> int | None:
 
 def hang_report(run_dir: Path, sock: Path, session: int, vmlinux: Path) -> str:
     """What a VM that timed out was doing, before it is killed: each vCPU's RIP (named in
-    vmlinux), privilege level and halt state, read twice a second apart (a vCPU whose RIP does
+    vmlinux), privilege level, interrupt flag and halt state, read twice a second apart (a vCPU whose RIP does
     not move is stuck there), and the QEMU threads' stacks (gdb), which show a vCPU thread
     blocked in QEMU or in the emulator plugin. Written to hang-registers.txt and
     hang-threads.txt in `run_dir`; the summary is returned."""

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Make the pinned build root: a Debian trixie system made with debootstrap, holding the exact
-# package versions of scripts/packages.txt (LLVM/clang 19, rustc + rust-src 1.96.1, bindgen
+# package versions of scripts/packages.txt (LLVM/clang 19, rustc + rust-src 1.97.1, bindgen
 # 0.71.1, linux-source-7.3, QEMU 11.1.3 with TCG plugins, busybox). It is made once per key
 # (hash of packages.txt and this script) under $LBR_DUMP_CACHE and reused while the key holds.
 # Idempotent; prints the root's path on stdout. Needs root (debootstrap, chroot, mounts).

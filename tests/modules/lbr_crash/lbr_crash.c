@@ -142,6 +142,50 @@
  *                                     Prints `irqs_off_wait: CPU 1 released after N ms` or
  *                                     `irqs_off_wait: CPU 1 gave up after N ms: CPU 0 never got
  *                                     to let it go`
+ *   insmod lbr_crash.ko crash=nmi_lost target=ADDR handler=ADDR
+ *                                     (2+ CPUs; lbr_dump armed with nmi_freeze=1 and bts=) no
+ *                                     crash: play an NMI that never reaches lbr_dump's NMI
+ *                                     handler (late microcode loading's rendezvous, an emergency
+ *                                     handler), then perf taking the debug store, then an
+ *                                     ordinary NMI. From CPU 0: lbr_dump's NMI handler is
+ *                                     unregistered (by its name), sysrq-l sends CPU 1 an NMI
+ *                                     (its entry freezes the recorder, nothing thaws it), the
+ *                                     handler is registered again (handler: lbr_dump_nmi, from
+ *                                     /proc/kallsyms, under lbr_dump's name); then what
+ *                                     crash=perf_reserve does (target: reserve_ds_buffers); then
+ *                                     sysrq-l again, whose NMI on CPU 1 reaches the handler's
+ *                                     thaw. Prints CPU 1's DEBUGCTL after each step
+ *                                     (`nmi_lost: <step>: cpu=1 debugctl=0x..`). rmmod does what
+ *                                     perf_reserve's does and unregisters the handler it
+ *                                     registered (lbr_crash's memory) unless lbr_dump's disarming
+ *                                     did (from then on lbr_dump has no NMI handler; unregistering
+ *                                     a name not there does nothing)
+ *   insmod lbr_crash.ko crash=vlbr target=ADDR fini=ADDR
+ *                                     (2+ CPUs, the emulated Skylake: 32 LBR entries at 0x680/
+ *                                     0x6c0; a CPU without architectural perfmon, so that perf
+ *                                     has no LBR and the functions return at once) no crash:
+ *                                     play KVM lending CPU 1's LBR to a guest (vLBR). On CPU 1
+ *                                     with interrupts off, as perf schedules events: a host LBR
+ *                                     event (exclude_host clear) through perf's
+ *                                     intel_pmu_lbr_add() (target) and intel_pmu_lbr_del()
+ *                                     (fini), then a guest's (KVM's attributes: exclude_host,
+ *                                     INTEL_FIXED_VLBR_EVENT) through intel_pmu_lbr_add(), which
+ *                                     stays until rmmod; then what the guest could do: read the
+ *                                     records, and forge FROM/TO 0-3 (0xffffffff8badf00d). After
+ *                                     each step prints `vlbr: <step>: cpu=1 debugctl=0x..
+ *                                     kernel=N forged=N` (records with a kernel address, records
+ *                                     equal to the forged one); `echo 1 >
+ *                                     /sys/module/lbr_crash/parameters/look` prints it again
+ *                                     (step `look`); rmmod gives the guest's event back through
+ *                                     intel_pmu_lbr_del() and prints step `given back`
+ *   insmod lbr_crash.ko crash=lbr_addrs lbr_from=MSR lbr_to=MSR lbr_depth=N
+ *                                     no crash: on every CPU, read the N records' FROM and TO
+ *                                     MSRs (entry i at MSR + i) and sort each address (bits 47:0,
+ *                                     sign-extended) into zero, user (below TASK_SIZE_MAX), this
+ *                                     kernel's (a symbol of vmlinux or a module holds it) or
+ *                                     foreign (any other: in a KVM guest, a host address);
+ *                                     prints `lbr_addrs: cpu=N zero=Z user=U kernel=K foreign=F`
+ *                                     and each foreign one (`lbr_addrs: foreign 0x..`)
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -191,6 +235,12 @@ static int nr_text;
 module_param_array(text, ulong, &nr_text, 0);
 static int giveup = 60;
 module_param(giveup, int, 0);
+static unsigned long handler;
+module_param(handler, ulong, 0);
+static unsigned int lbr_from, lbr_to, lbr_depth;
+module_param(lbr_from, uint, 0);
+module_param(lbr_to, uint, 0);
+module_param(lbr_depth, uint, 0);
 
 /*
  * void lbr_crash_exec_user_ac(unsigned long addr), for crash=exec_user_ac: sets RFLAGS.AC (as
@@ -1028,6 +1078,222 @@ static noinline int lbr_crash_ds_take(void)
 	return lbr_crash_gp();
 }
 
+/* crash=nmi_lost */
+static struct nmiaction nmi_lost_action;
+static bool nmi_lost_registered;
+
+static void lbr_crash_nmi_lost_look(const char *step)
+{
+	u64 debugctl = 0;
+
+	rdmsrq_on_cpu(1, MSR_IA32_DEBUGCTLMSR, &debugctl);
+	pr_info("nmi_lost: %s: cpu=1 debugctl=%#llx\n", step, debugctl);
+}
+
+static int lbr_crash_nmi_lost(void)
+{
+	int r;
+
+	if (!target || !handler || num_online_cpus() < 2 || !cpu_online(1))
+		return -EINVAL;
+	migrate_disable();
+	if (smp_processor_id() == 1) {
+		/* sysrq-l sends its NMIs to every CPU but this one: run on another. */
+		migrate_enable();
+		set_cpus_allowed_ptr(current, cpumask_of(0));
+		migrate_disable();
+	}
+	lbr_crash_nmi_lost_look("before");
+	/* The lost NMI: lbr_dump's handler is not there when it comes. */
+	unregister_nmi_handler(NMI_LOCAL, "lbr_dump");
+	handle_sysrq('l');
+	lbr_crash_nmi_lost_look("after an NMI that did not reach lbr_dump's handler");
+	/* lbr_dump's handler back (register_nmi_handler() is a macro with a static action). */
+	INIT_LIST_HEAD(&nmi_lost_action.list);
+	nmi_lost_action.handler = (nmi_handler_t)handler;
+	nmi_lost_action.name = "lbr_dump";
+	r = __register_nmi_handler(NMI_LOCAL, &nmi_lost_action);
+	if (r) {
+		migrate_enable();
+		return r;
+	}
+	nmi_lost_registered = true;
+	r = lbr_crash_perf_reserve();
+	if (!r) {
+		lbr_crash_nmi_lost_look("after perf reserved the debug store");
+		handle_sysrq('l');
+		msleep(100);
+		lbr_crash_nmi_lost_look("after an NMI that reached lbr_dump's handler");
+	}
+	migrate_enable();
+	return r;
+}
+
+/* crash=vlbr */
+#define VLBR_DEPTH	32
+#define VLBR_FORGED	0xffffffff8badf00dULL
+static struct perf_event *vlbr_guest;
+static const char *vlbr_step;
+
+static void lbr_crash_vlbr_look_here(void *unused)
+{
+	u64 debugctl, from, to;
+	int i, kernel = 0, forged = 0;
+
+	rdmsrq(MSR_IA32_DEBUGCTLMSR, debugctl);
+	for (i = 0; i < VLBR_DEPTH; i++) {
+		rdmsrq(MSR_LBR_NHM_FROM + i, from);
+		rdmsrq(MSR_LBR_NHM_TO + i, to);
+		/* Format 5 (LBR_INFO): FROM and TO are sign-extended addresses. */
+		kernel += (from >> 47 & 1) || (to >> 47 & 1);
+		forged += from == VLBR_FORGED || to == VLBR_FORGED;
+	}
+	pr_info("vlbr: %s: cpu=%d debugctl=%#llx kernel=%d forged=%d\n", vlbr_step,
+		smp_processor_id(), debugctl, kernel, forged);
+}
+
+static void lbr_crash_vlbr_look(const char *step)
+{
+	vlbr_step = step;
+	smp_call_function_single(1, lbr_crash_vlbr_look_here, NULL, 1);
+}
+
+static void lbr_crash_vlbr_add_here(void *event)
+{
+	((void (*)(struct perf_event *))target)(event);	/* intel_pmu_lbr_add() */
+}
+
+static void lbr_crash_vlbr_del_here(void *event)
+{
+	((void (*)(struct perf_event *))fini)(event);	/* intel_pmu_lbr_del() */
+}
+
+static void lbr_crash_vlbr_forge_here(void *unused)
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		wrmsrq(MSR_LBR_NHM_FROM + i, VLBR_FORGED);
+		wrmsrq(MSR_LBR_NHM_TO + i, VLBR_FORGED);
+	}
+}
+
+static struct perf_event *lbr_crash_vlbr_event(bool guest)
+{
+	struct perf_event *e = kzalloc(sizeof(*e), GFP_KERNEL);
+
+	if (!e)
+		return NULL;
+	/* intel_pmu_create_guest_lbr_event()'s attributes (arch/x86/kvm/vmx/pmu_intel.c). */
+	e->attr.type = PERF_TYPE_RAW;
+	e->attr.config = INTEL_FIXED_VLBR_EVENT;
+	e->attr.sample_type = PERF_SAMPLE_BRANCH_STACK;
+	e->attr.pinned = 1;
+	e->attr.exclude_host = guest;
+	e->attr.branch_sample_type = PERF_SAMPLE_BRANCH_CALL_STACK | PERF_SAMPLE_BRANCH_USER;
+	return e;
+}
+
+static int lbr_crash_vlbr(void)
+{
+	struct perf_event *host;
+
+	if (!target || !fini || !cpu_online(1))
+		return -EINVAL;
+	/* With an architectural PMU, perf would really take these events: not a stand-in. */
+	if (boot_cpu_has(X86_FEATURE_ARCH_PERFMON))
+		return -ENODEV;
+	host = lbr_crash_vlbr_event(false);
+	vlbr_guest = lbr_crash_vlbr_event(true);
+	if (!host || !vlbr_guest) {
+		kfree(host);
+		kfree(vlbr_guest);
+		vlbr_guest = NULL;
+		return -ENOMEM;
+	}
+	lbr_crash_vlbr_look("armed");
+	smp_call_function_single(1, lbr_crash_vlbr_add_here, host, 1);
+	lbr_crash_vlbr_look("host event added");
+	smp_call_function_single(1, lbr_crash_vlbr_del_here, host, 1);
+	kfree(host);
+	smp_call_function_single(1, lbr_crash_vlbr_add_here, vlbr_guest, 1);
+	lbr_crash_vlbr_look("lent");
+	smp_call_function_single(1, lbr_crash_vlbr_forge_here, NULL, 1);
+	lbr_crash_vlbr_look("forged");
+	return 0;
+}
+
+static void lbr_crash_vlbr_stop(void)
+{
+	if (!vlbr_guest)
+		return;
+	smp_call_function_single(1, lbr_crash_vlbr_del_here, vlbr_guest, 1);
+	lbr_crash_vlbr_look("given back");
+	kfree(vlbr_guest);
+}
+
+static int lbr_crash_set_look(const char *val, const struct kernel_param *kp)
+{
+	if (!vlbr_guest)
+		return -EINVAL;
+	lbr_crash_vlbr_look("look");
+	return 0;
+}
+
+static const struct kernel_param_ops look_ops = { .set = lbr_crash_set_look };
+module_param_cb(look, &look_ops, NULL, 0200);
+
+/* crash=lbr_addrs */
+/* Whether a kernel symbol (vmlinux or a module) holds addr: sprint_symbol() names it. */
+static bool lbr_crash_is_symbol(unsigned long a)
+{
+	char sym[KSYM_SYMBOL_LEN];
+
+	sprint_symbol(sym, a);
+	return strncmp(sym, "0x", 2) != 0;
+}
+
+static void lbr_crash_lbr_addrs_here(void *unused)
+{
+	int zero = 0, user = 0, kernel = 0, foreign = 0;
+	unsigned int i, side;
+
+	for (i = 0; i < lbr_depth; i++) {
+		for (side = 0; side < 2; side++) {
+			u64 v;
+			unsigned long a;
+
+			if (rdmsrq_safe((side ? lbr_to : lbr_from) + i, &v)) {
+				pr_info("lbr_addrs: cpu=%d MSR %#x faults\n", smp_processor_id(),
+					(side ? lbr_to : lbr_from) + i);
+				return;
+			}
+			a = (unsigned long)((s64)(v << 16) >> 16);
+			if (!a)
+				zero++;
+			else if (a < TASK_SIZE_MAX)
+				user++;
+			else if (lbr_crash_is_symbol(a))
+				kernel++;
+			else if (++foreign <= 8)
+				pr_info("lbr_addrs: foreign %#lx\n", a);
+		}
+	}
+	pr_info("lbr_addrs: cpu=%d zero=%d user=%d kernel=%d foreign=%d\n", smp_processor_id(), zero,
+		user, kernel, foreign);
+}
+
+static int lbr_crash_lbr_addrs(void)
+{
+	int c;
+
+	if (!lbr_depth || lbr_depth > 64 || !lbr_from || !lbr_to)
+		return -EINVAL;
+	for_each_online_cpu(c)
+		smp_call_function_single(c, lbr_crash_lbr_addrs_here, NULL, 1);
+	return 0;
+}
+
 /* crash=gates */
 static const int gate_vectors[] = { 0, 1, 6, 8, 11, 12, 13, 14, 17, 21 };
 static unsigned long gate_kernel[ARRAY_SIZE(gate_vectors)];
@@ -1155,6 +1421,11 @@ static void __exit lbr_crash_exit(void)
 	lbr_crash_unwatch();
 	if (!strcmp(crash, "nmi_lockup"))
 		unregister_nmi_handler(NMI_LOCAL, "lbr_crash");
+	if (!strcmp(crash, "vlbr"))
+		lbr_crash_vlbr_stop();
+	/* Still listed (lbr_dump not disarmed; unregistering empties the list head). */
+	if (nmi_lost_registered && !list_empty(&nmi_lost_action.list))
+		unregister_nmi_handler(NMI_LOCAL, "lbr_dump");
 	if (!strcmp(crash, "watch"))
 		pr_info("watch: removed, %d breakpoint hits in all\n", atomic_read(&hits));
 }
@@ -1219,6 +1490,12 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_perf_tail();
 	if (!strcmp(crash, "irqs_off_wait"))
 		return lbr_crash_irqs_off_wait();
+	if (!strcmp(crash, "nmi_lost"))
+		return lbr_crash_nmi_lost();
+	if (!strcmp(crash, "vlbr"))
+		return lbr_crash_vlbr();
+	if (!strcmp(crash, "lbr_addrs"))
+		return lbr_crash_lbr_addrs();
 	return -EINVAL;
 }
 

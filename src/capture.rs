@@ -841,6 +841,9 @@ pub(crate) struct PanicPath {
     /// asm/stubs.S `lbr_dump_panic_entry` at panic(), vpanic(), crash_kexec(): the panicking
     /// CPU is captured.
     pub(crate) panic: bool,
+    /// The panic trampoline is at crash_kexec() too (or the kernel has no crash_kexec()): an
+    /// oops that goes to kdump is captured there and switches BTS off before machine_kexec().
+    pub(crate) kexec: bool,
     /// asm/stubs.S `lbr_dump_stop_entry` at native_stop_other_cpus(), nmi_shootdown_cpus(): the
     /// stop gates are switched there, and the other CPUs are captured as they stop.
     pub(crate) stop: bool,
@@ -891,7 +894,7 @@ impl Armed {
                 ptr::addr_of!((*c).ipi_gate).read_volatile(),
             )
         };
-        self.panic.panic && self.panic.stop && nmi != 0 && ipi != 0
+        self.panic.panic && self.panic.kexec && self.panic.stop && nmi != 0 && ipi != 0
     }
 
     /// Which of the panic path's trampolines are attached.
@@ -1123,10 +1126,17 @@ fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
         ptr::addr_of_mut!((*c).ipi_gate).write_volatile(cfg_gates[1].0);
         ptr::addr_of_mut!((*c).ipi_hook).write_volatile(cfg_gates[1].1);
     }
-    // SAFETY: no preconditions; sleeps (ftrace), under the state lock.
-    let r = unsafe { ffi::lbr_dump_panic_attach() };
+    let mut kexec = false;
+    // SAFETY: `kexec` is valid for writes; sleeps (ftrace), under the state lock.
+    let r = unsafe { ffi::lbr_dump_panic_attach(&mut kexec) };
     if r == 0 {
         armed.panic.panic = true;
+        armed.panic.kexec = kexec;
+        if !kexec {
+            pr_warn!(
+                "panic path: cannot attach to crash_kexec(): an oops that goes to kdump is captured by its exception alone\n"
+            );
+        }
     } else {
         pr_warn!(
             "panic path: cannot attach to panic() and vpanic() ({:?}): panics without an exception are not captured{}\n",

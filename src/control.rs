@@ -74,9 +74,13 @@ impl State {
                         Filter::Calls => "filter=calls: calls and returns",
                     },
                     match armed.panic_path() {
-                        PanicPath { panic: true, stop: true } => "on",
-                        PanicPath { panic: true, stop: false } => "on (the panicking CPU only)",
                         PanicPath { panic: false, .. } => "off",
+                        PanicPath { stop: true, kexec: true, .. } => "on",
+                        PanicPath { stop: false, kexec: true, .. } => "on (the panicking CPU only)",
+                        PanicPath { stop: true, kexec: false, .. } => "on (not at crash_kexec())",
+                        PanicPath { stop: false, kexec: false, .. } => {
+                            "on (the panicking CPU only, not at crash_kexec())"
+                        }
                     },
                     if self.options.nmi_freeze { ", frozen at every kernel-mode NMI (nmi_freeze)" } else { "" },
                     format_args!("{}", Opt(self.options.bts.map(BtsArmed))),

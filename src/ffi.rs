@@ -167,8 +167,15 @@ unsafe extern "C" {
     pub(crate) fn lbr_dump_bts_unwatch();
 
     /// src/glue.c: attaches the panic trampoline (asm/stubs.S `lbr_dump_panic_entry`) to the entry
-    /// of panic(), vpanic() and crash_kexec() as an ftrace direct call; 0 or -errno. May sleep.
-    pub(crate) fn lbr_dump_panic_attach() -> c_int;
+    /// of panic(), vpanic() and crash_kexec() as an ftrace direct call; 0 or -errno. On success
+    /// `*kexec` says whether crash_kexec() is among them (true where the kernel has none). May
+    /// sleep.
+    pub(crate) fn lbr_dump_panic_attach(kexec: *mut bool) -> c_int;
+
+    /// src/glue.c: the address of the kernel's IRET to user mode (entry_64.S
+    /// `native_irq_return_iret`), or 0 if it cannot be found. May sleep (a module looks it up by
+    /// name).
+    pub(crate) fn lbr_dump_iret_address() -> c_ulong;
 
     /// src/glue.c: undoes [`lbr_dump_panic_attach`], waiting until no CPU is in the trampoline;
     /// 0, or -errno when ftrace cannot detach it (the module is then pinned).

@@ -17,6 +17,7 @@
  * Every function here is declared for Rust in src/ffi.rs, and nowhere else.
  */
 #include <linux/cc_platform.h>
+#include <linux/error-injection.h>
 #include <linux/kprobes.h>
 #include <linux/ftrace.h>
 #include <linux/panic_notifier.h>
@@ -51,7 +52,10 @@ int lbr_dump_wrmsr_safe(u32 msr, u64 value);
 void lbr_dump_syscore_unregister(void);
 int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what);
 void lbr_dump_bts_unwatch(void);
-int lbr_dump_panic_attach(void);
+int lbr_dump_vlbr_watch(void (*lend)(bool lent));
+void lbr_dump_vlbr_unwatch(void);
+int lbr_dump_panic_attach(bool *kexec);
+unsigned long lbr_dump_iret_address(void);
 int lbr_dump_panic_detach(void);
 int lbr_dump_stop_attach(void);
 int lbr_dump_stop_detach(void);
@@ -405,23 +409,38 @@ void lbr_dump_bts_unwatch(void)
 void lbr_dump_panic_entry(void);	/* asm/stubs.S */
 static struct ftrace_ops lbr_dump_panic_ops;
 
-int lbr_dump_panic_attach(void)
+/*
+ * crash_kexec() (not exported: by name) into the panic trampoline's filter: 0 or -errno (-EINVAL:
+ * ftrace cannot trace a function of that name, e.g. inlined or notrace). Its own function so that
+ * tests can make it fail (fail_function, Documentation/fault-injection/fault-injection.rst).
+ */
+static noinline int lbr_dump_filter_crash_kexec(struct ftrace_ops *ops)
+{
+	unsigned char crash_kexec[] = "crash_kexec";
+
+	return ftrace_set_filter(ops, crash_kexec, sizeof(crash_kexec) - 1, 0);
+}
+ALLOW_ERROR_INJECTION(lbr_dump_filter_crash_kexec, ERRNO);
+
+/*
+ * *kexec says whether crash_kexec() is attached too (true also where the kernel has no
+ * CRASH_DUMP, hence no crash_kexec()), when the attach succeeds. An oops that must end in a
+ * panic (panic_on_oops, in interrupt, the idle task or init) calls crash_kexec() from oops_end()
+ * before panic(), and with kdump loaded it never returns: the other CPUs are stopped by kdump's
+ * NMI shootdown without a panic() entry, and the panicking CPU reaches machine_kexec() without
+ * the trampoline's LBR_BTS_OFF (src/capture.rs refuses BTS without it).
+ */
+int lbr_dump_panic_attach(bool *kexec)
 {
 	unsigned long ips[] = { (unsigned long)panic, (unsigned long)vpanic };
-	unsigned char crash_kexec[] = "crash_kexec";
 	int ret;
 
+	*kexec = !IS_ENABLED(CONFIG_CRASH_DUMP);
 	ret = ftrace_set_filter_ips(&lbr_dump_panic_ops, ips, ARRAY_SIZE(ips), 0, 1);
 	if (ret)
 		return ret;
-	/*
-	 * crash_kexec() too (not exported: by name), where the kernel has it: an oops that must end
-	 * in a panic (panic_on_oops, in interrupt, the idle task or init) calls it from oops_end()
-	 * before panic(), and with kdump loaded it never returns, so the other CPUs are stopped by
-	 * kdump's NMI shootdown without a panic() entry. Without CRASH_DUMP, panic() alone.
-	 */
 	if (IS_ENABLED(CONFIG_CRASH_DUMP))
-		ftrace_set_filter(&lbr_dump_panic_ops, crash_kexec, sizeof(crash_kexec) - 1, 0);
+		*kexec = !lbr_dump_filter_crash_kexec(&lbr_dump_panic_ops);
 	ret = register_ftrace_direct(&lbr_dump_panic_ops, (unsigned long)lbr_dump_panic_entry);
 	if (ret)
 		ftrace_free_filter(&lbr_dump_panic_ops);

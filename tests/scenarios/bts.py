@@ -131,6 +131,50 @@ def assert_perf_kept_its_store(con):
         assert ds == found[cpu] and ctl & (LBR | TR | BTS) == 0, f"CPU {cpu} after disarming: {ds:#x} {ctl:#x}"
 
 
+def test_bts_needs_the_panic_trampoline_at_crash_kexec(r):
+    # An oops that goes to kdump calls crash_kexec() from oops_end() before any panic(), and
+    # reaches machine_kexec() without a panic() entry: only the panic trampoline at crash_kexec()
+    # switches BTS off there (its first branch under the kexec page tables would store a record
+    # into lbr-dump's unmapped buffer: a triple fault). The kernel's fault injection
+    # (fail_function) makes that attach fail: arming with bts= is refused with the reason and
+    # nothing armed; without the injection the same module arms with BTS; without bts= it arms
+    # and says what is missing.
+    vm = boot(name="bts-no-kexec", cpu="Skylake-Client", accel="tcg", emulate=EMU, timeout=300, script=f"""
+F=/sys/kernel/debug/fail_function
+inject() {{
+	echo lbr_dump_filter_crash_kexec > $F/inject
+	printf '%#x\\n' -22 > $F/lbr_dump_filter_crash_kexec/retval
+	echo 100 > $F/probability; echo -1 > $F/times; echo 0 > $F/verbose
+}}
+insmod {MODULE} bts=4
+inject
+echo 1 > /sys/kernel/lbr_dump/enabled || echo "==refused $?=="
+echo "==enabled $(cat /sys/kernel/lbr_dump/enabled)=="
+echo '!lbr_dump_filter_crash_kexec' > $F/inject
+echo 1 > /sys/kernel/lbr_dump/enabled
+echo "==enabled $(cat /sys/kernel/lbr_dump/enabled)=="
+rmmod lbr_dump
+insmod {MODULE}
+inject
+echo 1 > /sys/kernel/lbr_dump/enabled
+echo "==enabled $(cat /sys/kernel/lbr_dump/enabled)=="
+echo '!lbr_dump_filter_crash_kexec' > $F/inject
+rmmod lbr_dump
+""")
+    con = vm.console
+    assert "==refused 1==" in con and con.count("==enabled 0==") == 1, "\n".join(kernel_lines(con, "lbr_dump"))
+    assert con.count("==enabled 1==") == 2, con
+    warn = kernel_lines(con, "lbr_dump: panic path: cannot attach to crash_kexec()")
+    assert len(warn) == 2, "\n".join(kernel_lines(con, "lbr_dump"))
+    refusal = kernel_lines(con, "lbr_dump: refusing to arm: bts:")
+    assert len(refusal) == 1 and "panic path is not complete" in refusal[0], refusal
+    armed = kernel_lines(con, "lbr_dump: armed:")
+    assert len(armed) == 2, armed
+    assert "panic path on, " in armed[0] and "branch trace store" in armed[0], armed[0]
+    assert "panic path on (not at crash_kexec())" in armed[1], armed[1]
+    assert_clean(con)
+
+
 def test_perf_reserving_the_debug_store_switches_bts_off(r):
     # Armed with BTS on 2 vCPUs, then perf reserves the debug store for its first hardware event
     # (played by lbr_crash crash=perf_reserve: perf's own reserve_ds_buffers() called, then

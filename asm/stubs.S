@@ -996,8 +996,13 @@ _ASM_NOKPROBE(lbr_dump_nmi_watch)
 /*
  * void lbr_dump_nmi_thaw(void): from lbr-dump's NMI handler (src/glue.c), in NMI context: if
  * lbr_dump_nmi_watch froze the recorder at this NMI's entry, put the value it found back, unless
- * another owner changed the control MSR since (then its value is left). C-callable: clobbers
- * rax, rcx, rdx, rsi, rdi and flags.
+ * another owner changed the control MSR since (then its value is left). Never an enable bit the
+ * armed value (LBR_CFG_ARMED) no longer has: the value kept may be older than this NMI (an NMI
+ * that froze the recorder never reached this handler: late microcode loading's rendezvous, an
+ * emergency handler; the recorder stayed frozen, and a later NMI's entry keeps the older value),
+ * and meanwhile TR|BTS may have been given up for good (perf took the debug store, src/capture.rs
+ * perf_takes_ds): switching them back on would store BTS records through another owner's
+ * IA32_DS_AREA. C-callable: clobbers rax, rcx, rdx, rsi, rdi and flags.
  */
 SYM_FUNC_START(lbr_dump_nmi_thaw)
 	LBR_THIS_CPU %rsi
@@ -1006,6 +1011,10 @@ SYM_FUNC_START(lbr_dump_nmi_thaw)
 	testq	%rdi, %rdi
 	jz	.Lthaw_done
 	movq	$0, LBR_STOP_WATCH(%rsi)
+	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
+	notq	%rdx
+	orq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx
+	andq	%rdx, %rdi			/* no enable bit the armed value lacks */
 	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
 	rdmsr
 	shlq	$32, %rdx

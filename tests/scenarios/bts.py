@@ -203,6 +203,39 @@ echo ==disarmed==; {MSRS}; echo ==
     assert_clean(con)
 
 
+def test_a_thaw_after_a_lost_nmi_never_switches_bts_back_on(r):
+    # nmi_freeze=1 with BTS: an NMI whose entry froze the recorder but that never reached
+    # lbr-dump's NMI handler (late microcode loading's rendezvous, an emergency handler) left the
+    # value to thaw to with TR|BTS. Perf then takes the debug store (BTS gone for good), and the
+    # next NMI's thaw must not switch BTS back on under perf's IA32_DS_AREA (a fault storm on
+    # real hardware). Played by lbr_crash crash=nmi_lost on CPU 1 (see lbr_crash.c): no BTS
+    # record lands in the other owner's buffers and DEBUGCTL has the LBR alone after the thaw.
+    vm = boot(name="bts-nmi-lost", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=300, script=f"""
+sym() {{ grep -w "$1" /proc/kallsyms | cut -d' ' -f1; }}
+insmod {MODULE} bts=4 nmi_freeze=1 enable=1
+insmod {CRASH} crash=nmi_lost target=0x$(sym reserve_ds_buffers) handler=0x$(sym lbr_dump_nmi)
+ls -R /sys >/dev/null
+echo ==taken==; rmmod lbr_crash; echo ==
+echo 0 > /sys/kernel/lbr_dump/enabled
+echo ==disarmed==; {MSRS}; echo ==
+""")
+    con = vm.console
+    steps = dict(re.findall(r"lbr_crash: nmi_lost: (.+?): cpu=1 debugctl=(0x[0-9a-f]+)", con))
+    assert len(steps) == 4, "\n".join(kernel_lines(con, "lbr_crash"))
+    before = int(steps["before"], 16)
+    assert before & (LBR | TR | BTS) == LBR | TR | BTS, f"CPU 1 not armed with BTS: {before:#x}"
+    # The stand-in did what it claims: the NMI's entry froze CPU 1, and nothing thawed it.
+    lost = int(steps["after an NMI that did not reach lbr_dump's handler"], 16)
+    assert lost & (LBR | TR | BTS) == 0, f"CPU 1 not frozen by the lost NMI: {lost:#x}"
+    thawed = int(steps["after an NMI that reached lbr_dump's handler"], 16)
+    assert thawed & LBR and thawed & (TR | BTS) == 0, f"CPU 1 after the thaw: DEBUGCTL {thawed:#x}"
+    assert_perf_kept_its_store(con)
+    # sysrq-l prints CPU 1's NMI backtrace (a Call Trace): only warnings and oopses count.
+    assert con.count("NMI backtrace for cpu 1") == 2, "\n".join(kernel_lines(con, "NMI backtrace"))
+    bad = [l for l in con.splitlines() if re.search(r"WARNING: CPU:|\[ cut here \]|BUG:|Oops:|general protection", l)]
+    assert not bad, bad
+
+
 def test_perf_reserving_while_a_cpu_arms_keeps_perfs_debug_store(r):
     # The race of the test above at its worst moment: lbr-dump arming CPU 1 has looked at its
     # IA32_DS_AREA (0: free) when perf's IPIs come, first lbr-dump's own ftrace callback at

@@ -29,8 +29,10 @@
  *    RFLAGS.AC set that is not an instruction fetch (a fault inside a user-access region:
  *    copy_from_user and friends). A kernel instruction fetch from a user address is a crash, AC
  *    or not. Without SMAP, AC is never set and user-access faults are captured (README: cost);
+ *  - a #GP, #NP or #SS at the kernel's IRET to user mode, and the #DF espfix64 promotes such a
+ *    fault to, go straight on (LBR_CFG_IRET): a user's bad return, which the kernel fixes up;
  *  - #DF runs on its IST stack and its saved CS:RIP is architecturally undefined: it is always
- *    captured, the CS test is not made;
+ *    captured but for espfix's, the CS test is not made;
  *  - a capture that faults, or a nested exception during a capture, finds this CPU's busy flag
  *    set and does not capture (the test falls through in the usual case);
  *  - the control MSR is re-read after the capture: if it is not the frozen value we wrote,
@@ -45,6 +47,7 @@
 #include <asm/asm.h>
 #include <asm/msr-index.h>
 #include <asm/nospec-branch.h>
+#include <asm/pgtable_64_types.h>
 #include <asm/processor-flags.h>
 #include <asm/segment.h>
 #include <asm/smap.h>
@@ -503,6 +506,36 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	LBR_SKIP_IF_USER_CR3 .Lpass_\vec
 	ASM_CLAC				/* AC may be set inside a user-access region */
 	cld					/* DF may be set (memmove) */
+.if \vec == 11 || \vec == 12 || \vec == 13
+	/*
+	 * The kernel's IRET to user mode faulted (LBR_CFG_IRET: native_irq_return_iret): a user's
+	 * bad segment state, which error_entry's bad-IRET fixup hands back to the user as its own
+	 * fault. Any user can do it at will (rt_sigreturn with a bad SS, a not-present LDT segment):
+	 * not a crash, not captured. Taken only then. The stack now: 0 rdx, 8 rcx, 16 rax, 24 error
+	 * code, 32 RIP.
+	 */
+	movq	lbr_dump_capture+LBR_CFG_IRET(%rip), %rax
+	cmpq	%rax, 32(%rsp)			/* saved RIP */
+	je	.Lpass_\vec
+.elseif \vec == 8
+	/*
+	 * The same fault on the espfix64 stack (an IRET to a 16-bit user stack segment), which the
+	 * CPU cannot deliver there and promotes to #DF: exc_double_fault turns it into the user's #GP
+	 * when RIP is native_irq_return_iret and RSP is in espfix's P4D slot (ESPFIX_PGD_ENTRY,
+	 * arch/x86/kernel/traps.c; its __KERNEL_CS test is implied by both). The tests are combined
+	 * without a branch: the jump is taken only in that case. The stack now: 0 rdx, 8 rcx,
+	 * 16 rax, 24 error code, 32 RIP, 40 CS, 48 RFLAGS, 56 RSP.
+	 */
+	movq	lbr_dump_capture+LBR_CFG_IRET(%rip), %rax
+	cmpq	%rax, 32(%rsp)			/* saved RIP */
+	sete	%cl
+	movq	56(%rsp), %rax			/* saved RSP */
+	sarq	$P4D_SHIFT, %rax
+	cmpq	$ESPFIX_PGD_ENTRY, %rax
+	sete	%dl
+	andb	%dl, %cl			/* ZF clear: espfix's IRET fault */
+	jnz	.Lpass_\vec
+.endif
 .if \vec == 14
 	/*
 	 * A data access to a user address with the saved RFLAGS.AC set is a user-access fault that

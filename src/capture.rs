@@ -1345,6 +1345,13 @@ fn start_recording(armed: &mut Armed) -> Result {
 /// The stubs' configuration (asm/stubs.S reads it through `lbr_dump_capture`).
 fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64) {
     let g = &armed.area.geometry;
+    // SAFETY: no preconditions; process context.
+    let iret = unsafe { ffi::lbr_dump_iret_address() } as u64;
+    if iret == 0 {
+        pr_warn!(
+            "cannot find the kernel's IRET to user mode (native_irq_return_iret): a user's faulting return is captured like a crash\n"
+        );
+    }
     let cfg = ffi::CaptureConfig {
         cpu0: armed.area.at(g.cpu_offset()) as u64,
         block_size: g.cpu_block_size() as u64,
@@ -1360,6 +1367,7 @@ fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64) {
         bts_table: if g.bts_pool > 0 { armed.area.at(g.bts_table()) as u64 } else { 0 },
         bts_size: g.bts_size as u64,
         armed: armed_value,
+        iret,
         seq: 0,
         // The panic path's fields are set by `attach_panic_path`, after the gates.
         ..Default::default()

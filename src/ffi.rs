@@ -49,6 +49,7 @@ pub(crate) struct CaptureConfig {
     pub(crate) bts_table: u64,
     pub(crate) bts_size: u64,
     pub(crate) rearm_mask: u64,
+    pub(crate) iret: u64,
 }
 
 const _: () = {
@@ -75,6 +76,7 @@ const _: () = {
     assert!(offset_of!(CaptureConfig, bts_table) == cfg::BTS_TABLE);
     assert!(offset_of!(CaptureConfig, bts_size) == cfg::BTS_SIZE);
     assert!(offset_of!(CaptureConfig, rearm_mask) == cfg::REARM_MASK);
+    assert!(offset_of!(CaptureConfig, iret) == cfg::IRET);
     assert!(size_of::<CaptureConfig>() == cfg::SIZE);
 };
 

@@ -20,6 +20,7 @@
 #include <linux/error-injection.h>
 #include <linux/kprobes.h>
 #include <linux/ftrace.h>
+#include <linux/kallsyms.h>
 #include <linux/panic_notifier.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -30,6 +31,7 @@
 #include <linux/vmalloc.h>
 #include <asm/cpufeature.h>
 #include <asm/desc.h>
+#include <asm/gsseg.h>
 #include <asm/idtentry.h>
 #include <asm/msr.h>
 #include <asm/irq_vectors.h>
@@ -86,6 +88,58 @@ void lbr_dump_idt_unalias(void *alias)
 {
 	vunmap(alias);
 }
+
+/*
+ * The kernel's IRET to user mode, entry_64.S native_irq_return_iret (SYM_L_GLOBAL, not
+ * exported): a #GP, #NP or #SS with that RIP in kernel mode is a return to user mode that faulted
+ * (a user's bad segment state: error_entry's bad-IRET fixup makes it the user's fault), and a #DF
+ * there on the espfix64 stack is the same fault promoted (exc_double_fault): the stubs do not
+ * capture them (asm/stubs.S LBR_SKIP_IRET). 0 if it cannot be found; the caller says so.
+ */
+#ifdef MODULE
+/*
+ * A module finds it by name from asm_load_gs_index (exported, defined right after
+ * common_interrupt_return in entry_64.S): walking back symbol by symbol through the kernel's
+ * symbols (sprint_symbol(): "name+0xoffset/0xsize"). The result must be an IRETQ (48 cf).
+ */
+static bool lbr_dump_symbol(unsigned long addr, char *name, unsigned long *off)
+{
+	char *plus, *slash;
+
+	sprint_symbol(name, addr);
+	plus = strrchr(name, '+');
+	slash = plus ? strchr(plus, '/') : NULL;
+	if (!slash || strchr(slash, ' '))	/* no symbol, or a module's ("... [mod]") */
+		return false;
+	*slash = '\0';
+	*plus = '\0';
+	return !kstrtoul(plus + 1, 16, off);
+}
+
+unsigned long lbr_dump_iret_address(void)
+{
+	char name[KSYM_SYMBOL_LEN];
+	unsigned long addr = (unsigned long)asm_load_gs_index, off;
+	int i;
+
+	for (i = 0; i < 64 && lbr_dump_symbol(addr, name, &off); i++) {
+		if (!strcmp(name, "native_irq_return_iret")) {
+			const u8 *insn = (const u8 *)(addr - off);
+
+			return insn[0] == 0x48 && insn[1] == 0xcf ? (unsigned long)insn : 0;
+		}
+		addr -= off + 1;	/* the last byte of the symbol before */
+	}
+	return 0;
+}
+#else
+unsigned long lbr_dump_iret_address(void)
+{
+	extern unsigned char native_irq_return_iret[];
+
+	return (unsigned long)native_irq_return_iret;
+}
+#endif
 
 /* Why lbr-dump cannot run here, or NULL. See README "Refusals". */
 const char *lbr_dump_environment_refusal(void)
@@ -546,7 +600,7 @@ void lbr_dump_panic_notifier(struct notifier_block *nb, bool on)
  *             and changes nothing
  *   facility  ro: the probe's one-line description
  *   vectors   ro: the hooked vectors (while armed), else the chosen set
- *   captures  ro: snapshots taken since the module was loaded (all CPUs)
+ *   captures  ro (root): snapshots taken since the module was loaded (all CPUs)
  * Writes to one attribute are serialized by kernfs; removal waits for running callbacks.
  */
 #include <linux/kobject.h>
@@ -598,7 +652,8 @@ static ssize_t captures_show(struct kobject *k, struct kobj_attribute *a, char *
 static struct kobj_attribute enabled_attr = __ATTR(enabled, 0644, enabled_show, enabled_store);
 static struct kobj_attribute facility_attr = __ATTR_RO(facility);
 static struct kobj_attribute vectors_attr = __ATTR_RO(vectors);
-static struct kobj_attribute captures_attr = __ATTR_RO(captures);
+/* Root only: whether an action of a user's cost a capture is not that user's to learn. */
+static struct kobj_attribute captures_attr = __ATTR(captures, 0400, captures_show, NULL);
 static struct attribute *lbr_dump_attrs[] = {
 	&enabled_attr.attr, &facility_attr.attr, &vectors_attr.attr, &captures_attr.attr, NULL
 };

@@ -248,8 +248,12 @@ pub mod cfg {
     /// The control bit(s) a #DB delivery clears (the LBR switch): the re-arm target is ARMED
     /// with only these cleared; `MASK` also holds BTS's bits (TR, BTS), which #DB leaves.
     pub const REARM_MASK: usize = 0xa0;
+    /// Address of the kernel's IRET to user mode (entry_64.S `native_irq_return_iret`; 0: not
+    /// found): a #GP, #NP or #SS there, and espfix64's #DF, are a user's bad return that the
+    /// kernel fixes up, not a crash, and not captured.
+    pub const IRET: usize = 0xa8;
     /// Size of the structure.
-    pub const SIZE: usize = 0xa8;
+    pub const SIZE: usize = 0xb0;
 }
 
 /// The stop stubs' register save areas (not part of the dump): `CPU_SIZE` bytes per CPU, at

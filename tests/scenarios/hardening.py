@@ -244,6 +244,42 @@ def test_instruction_fetch_from_user_with_ac_is_captured(r):
     assert int(hs[0]["error"], 16) & 0x10, f"not an instruction fetch: {hs[0]['line']}"
 
 
+def test_unprivileged_iret_faults_are_not_captured(r):
+    # Any user can make the kernel take a kernel-mode #GP, #NP or #SS at will: a return to user
+    # mode whose IRET faults, and on the espfix64 stack a #DF (lbr-iretfault, as uid 65534: 10,000
+    # of each of four kinds). They are the user's faults, which the kernel hands back as signals,
+    # not crashes: none may cost a capture (~100 RDMSR), nor push a snapshot out of the ring.
+    # Before them a WARN is captured (lkdtm WARNING: a #UD the kernel survives); after them the
+    # next capture is a kernel-mode #GP that oopses (lbr_crash crash=gp), printed with the
+    # sequence number right after the WARN's: nothing was captured in between. `captures` is
+    # root's alone.
+    vm = boot(finish=False, name="hard-iretfault", cpu="EPYC-Genoa", accel="tcg", timeout=600, script=f"""
+insmod {MODULE} force=1 enable=1
+echo captures-armed=$(cat {SYSFS}/captures)
+echo WARNING > {LKDTM}
+echo captures-warn=$(cat {SYSFS}/captures)
+lbr-iretfault; echo iretfault-exit=$?
+echo captures-after=$(cat {SYSFS}/captures)
+echo captures-mode=$(stat -c %A {SYSFS}/captures)
+insmod {CRASH} crash=gp
+""")
+    con = vm.console
+    m = re.search(r"lbr-iretfault: uid=(\d+) gp=(\d+) np=(\d+) ss=(\d+) df=(\d+)", con)
+    assert m and "iretfault-exit=0" in con, "lbr-iretfault did not run:\n" + tail(con)
+    assert m[1] != "0" and m.groups()[1:] == ("10000",) * 4, m[0]
+    # The kernel took them in kernel mode: each was handed back through its fixup (espfix's #DF
+    # included), as the signal counts show; the stubs saw every one.
+    n = {k: int(v) for k, v in re.findall(r"captures-(armed|warn|after)=(\d+)", con)}
+    assert n["warn"] == n["armed"] + 1, f"the WARN was not captured: {n}"
+    assert n["after"] == n["warn"], f"{n['after'] - n['warn']} captures of a user's faulting returns"
+    assert "captures-mode=-r--------" in con, re.findall(r"captures-mode=\S+", con)
+    oops = re.search(r"Oops: .*?---\[ end trace", con, re.S)
+    assert oops, "no oops:\n" + tail(con)
+    hs = headers(oops[0])
+    assert hs and hs[0].get("vector") == "13", f"no #GP snapshot in the oops: {kernel_lines(oops[0], 'lbr_dump')}"
+    assert int(hs[0]["seq"]) == n["warn"] + 1, f"the oops' snapshot is not the next capture: {hs[0]['line']}"
+
+
 def test_stress_whole_life_cycle_on_four_cpus(r):
     # Everything at once on 4 vCPUs: racing enable/disable writers, CPU hotplug of CPUs 1-3,
     # user and kernel faults on every CPU, data breakpoints on the stubs' data, unload and reload.

@@ -95,6 +95,7 @@ fn assembly_offsets_match() {
         ("LBR_CFG_NMI_HOOK", cfg::NMI_HOOK),
         ("LBR_CFG_IPI_GATE", cfg::IPI_GATE),
         ("LBR_CFG_IPI_HOOK", cfg::IPI_HOOK),
+        ("LBR_CFG_IRET", cfg::IRET),
         ("LBR_CFG_SIZE", cfg::SIZE),
         ("LBR_STOP_CPU_SIZE", stop::CPU_SIZE),
         ("LBR_STOP_NMI", stop::NMI),

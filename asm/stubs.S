@@ -409,18 +409,22 @@ SYM_DATA_END(lbr_dump_capture)
 	/*
 	 * Restore the entry value; but with \rearm, if it is lbr-dump's armed value with only the
 	 * LBR switch cleared (LBR_CFG_REARM_MASK: #DB delivery clears it and leaves BTS's bits),
-	 * re-arm: write the armed value (README: re-arm policy). (The stop stubs restore exactly
-	 * what they found: a CPU stopped in a panic may have been inside a capture that froze the
-	 * recorder.)
+	 * re-arm: write the armed value (README: re-arm policy), unless a KVM guest holds this
+	 * CPU's LBR (LBR_CPU_LENT, src/capture.rs `lend`: the switch is off for the guest). (The
+	 * stop stubs restore exactly what they found: a CPU stopped in a panic may have been inside
+	 * a capture that froze the recorder.)
 	 */
 	movq	\entry, %rax
 .if \rearm
+	cmpl	$0, LBR_CPU_LENT(%r9)
+	jne	.Lno_rearm_\sfx		/* a KVM guest holds the LBR here, or disarming */
 	movq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %rdx
 	notq	%rdx
 	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %r10
 	andq	%r10, %rdx			/* rdx = armed & ~rearm mask */
 	cmpq	%rdx, %rax
 	cmoveq	%r10, %rax
+.Lno_rearm_\sfx:
 .endif
 	movl	$LBR_SNAP_COMPLETE, %edi
 	movq	\entry, %rdx
@@ -431,6 +435,13 @@ SYM_DATA_END(lbr_dump_capture)
 	shrq	$32, %rdx
 	wrmsr
 .Lstate_\sfx:
+	/* Lent to a KVM guest (LBR_CPU_LENT 1 .. 0xfffffffe; 0xffffffff: being disarmed). */
+	movl	LBR_CPU_LENT(%r9), %eax
+	decl	%eax
+	cmpl	$0xfffffffd, %eax
+	ja	.Lnot_lent_\sfx
+	orl	$LBR_SNAP_LENT, %edi
+.Lnot_lent_\sfx:
 .ifnb \state_or
 	orl	\state_or, %edi		/* more state bits from the caller */
 .endif
@@ -629,8 +640,9 @@ LBR_NOKPROBE_WAY_ON \vec
  * recorder's enable bit (DEBUGCTL.LBR; Arch LBR: LBREn): a ptrace single-step, a hardware
  * breakpoint or a kprobe would otherwise leave recording off until the next capture. If the
  * control MSR holds lbr-dump's armed value with only the enable bit cleared, write the armed value
- * back; any other value (another owner's, or recording still on) is left alone. Any mode, kernel
- * or user: the test needs no segment or stack of the interrupted context.
+ * back; any other value (another owner's, or recording still on) is left alone, and so is a CPU
+ * whose LBR a KVM guest holds (LBR_CPU_LENT, src/capture.rs `lend`). Any mode, kernel or user:
+ * the test needs no segment or stack of the interrupted context.
  *
  * First, before any load of lbr-dump's data: if a hardware breakpoint is armed (DR7's enable
  * bits), go straight on. A data breakpoint on lbr-dump's own data (perf mem:, kgdb) would fire
@@ -665,6 +677,14 @@ SYM_CODE_START(lbr_dump_rearm_1)
 	andq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx	/* rdx = armed & ~rearm mask */
 	cmpq	%rdx, %rax
 	jne	.Lrearm_done			/* not ours with the switch cleared: leave it */
+	LBR_THIS_CPU %rcx
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %rcx
+	jae	.Lrearm_done
+	imulq	lbr_dump_capture+LBR_CFG_BLOCK_SIZE(%rip), %rcx
+	addq	lbr_dump_capture+LBR_CFG_CPU0(%rip), %rcx	/* rcx = this CPU's block */
+	cmpl	$0, LBR_CPU_LENT(%rcx)
+	jne	.Lrearm_done			/* a KVM guest holds the LBR here, or disarming */
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
 	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rax
 	movq	%rax, %rdx
 	shrq	$32, %rdx
@@ -1035,7 +1055,8 @@ _ASM_NOKPROBE(lbr_dump_nmi_watch)
  * emergency handler; the recorder stayed frozen, and a later NMI's entry keeps the older value),
  * and meanwhile TR|BTS may have been given up for good (perf took the debug store, src/capture.rs
  * perf_takes_ds): switching them back on would store BTS records through another owner's
- * IA32_DS_AREA. C-callable: clobbers rax, rcx, rdx, rsi, rdi and flags.
+ * IA32_DS_AREA. Nor the LBR switch on a CPU whose LBR a KVM guest holds (LBR_CPU_LENT).
+ * C-callable: clobbers rax, rcx, rdx, rsi, rdi, r8 and flags.
  */
 SYM_FUNC_START(lbr_dump_nmi_thaw)
 	LBR_THIS_CPU %rsi
@@ -1048,6 +1069,17 @@ SYM_FUNC_START(lbr_dump_nmi_thaw)
 	notq	%rdx
 	orq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx
 	andq	%rdx, %rdi			/* no enable bit the armed value lacks */
+	LBR_THIS_CPU %r8
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %r8
+	jae	.Lthaw_lent_done
+	imulq	lbr_dump_capture+LBR_CFG_BLOCK_SIZE(%rip), %r8
+	addq	lbr_dump_capture+LBR_CFG_CPU0(%rip), %r8	/* r8 = this CPU's block */
+	cmpl	$0, LBR_CPU_LENT(%r8)
+	je	.Lthaw_lent_done
+	movq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %rdx
+	notq	%rdx
+	andq	%rdx, %rdi			/* lent to a KVM guest: never the LBR switch */
+.Lthaw_lent_done:
 	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
 	rdmsr
 	shlq	$32, %rdx

@@ -31,7 +31,7 @@
 //! each touches only its own CPU's atomics. The resume callback runs on one CPU with IRQs off.
 
 use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{
     bindings,
@@ -297,6 +297,104 @@ struct Saved {
     /// Set while arming runs the online callback on every CPU: another owner's debug store then
     /// refuses arming; on a CPU that comes online later, it only keeps BTS off there.
     arming: AtomicBool,
+    /// Intel legacy LBR: what [`lend`] needs to keep KVM guests and lbr-dump apart.
+    vlbr: Option<Vlbr>,
+}
+
+/// Lending the LBR to KVM guests (Intel legacy LBR, the one kind KVM gives guests: see
+/// [`lend`]).
+struct Vlbr {
+    /// (address of CPU 0's block in the snapshot area, bytes between CPU blocks): each block's
+    /// `layout::cpu::LENT` counts the guest LBR events scheduled on that CPU, and the stubs read
+    /// it.
+    blocks: (u64, u64),
+    /// The record MSRs (FROM, TO, INFO of every entry), zeroed when a guest gets the LBR and
+    /// when it gives it back.
+    records: KVec<u32>,
+}
+
+impl Vlbr {
+    /// `layout::cpu::LENT` of a CPU that `cpu_offline` disarms (or disarmed): nothing to give
+    /// back there. `arm_cpu` sets 0.
+    const OFF: u32 = u32::MAX;
+
+    fn new(l: &crate::facility::LegacyLbr, blocks: (u64, u64)) -> Result<Self> {
+        let mut records = KVec::with_capacity(3 * l.depth as usize, GFP_KERNEL)?;
+        for i in 0..l.depth as u32 {
+            records.push(l.from + i, GFP_KERNEL)?;
+            records.push(l.to + i, GFP_KERNEL)?;
+            if let Some(info) = l.info {
+                records.push(info + i, GFP_KERNEL)?;
+            }
+        }
+        Ok(Vlbr { blocks, records })
+    }
+
+    /// The guest LBR event count of `cpu`, in its block.
+    fn lent(&self, cpu: u32) -> &AtomicU32 {
+        let (cpu0, stride) = self.blocks;
+        let addr = cpu0 + stride * cpu as u64 + layout::cpu::LENT as u64;
+        // SAFETY: `cpu` is below the area's CPU count (the callers' CPU numbers come from
+        // `CpuId`, below nr_cpu_ids, for which the area has blocks); an aligned u32 of the area,
+        // which lives as long as the `Saved` that holds this; the stubs only read it.
+        unsafe { AtomicU32::from_ptr(addr as *mut u32) }
+    }
+
+    fn wipe(&self) {
+        for &m in self.records.iter() {
+            wrmsr_here(m, 0);
+        }
+    }
+}
+
+/// KVM lends this CPU's LBR to a guest, or takes it back: glue.c's ftrace callbacks at the entry
+/// of intel_pmu_lbr_add() (`lent`) and intel_pmu_lbr_del() (not `lent`) for a vCPU's guest LBR
+/// event, on this CPU with interrupts off. While that event is scheduled here, KVM passes the
+/// LBR MSRs through to the guest (reads and writes) and restores the host's DEBUGCTL after every
+/// VM exit: the host's records and recording must be gone before the guest runs. So on the first
+/// such event the recorder is switched off and every record zeroed (KVM reads DEBUGCTL for that
+/// restore before each VM entry, after this; perf then puts the guest's own records back); on
+/// the last one leaving, the guest's records (forged ones too) are zeroed, lbr-dump's filter is
+/// written again and recording goes back on. In between, the stubs neither re-arm nor thaw on
+/// this CPU (`layout::cpu::LENT`), and a capture here says `lent`. A guest event that came
+/// before arming is seen leaving here with nothing lent: ignored (arming ran in this CPU's
+/// hotplug thread, with no vCPU's event scheduled).
+unsafe extern "C" fn lend(lent: bool) {
+    let Some(s) = recording() else { return };
+    let Some(v) = s.vlbr.as_ref() else { return };
+    let cpu = CpuId::current().as_u32();
+    if cpu as usize >= s.before.len() {
+        return;
+    }
+    let count = v.lent(cpu);
+    let c = &s.control;
+    let n = count.load(Ordering::Relaxed);
+    if lent {
+        // The count first: an NMI from here on neither thaws nor re-arms. A CPU being disarmed
+        // (`Vlbr::OFF`, `cpu_offline` runs) is not counted, but its records go all the same.
+        if n != Vlbr::OFF {
+            count.store(n + 1, Ordering::Relaxed);
+        }
+        if n == 0 || n == Vlbr::OFF {
+            wrmsr_here(c.switch.msr, rdmsr_here(c.switch.msr) & !c.switch.mask);
+            v.wipe();
+        }
+    } else {
+        match n {
+            0 | Vlbr::OFF => {}
+            1 => {
+                v.wipe();
+                if let Some((m, val)) = c.filter {
+                    wrmsr_here(m, val);
+                }
+                wrmsr_here(c.switch.msr, rdmsr_here(c.switch.msr) | c.switch.mask);
+                count.store(0, Ordering::Relaxed);
+            }
+            _ => {
+                count.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 impl Saved {
@@ -367,6 +465,10 @@ unsafe extern "C" fn cpu_online(cpu: c_uint) -> i32 {
 fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     let Some(cpu) = cpu else { return Ok(()) };
     let Some(slot) = s.before.get(cpu.as_u32() as usize) else { return Ok(()) };
+    if let Some(v) = s.vlbr.as_ref() {
+        // In this CPU's hotplug thread: no vCPU's guest LBR event is scheduled here.
+        v.lent(cpu.as_u32()).store(0, Ordering::Relaxed);
+    }
     for &m in s.msrs.iter() {
         read_msr(cpu, m)?;
     }
@@ -498,6 +600,11 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
     let Some(s) = recording() else { return 0 };
     let Some(id) = CpuId::from_u32(cpu) else { return 0 };
     let Some(slot) = s.before.get(cpu as usize) else { return 0 };
+    if let Some(v) = s.vlbr.as_ref() {
+        // First: a guest LBR event scheduled here from now on must not switch recording back on
+        // when it leaves (`lend`), and the stubs no longer re-arm here.
+        v.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
+    }
     let c = &s.control;
     if let Ok(now) = read_msr(id, c.switch.msr) {
         let before = slot[0].load(Ordering::Relaxed);
@@ -783,6 +890,9 @@ pub(crate) struct Armed {
     pub(crate) bts_print: u32,
     /// glue.c's BTS callbacks are registered (perf's reserve_ds_buffers(), CPUs stopping).
     perf_watch: bool,
+    /// glue.c's callbacks at perf's LBR event scheduling are registered (Intel legacy LBR: a
+    /// KVM guest may be lent the LBR, [`lend`]).
+    vlbr_watch: bool,
     /// The vectors whose gates point at stubs.
     pub(crate) hooked: Vectors,
 }
@@ -934,6 +1044,7 @@ impl Saved {
         msrs: &[u32],
         nr_cpus: usize,
         ds: Option<(u64, u64)>,
+        vlbr: Option<Vlbr>,
     ) -> Result<KBox<Saved>> {
         let mut list = KVec::with_capacity(msrs.len(), GFP_KERNEL)?;
         for &m in msrs {
@@ -951,6 +1062,7 @@ impl Saved {
                 before,
                 ds,
                 arming: AtomicBool::new(true),
+                vlbr,
             },
             GFP_KERNEL,
         )?)
@@ -1026,7 +1138,14 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         let g = &area.geometry;
         (area.at(g.cpu_block(0) + layout::cpu::DS) as u64, g.cpu_block_size() as u64)
     });
-    let saved = Saved::new(control, armed_value, &msrs[..n], nr_cpus, ds)?;
+    let vlbr = match recorder {
+        Recorder::IntelLegacy(l) => {
+            let g = &area.geometry;
+            Some(Vlbr::new(l, (area.at(g.cpu_block(0)) as u64, g.cpu_block_size() as u64))?)
+        }
+        _ => None,
+    };
+    let saved = Saved::new(control, armed_value, &msrs[..n], nr_cpus, ds, vlbr)?;
     let stop_save = Pages::new(nr_cpus * layout::stop::CPU_SIZE).inspect_err(|_| {
         pr_err!("refusing to arm: cannot allocate the stop stubs' save areas\n")
     })?;
@@ -1043,6 +1162,7 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
             bts: bts_buffers,
             bts_print: bts.map_or(0, |b| b.print),
             perf_watch: false,
+            vlbr_watch: false,
             hooked: vectors,
         },
         GFP_KERNEL,
@@ -1066,6 +1186,22 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
             return Err(ENODEV);
         }
         armed.perf_watch = true;
+    }
+    if matches!(recorder, Recorder::IntelLegacy(_)) {
+        // Before recording goes on anywhere: every guest LBR event scheduled from then on is
+        // seen (`lend`).
+        // SAFETY: `lend` is valid for the module's lifetime; unregistered in `Armed::drop`.
+        // Sleeps (ftrace), under the state lock.
+        let r = unsafe { ffi::lbr_dump_vlbr_watch(lend) };
+        if r == 0 {
+            armed.vlbr_watch = true;
+        } else if cfg!(CONFIG_KVM_INTEL) {
+            pr_err!(
+                "refusing to arm: cannot trace intel_pmu_lbr_add()/_del() ({:?}): a KVM guest given the LBR (vLBR) would read and write the host's records\n",
+                Error::from_errno(r)
+            );
+            return Err(ENODEV);
+        }
     }
     start_recording(&mut armed)?;
     configure_stubs(&armed, &control, armed_value);
@@ -1441,6 +1577,13 @@ impl Drop for Armed {
             // SAFETY: registered in `arm`; waits for running callbacks.
             unsafe { ffi::lbr_dump_bts_unwatch() };
             self.perf_watch = false;
+        }
+        if self.vlbr_watch {
+            // Recording is off on every CPU now (`cpu_offline`), which no guest event leaving
+            // switches back on (`Vlbr::OFF`).
+            // SAFETY: registered in `arm`; waits for running callbacks.
+            unsafe { ffi::lbr_dump_vlbr_unwatch() };
+            self.vlbr_watch = false;
         }
         RECORDING.store(ptr::null_mut(), Ordering::Release);
         self.saved = None;

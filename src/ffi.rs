@@ -164,6 +164,15 @@ unsafe extern "C" {
         what: *mut *const c_char,
     ) -> c_int;
 
+    /// src/glue.c: ftrace callbacks at intel_pmu_lbr_add() and intel_pmu_lbr_del() that call
+    /// `lend(true)` / `lend(false)` for a KVM guest's LBR event (vLBR), on the CPU it is scheduled
+    /// on, interrupts off. 0 or -errno (nothing registered then). May sleep.
+    pub(crate) fn lbr_dump_vlbr_watch(lend: unsafe extern "C" fn(bool)) -> c_int;
+
+    /// src/glue.c: undoes [`lbr_dump_vlbr_watch`], waiting for running callbacks (a failure pins
+    /// the module).
+    pub(crate) fn lbr_dump_vlbr_unwatch();
+
     /// src/glue.c: undoes [`lbr_dump_bts_watch`], waiting for running callbacks (a failure pins
     /// the module: ftrace may still call into it).
     pub(crate) fn lbr_dump_bts_unwatch();

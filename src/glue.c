@@ -22,6 +22,7 @@
 #include <linux/ftrace.h>
 #include <linux/kallsyms.h>
 #include <linux/panic_notifier.h>
+#include <linux/perf_event.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/smp.h>
@@ -450,6 +451,88 @@ void lbr_dump_bts_unwatch(void)
 	ftrace_free_filter(&lbr_dump_perf_ops);
 	ftrace_free_filter(&lbr_dump_ds_write_ops);
 	ftrace_free_filter(&lbr_dump_stopping_ops);
+}
+
+/*
+ * KVM's virtual LBR (Intel, legacy LBR): while a vCPU's guest LBR event is scheduled on a CPU
+ * (arch/x86/kvm/vmx/pmu_intel.c intel_pmu_create_guest_lbr_event(): exclude_host, config
+ * INTEL_FIXED_VLBR_EVENT), KVM lets the guest read and write the LBR MSRs of that CPU
+ * (vmx_passthrough_lbr_msrs(), intel_pmu_handle_lbr_msrs_access(): only while the event is
+ * ACTIVE), and perf keeps host recording off there (events/intel/lbr.c vlbr_exclude_host()).
+ * Perf schedules that event in and out on the CPU through intel_pmu_lbr_add() and
+ * intel_pmu_lbr_del() (IRQs off, PMU disabled, called from intel_pmu_add_event()/_del_event();
+ * not exported: by name), whose entries call `lend` (src/capture.rs `lend`): true when a guest
+ * LBR event comes in, false when it goes. Other LBR events (perf's own users) are ignored.
+ * Returns 0 or -errno (-EINVAL: a function is not there or cannot be traced), nothing
+ * registered then. Serialized by lbr-dump's state lock.
+ */
+static void (*lbr_dump_lend_fn)(bool lent);
+
+static bool lbr_dump_is_guest_lbr(struct ftrace_regs *fregs)
+{
+	/* void intel_pmu_lbr_add(struct perf_event *event), and _del */
+	struct perf_event *event = fregs ? (struct perf_event *)ftrace_regs_get_argument(fregs, 0) : NULL;
+
+	return event && event->attr.exclude_host &&
+	       (event->attr.config & INTEL_ARCH_EVENT_MASK) == INTEL_FIXED_VLBR_EVENT;
+}
+
+static notrace void lbr_dump_vlbr_add_callback(unsigned long ip, unsigned long parent_ip,
+					       struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	if (lbr_dump_is_guest_lbr(fregs))
+		lbr_dump_lend_fn(true);
+}
+
+static notrace void lbr_dump_vlbr_del_callback(unsigned long ip, unsigned long parent_ip,
+					       struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	if (lbr_dump_is_guest_lbr(fregs))
+		lbr_dump_lend_fn(false);
+}
+
+static struct ftrace_ops lbr_dump_vlbr_add_ops = { .func = lbr_dump_vlbr_add_callback };
+static struct ftrace_ops lbr_dump_vlbr_del_ops = { .func = lbr_dump_vlbr_del_callback };
+
+int lbr_dump_vlbr_watch(void (*lend)(bool lent))
+{
+	unsigned char add[] = "intel_pmu_lbr_add";
+	unsigned char del[] = "intel_pmu_lbr_del";
+	int ret;
+
+	lbr_dump_lend_fn = lend;
+	ret = ftrace_set_filter(&lbr_dump_vlbr_add_ops, add, sizeof(add) - 1, 1);
+	if (!ret)
+		ret = ftrace_set_filter(&lbr_dump_vlbr_del_ops, del, sizeof(del) - 1, 1);
+	/* The leaving side first: a guest event seen coming in is always seen going. */
+	if (!ret)
+		ret = register_ftrace_function(&lbr_dump_vlbr_del_ops);
+	if (!ret) {
+		ret = register_ftrace_function(&lbr_dump_vlbr_add_ops);
+		if (!ret)
+			return 0;
+		if (unregister_ftrace_function(&lbr_dump_vlbr_del_ops)) {
+			__module_get(THIS_MODULE);	/* a callback may stay: pinned, filters kept */
+			return ret;
+		}
+	}
+	ftrace_free_filter(&lbr_dump_vlbr_add_ops);
+	ftrace_free_filter(&lbr_dump_vlbr_del_ops);
+	return ret;
+}
+
+/* Undoes lbr_dump_vlbr_watch(); as lbr_dump_bts_unwatch(), a failure pins the module. */
+void lbr_dump_vlbr_unwatch(void)
+{
+	int a = unregister_ftrace_function(&lbr_dump_vlbr_add_ops);
+	int d = unregister_ftrace_function(&lbr_dump_vlbr_del_ops);
+
+	if (a || d) {
+		__module_get(THIS_MODULE);
+		return;
+	}
+	ftrace_free_filter(&lbr_dump_vlbr_add_ops);
+	ftrace_free_filter(&lbr_dump_vlbr_del_ops);
 }
 
 /*

@@ -176,6 +176,10 @@ pub mod cpu {
     pub const BUSY: usize = 0x08;
     pub const BTS_CUR: usize = 0x10;
     pub const BTS_TABLE: usize = 0x18;
+    /// u32: KVM guest LBR events scheduled on this CPU now (vLBR: the guest holds the LBR;
+    /// 0xffffffff while the CPU is being disarmed). The stubs neither re-arm nor thaw while it is
+    /// not 0, and a capture then is marked [`super::SNAP_LENT`].
+    pub const LENT: usize = 0x20;
     pub const DS: usize = 0x40;
 }
 
@@ -301,6 +305,9 @@ pub const SNAP_WAS_OFF: u32 = 0x4;
 /// Snapshot state: a panic() called from an NMI handler, with the recorder frozen at that NMI's
 /// entry (`nmi_freeze`): the records end with the NMI's delivery, from where the CPU was.
 pub const SNAP_NMI_ENTRY: u32 = 0x8;
+/// Snapshot state: the LBR was lent to a KVM guest on this CPU (vLBR): host recording was off
+/// and the records, if any, are the guest's.
+pub const SNAP_LENT: u32 = 0x10;
 
 /// BTS state: the capture kept this CPU's BTS buffer (its owner is this snapshot) and swapped a
 /// spare one into the debug store before recording went on.
@@ -329,7 +336,9 @@ pub fn snapshot_state(
     filter: Option<(u64, u64)>,
 ) -> crate::report::State {
     use crate::report::State;
-    if bits & SNAP_TORN != 0 {
+    if bits & SNAP_LENT != 0 {
+        State::Lent
+    } else if bits & SNAP_TORN != 0 {
         State::Torn
     } else if bits & SNAP_NMI_ENTRY != 0 {
         State::NmiEntry

@@ -148,6 +148,9 @@ pub enum State {
     /// virtual LBR event, and KVM answers the guest's reads of the LBR MSRs with 0 while the
     /// guest's DEBUGCTL.LBR still reads set (hypervisor.rs).
     Zeroed,
+    /// On a KVM host, the CPU's LBR was lent to a guest (vLBR) at the capture: host recording
+    /// was off, and the records, if any, are the guest's, not the host's.
+    Lent,
 }
 
 impl State {
@@ -159,6 +162,7 @@ impl State {
             Self::NmiEntry => "nmi-entry",
             Self::Foreign => "foreign",
             Self::Zeroed => "zeroed",
+            Self::Lent => "lent",
         }
     }
 
@@ -367,6 +371,7 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             "nmi-entry" => State::NmiEntry,
             "foreign" => State::Foreign,
             "zeroed" => State::Zeroed,
+            "lent" => State::Lent,
             _ => return None,
         };
         let (mut nest, mut filter) = (None, Filter::All);

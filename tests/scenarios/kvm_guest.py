@@ -238,6 +238,37 @@ def sysrq_body(p: Platform) -> None:
     assert int(ss["records"][0]["from"]["addr"], 16) == int(ss["rip"], 16), ss["records"][0]
 
 
+# The LBR MSRs a guest reads its records from (FROM and TO of entry 0; entry i at + i): legacy
+# Intel LBR since Nehalem (MSR_LBR_NHM_FROM/TO), AMD's single LastBranchFromIP/ToIP.
+RECORD_MSRS = {"intel": (0x680, 0x6c0), "amd": (0x1db, 0x1dc)}
+
+
+def no_host_address_body(p: Platform) -> None:
+    """No host address is ever readable from the guest's LBR MSRs (README "KVM hosts"): on 2
+    vCPUs with lbr-dump armed in the guest, while the guest runs user and kernel work, every
+    record address read from the LBR MSRs, 20 times over, is zero, a user address, or an address
+    the guest's own kernel or modules have a symbol at (lbr_crash crash=lbr_addrs). A host
+    kernel address (another KASLR base, another kernel) is none of these. On a KVM host the host's
+    lbr-dump matters: run it armed there (the test says whether it was)."""
+    frm, to = RECORD_MSRS[p.vendor]
+    res = boot(name=f"kvm-no-host-address-{p.name}", **p.vm(), smp=2, timeout=600, script=CPUINFO + f"""
+insmod {MODULE} enable=1
+for i in $(seq 20); do
+  ls -R /sys >/dev/null; cat /proc/interrupts >/dev/null
+  insmod {CRASH} crash=lbr_addrs lbr_from={frm} lbr_to={to} lbr_depth={p.depth} && rmmod lbr_crash
+done
+""")
+    con = res.console
+    hypervisor_bit(con)
+    armed_line(con)
+    counts = [tuple(map(int, m)) for m in re.findall(
+        r"lbr_crash: lbr_addrs: cpu=\d+ zero=(\d+) user=(\d+) kernel=(\d+) foreign=(\d+)", con)]
+    assert len(counts) == 40, "\n".join(kernel_lines(con, "lbr_crash")) or tail(con)
+    foreign = kernel_lines(con, "lbr_crash: lbr_addrs: foreign")
+    assert not foreign and all(f == 0 for *_, f in counts), f"host addresses in the guest's LBR: {foreign[:8]}"
+    assert sum(k for _, _, k, _ in counts) > 0, f"no record of the guest's own kernel was read: {counts[:4]}"
+
+
 # make test: under the emulator presenting a KVM guest.
 
 def test_probe_names_kvm_virtual_lbr(r):
@@ -262,6 +293,10 @@ def test_amd_lbrv_guest_bug(r):
 
 def test_builtin_sysrq_c_at_boot_in_a_kvm_guest(r):
     sysrq_body(EMULATED_INTEL)
+
+
+def test_no_host_address_in_a_kvm_guests_lbr(r):
+    no_host_address_body(EMULATED_INTEL)
 
 
 def test_other_hypervisor_is_named(r):
@@ -305,6 +340,13 @@ def kvm_corrupted_pointer(r):
 
 def kvm_builtin_sysrq_c_at_boot(r):
     sysrq_body(host_kvm())
+
+
+def kvm_no_host_address(r):
+    armed = Path("/sys/kernel/lbr_dump/enabled")
+    print(f"NOTE kvm_no_host_address: lbr-dump on this host is "
+          f"{'armed' if armed.exists() and armed.read_text().strip() == '1' else 'not armed'}", flush=True)
+    no_host_address_body(host_kvm())
 
 
 # No VM: why make test-kvm does not run, and its skip line.

@@ -63,6 +63,7 @@ fn assembly_offsets_match() {
     let want = [
         ("LBR_CPU_COUNT", cpu::COUNT),
         ("LBR_CPU_BUSY", cpu::BUSY),
+        ("LBR_CPU_LENT", cpu::LENT),
         ("LBR_CPU_HEADER_SIZE", CPU_HEADER_SIZE),
         ("LBR_SNAP_SEQ", snap::SEQ),
         ("LBR_SNAP_VECTOR", snap::VECTOR),
@@ -78,6 +79,7 @@ fn assembly_offsets_match() {
         ("LBR_SNAP_COMPLETE", SNAP_COMPLETE as usize),
         ("LBR_SNAP_TORN", SNAP_TORN as usize),
         ("LBR_SNAP_WAS_OFF", SNAP_WAS_OFF as usize),
+        ("LBR_SNAP_LENT", SNAP_LENT as usize),
         ("LBR_CFG_CPU0", cfg::CPU0),
         ("LBR_CFG_BLOCK_SIZE", cfg::BLOCK_SIZE),
         ("LBR_CFG_NR_CPUS", cfg::NR_CPUS),
@@ -324,6 +326,21 @@ fn snapshot_states() {
     assert_eq!(
         snapshot_state(SNAP_COMPLETE | SNAP_TORN | SNAP_WAS_OFF, 0, armed, None),
         State::Torn
+    );
+    // Lent to a KVM guest: whatever else the stub saw (recording off, a guest's filter, a
+    // control value that changed), the records are not the host's.
+    assert_eq!(
+        snapshot_state(
+            SNAP_COMPLETE | SNAP_LENT | SNAP_WAS_OFF,
+            0x800,
+            armed,
+            Some((6, 2))
+        ),
+        State::Lent
+    );
+    assert_eq!(
+        snapshot_state(SNAP_COMPLETE | SNAP_LENT | SNAP_TORN, 0x1, armed, None),
+        State::Lent
     );
 }
 

@@ -128,6 +128,14 @@ fn what_the_module_prints_parses_back() {
     let line = format!("{PREFIX}{nested}");
     assert!(line.ends_with(" state=torn nest=1"), "{line}");
     assert_eq!(parse(&line), Some(Line::Header(nested)));
+    // A capture while a KVM guest held the LBR.
+    let lent = Header {
+        state: State::Lent,
+        ..h
+    };
+    let line = format!("{PREFIX}{lent}");
+    assert!(line.ends_with(" state=lent"), "{line}");
+    assert_eq!(parse(&line), Some(Line::Header(lent)));
 }
 
 /// The branch filter on the header line: printed after the nesting label when it is not `all`

@@ -644,6 +644,7 @@ fn state_name(state: State) -> &'static str {
         State::Foreign => "foreign",
         State::NmiEntry => "nmi-entry",
         State::Zeroed => "zeroed",
+        State::Lent => "lent",
     }
 }
 

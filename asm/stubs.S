@@ -6,9 +6,11 @@
  *
  * The IDT gates of the hooked vectors point here only while lbr-dump is armed (src/idt.rs). The
  * rules (README "How capture works"):
- *  - no compiled code is called and %gs is never used: the CPU is found with `lsl` of the
- *    CPUNODE segment (asm/cpu.S), the snapshot area through lbr_dump_capture, which the Rust side
- *    fills before any gate points here and does not change while one does;
+ *  - no compiled code is called and the exception and stop stubs never use %gs (the two
+ *    trampolines called from C, on the kernel's GS, use it through CALL_DEPTH_ACCOUNT): the CPU
+ *    is found with `lsl` of the CPUNODE segment (asm/cpu.S), the snapshot area through
+ *    lbr_dump_capture, which the Rust side fills before any gate points here and does not change
+ *    while one does;
  *  - on the path a crash takes (kernel mode), no taken branch of ours comes before the WRMSR
  *    that freezes the recorder: every conditional jump before it is laid out so that it falls
  *    through for a crash, so the newest record is the exception itself;
@@ -893,8 +895,8 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
  * so an NMI on a halted CPU cannot push the capture out of the ring. (An NMI of another kind
  * between the switch and the stop interrupt, a perf sample, is taken for the stop: microseconds
  * for a CPU with interrupts on, up to the second before the stop NMI for one with them off. A
- * CPU running a KVM guest takes these interrupts through KVM's VM-exit path, not the IDT: it is
- * not captured.)
+ * CPU running a KVM guest on VMX takes these interrupts through KVM's VM-exit path, not the
+ * IDT: it is not captured; on SVM they arrive here after the #VMEXIT.)
  *
  * The NMI arrives on its IST stack, and asm_exc_nmi's nested-NMI handling (entry_64.S) keeps
  * state below the hardware frame: at -8 the slot where it saves rdx, at -16 the "NMI executing"

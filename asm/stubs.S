@@ -33,6 +33,8 @@
  *    or not. Without SMAP, AC is never set and user-access faults are captured (README: cost);
  *  - a #GP, #NP or #SS at the kernel's IRET to user mode, and the #DF espfix64 promotes such a
  *    fault to, go straight on (LBR_CFG_IRET): a user's bad return, which the kernel fixes up;
+ *    so do a #GP, #NP or #SS whose error code names a selector (a segment load with a user's
+ *    selector) and a #GP with the saved RFLAGS.AC set (a user access the kernel fixes up);
  *  - #DF runs on its IST stack and its saved CS:RIP is architecturally undefined: it is always
  *    captured but for espfix's, the CS test is not made;
  *  - a capture that faults, or a nested exception during a capture, finds this CPU's busy flag
@@ -521,15 +523,46 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	cld					/* DF may be set (memmove) */
 .if \vec == 11 || \vec == 12 || \vec == 13
 	/*
-	 * The kernel's IRET to user mode faulted (LBR_CFG_IRET: native_irq_return_iret): a user's
-	 * bad segment state, which error_entry's bad-IRET fixup hands back to the user as its own
-	 * fault. Any user can do it at will (rt_sigreturn with a bad SS, a not-present LDT segment):
-	 * not a crash, not captured. Taken only then. The stack now: 0 rdx, 8 rcx, 16 rax, 24 error
-	 * code, 32 RIP.
+	 * The kernel's IRET to user mode faulted (LBR_CFG_IRET: native_irq_return_iret, and the
+	 * frame it pops, at the saved RSP, returns to CS.RPL 3): a user's bad segment state, which
+	 * error_entry's bad-IRET fixup hands back to the user as its own fault. Any user can do it
+	 * at will (rt_sigreturn with a bad SS, a not-present LDT segment): not a crash, not
+	 * captured. The same IRET returning to kernel mode (restore_regs_and_return_to_kernel) is
+	 * a crash. The frame is read only when RIP is the IRET (cmov: no branch); otherwise a zero
+	 * frame of ours. Taken only in that case. The stack now: 0 rdx, 8 rcx, 16 rax, 24 error
+	 * code, 32 RIP, 40 CS, 48 RFLAGS, 56 RSP.
 	 */
-	movq	lbr_dump_capture+LBR_CFG_IRET(%rip), %rax
-	cmpq	%rax, 32(%rsp)			/* saved RIP */
-	je	.Lpass_\vec
+	movq	32(%rsp), %rcx			/* saved RIP */
+	leaq	lbr_dump_no_frame(%rip), %rax
+	cmpq	lbr_dump_capture+LBR_CFG_IRET(%rip), %rcx
+	cmoveq	56(%rsp), %rax			/* the IRET's frame: RIP, CS, ... */
+	testb	$3, 8(%rax)			/* its CS.RPL: a return to user mode? */
+	jnz	.Lpass_\vec
+	/*
+	 * An error code that names a segment selector (index or TI set; EXT and IDT clear) is a
+	 * segment load with a bad selector: in kernel mode one the kernel makes with a user's
+	 * (loadsegment() and asm_load_gs_index() after modify_ldt() or set_thread_area(), fixed up
+	 * by their exception-table entries; an IRET's CS or SS). Any user can do it at will: not
+	 * captured. A crash's #GP, #NP or #SS has error code 0, or the IDT or EXT bit. Combined
+	 * without a branch: taken only in that case.
+	 */
+	movl	24(%rsp), %eax			/* error code */
+	testb	$3, %al				/* EXT, IDT */
+	setz	%cl
+	testl	$0xfffc, %eax			/* selector index, TI */
+	setnz	%dl
+	andb	%dl, %cl			/* ZF clear: a selector's fault */
+	jnz	.Lpass_\vec
+.if \vec == 13
+	/*
+	 * A #GP with the saved RFLAGS.AC set is inside a user-access region, where the kernel fixes
+	 * it up: XRSTOR or FXRSTOR of a user's signal frame with reserved bits set (rt_sigreturn),
+	 * a user access beyond the canonical range. Any user can do it at will: not captured (as a
+	 * #PF on a user address with AC, below). Without SMAP, AC is never set.
+	 */
+	testl	$X86_EFLAGS_AC, 48(%rsp)
+	jnz	.Lpass_\vec
+.endif
 .elseif \vec == 8
 	/*
 	 * The same fault on the espfix64 stack (an IRET to a 16-bit user stack segment), which the
@@ -718,6 +751,11 @@ LBR_STUB 21 1		/* #CP (built in: the kernel has its handler only with CONFIG_X86
 #else
 #define LBR_STUB_21	0
 #endif
+
+/* A zero IRET frame (CS 0): what the #GP, #NP and #SS stubs test when RIP is not the IRET. */
+	.section .rodata
+	.balign 16
+SYM_DATA_LOCAL(lbr_dump_no_frame, .quad 0, 0)
 
 /* The functions called from C below are ordinary text. */
 	.text

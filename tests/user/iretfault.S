@@ -13,11 +13,22 @@
  *       espfix64 (native_irq_return_ldt), whose stack is read-only: the #SS cannot be delivered
  *       there and becomes a #DF (without espfix64, a #SS at the IRETQ);
  *   df  SS a present 16-bit LDT data segment and CS beyond the GDT: espfix64 again, its #GP
- *       becomes a #DF.
+ *       becomes a #DF;
+ *   fx  a good return, but the frame's FPU state (fpstate, 64-byte aligned, XSAVE layout with
+ *       both magics, FP and SSE, 576 bytes) has XSTATE_BV bit 63 set, which XCR0 never has: the
+ *       kernel's XRSTOR of it (xrstor_from_user_sigframe()) faults with #GP in kernel mode
+ *       inside a user-access region (AC set), and rt_sigreturn fails with SIGSEGV
+ *       (arch/x86/kernel/fpu/signal.c). (A bad MXCSR would do on hardware, but QEMU's TCG does
+ *       not check it.)
+ * Then, ROUNDS times, a segment load the kernel makes with a user's selector: DS loaded with a
+ * present LDT data segment (entry 3), then that entry made not present (modify_ldt), whose
+ * refresh_ldt_segments() reloads DS: #NP in kernel mode, fixed up by loading 0 (loadsegment()'s
+ * EX_TYPE_ZERO_REG); counted as `sg` when DS reads 0 after it.
  * The kernel hands each fault back to the process (error_entry's bad-IRET fixup; espfix's #DF
  * turned into a #GP by exc_double_fault) as SIGSEGV or SIGBUS; the handler counts it and goes on
  * with the next round (it never returns: SA_NODEFER, so the signal is never blocked). Prints
- * `lbr-iretfault: uid=U gp=N np=N ss=N df=N` (signals handled per kind) and exits 0; exit 3 if
+ * `lbr-iretfault: uid=U gp=N np=N ss=N df=N fx=N sg=N` (signals handled per kind, fixed-up
+ * reloads) and exits 0; exit 3 if
  * a bad return did not fault. Static, no libc (-nostdlib).
  *
  * The frame at %rsp when `syscall` runs is struct rt_sigframe without its pretcode (see
@@ -36,6 +47,10 @@
 #define SIGBUS		7
 #define SIGSEGV		11
 #define SA_FLAGS	0x44000000	/* SA_NODEFER | SA_RESTORER */
+#define KINDS		5
+#define FX		4		/* the kind with an FPU state */
+#define LDT_DATA3	0x1f		/* LDT entry 3, RPL 3 */
+#define XSTATE_SIZE	576		/* the legacy area and the XSAVE header */
 
 	.section .rodata
 	.balign	8
@@ -44,12 +59,15 @@
 ldt:	.long	0, 0, 0xfffff, 0x75	/* 32-bit code, 4 KiB pages, not present */
 	.long	1, 0, 0xfffff, 0x71	/* 32-bit data, 4 KiB pages, not present */
 	.long	2, 0, 0xffff, 0x40	/* 16-bit data, byte granular, present */
+seg_on:	.long	3, 0, 0xfffff, 0x51	/* 32-bit data, 4 KiB pages, present */
+seg_off: .long	3, 0, 0xfffff, 0x71	/* the same, not present */
 /* Per kind: the CS and SS the return asks for. */
 kinds:	.short	USER_CS, BAD_SEL	/* gp */
 	.short	LDT_CODE_NP, USER_DS	/* np */
 	.short	USER_CS, LDT_DATA_NP	/* ss */
 	.short	BAD_SEL, LDT_DATA16	/* df */
-names:	.ascii	" gp= np= ss= df="
+	.short	USER_CS, USER_DS	/* fx: with fpbuf as the FPU state */
+names:	.ascii	" gp= np= ss= df= fx= sg="
 head:	.ascii	"lbr-iretfault: uid="
 head_end:
 
@@ -60,7 +78,7 @@ act:	.quad	handler, SA_FLAGS, restorer, 0
 
 	.bss
 	.balign	16
-count:	.skip	4 * 8
+count:	.skip	(KINDS + 1) * 8		/* and the fixed-up segment reloads */
 kind:	.skip	8
 uid:	.skip	8
 round:	.skip	8
@@ -70,6 +88,8 @@ frame:	.skip	512
 sig_stack_top:				/* the rsp each bad return asks for: the handler runs here */
 	.skip	8192
 main_stack_top:
+	.balign	64
+fpbuf:	.skip	8192			/* the FPU state of kind fx (filled at start) */
 
 	.text
 	.globl	_start
@@ -128,6 +148,20 @@ _start:
 	testl	%eax, %eax
 	jnz	.Lfail
 
+	/*
+	 * Kind fx's FPU state: struct _fpx_sw_bytes in the legacy area's software-reserved bytes
+	 * (464: magic1, extended_size, xfeatures, xstate_size), the XSAVE header (512: XSTATE_BV),
+	 * magic2 right after the state.
+	 */
+	leaq	fpbuf(%rip), %rax
+	movl	$0x46505853, 464(%rax)		/* FP_XSTATE_MAGIC1 */
+	movl	$(XSTATE_SIZE + 4), 468(%rax)	/* extended_size: the state and magic2 */
+	movq	$3, 472(%rax)			/* xfeatures: FP | SSE */
+	movl	$XSTATE_SIZE, 480(%rax)		/* xstate_size */
+	movabsq	$0x8000000000000003, %rcx
+	movq	%rcx, 512(%rax)			/* XSTATE_BV: FP | SSE | bit 63 */
+	movl	$0x46505845, XSTATE_SIZE(%rax)	/* FP_XSTATE_MAGIC2 */
+
 	movq	$0, kind(%rip)
 .Lkind:
 	movq	$0, round(%rip)
@@ -154,6 +188,11 @@ _start:
 	movw	%dx, 184(%rsp)			/* cs */
 	movw	2(%rcx,%rax,4), %dx
 	movw	%dx, 190(%rsp)			/* ss */
+	cmpq	$FX, %rax
+	jne	1f
+	leaq	fpbuf(%rip), %rax
+	movq	%rax, 224(%rsp)			/* fpstate */
+1:
 	movl	$15, %eax			/* rt_sigreturn */
 	syscall
 .Lnever:
@@ -163,8 +202,33 @@ _start:
 	syscall
 .Lkind_done:
 	incq	kind(%rip)
-	cmpq	$4, kind(%rip)
+	cmpq	$KINDS, kind(%rip)
 	jb	.Lkind
+
+	/* The segment reloads (registers are ours again: no bad return since). */
+	movl	$ROUNDS, %r12d
+3:	movl	$154, %eax			/* modify_ldt(1, &seg_on, 16) */
+	movl	$1, %edi
+	leaq	seg_on(%rip), %rsi
+	movl	$16, %edx
+	syscall
+	testl	%eax, %eax
+	jnz	.Lfail
+	movl	$LDT_DATA3, %eax
+	movl	%eax, %ds
+	movl	$154, %eax			/* modify_ldt(1, &seg_off, 16): DS reloaded, faults */
+	movl	$1, %edi
+	leaq	seg_off(%rip), %rsi
+	movl	$16, %edx
+	syscall
+	testl	%eax, %eax
+	jnz	.Lfail
+	movl	%ds, %eax
+	testl	%eax, %eax
+	jnz	4f
+	incq	count+KINDS*8(%rip)
+4:	decl	%r12d
+	jnz	3b
 
 	/* The report line. */
 	leaq	line(%rip), %rdi
@@ -182,7 +246,7 @@ _start:
 	movq	(%rax,%rbx,8), %rax
 	call	put_number
 	incq	%rbx
-	cmpq	$4, %rbx
+	cmpq	$KINDS + 1, %rbx
 	jb	2b
 	movb	$10, (%rdi)
 	incq	%rdi

@@ -314,8 +314,9 @@ struct Vlbr {
 }
 
 impl Vlbr {
-    /// `layout::cpu::LENT` of a CPU that `cpu_offline` disarms (or disarmed): nothing to give
-    /// back there. `arm_cpu` sets 0.
+    /// `layout::cpu::LENT` of a CPU that is not armed: not yet (every CPU's, before the
+    /// callbacks are registered), or not any more (`cpu_offline`): nothing to give back there.
+    /// Arming a CPU sets 0 (`Saved::armed_here`).
     const OFF: u32 = u32::MAX;
 
     fn new(l: &crate::facility::LegacyLbr, blocks: (u64, u64)) -> Result<Self> {
@@ -356,9 +357,11 @@ impl Vlbr {
 /// restore before each VM entry, after this; perf then puts the guest's own records back); on
 /// the last one leaving, the guest's records (forged ones too) are zeroed, lbr-dump's filter is
 /// written again and recording goes back on. In between, the stubs neither re-arm nor thaw on
-/// this CPU (`layout::cpu::LENT`), and a capture here says `lent`. A guest event that came
-/// before arming is seen leaving here with nothing lent: ignored (arming ran in this CPU's
-/// hotplug thread, with no vCPU's event scheduled).
+/// this CPU (`layout::cpu::LENT`), and a capture here says `lent`. A CPU not armed (yet, or any
+/// more) is `Vlbr::OFF`: a guest event coming there has the records wiped and recording switched
+/// off all the same, one leaving switches nothing on; arming sets 0 in the same interrupts-off
+/// step as its write of the control MSR ([`lbr_on_here`], [`arm_here`]), in this CPU's hotplug
+/// thread, where no vCPU's event is scheduled.
 unsafe extern "C" fn lend(lent: bool) {
     let Some(s) = recording() else { return };
     let Some(v) = s.vlbr.as_ref() else { return };
@@ -383,12 +386,13 @@ unsafe extern "C" fn lend(lent: bool) {
         match n {
             0 | Vlbr::OFF => {}
             1 => {
+                // The count first: an NMI thaw from here on may switch recording on, as this does.
+                count.store(0, Ordering::Relaxed);
                 v.wipe();
                 if let Some((m, val)) = c.filter {
                     wrmsr_here(m, val);
                 }
                 wrmsr_here(c.switch.msr, rdmsr_here(c.switch.msr) | c.switch.mask);
-                count.store(0, Ordering::Relaxed);
             }
             _ => {
                 count.fetch_sub(1, Ordering::Relaxed);
@@ -398,6 +402,17 @@ unsafe extern "C" fn lend(lent: bool) {
 }
 
 impl Saved {
+    /// This CPU is armed: from now on [`lend`] gives its LBR to a KVM guest and back (interrupts
+    /// off, right after the control MSR's armed write).
+    fn armed_here(&self) {
+        if let Some(v) = self.vlbr.as_ref() {
+            let cpu = CpuId::current().as_u32();
+            if (cpu as usize) < self.before.len() {
+                v.lent(cpu).store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// The debug store of `cpu` (with BTS).
     fn ds(&self, cpu: u32) -> Option<u64> {
         self.ds.map(|(cpu0, stride)| cpu0 + stride * cpu as u64)
@@ -465,10 +480,6 @@ unsafe extern "C" fn cpu_online(cpu: c_uint) -> i32 {
 fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     let Some(cpu) = cpu else { return Ok(()) };
     let Some(slot) = s.before.get(cpu.as_u32() as usize) else { return Ok(()) };
-    if let Some(v) = s.vlbr.as_ref() {
-        // In this CPU's hotplug thread: no vCPU's guest LBR event is scheduled here.
-        v.lent(cpu.as_u32()).store(0, Ordering::Relaxed);
-    }
     for &m in s.msrs.iter() {
         read_msr(cpu, m)?;
     }
@@ -493,7 +504,7 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
         write_msr(cpu, m, v)?;
     }
     let Some(ds) = ds else {
-        write_msr(cpu, c.switch.msr, armed)?;
+        lbr_on(s, cpu, armed)?;
         return Ok(());
     };
     // Last, so that a failure above leaves no debug store behind, and in one step with
@@ -532,10 +543,43 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     // A CPU coming online later whose debug store perf set up meanwhile
     // (intel_pmu_cpu_starting): it records LBR only; failing would keep it offline.
     pr_warn!("CPU {}: {}: BTS stays off on this CPU\n", cpu.as_u32(), format_args!("{why}"));
-    match write_msr(cpu, c.switch.msr, armed & !(debugctl::TR | debugctl::BTS)) {
+    match lbr_on(s, cpu, armed & !(debugctl::TR | debugctl::BTS)) {
         Ok(()) => Ok(()),
-        Err(e) => put_filter_back(e.into()),
+        Err(e) => put_filter_back(e),
     }
+}
+
+/// [`lbr_on_here`]'s inputs and result.
+struct LbrOn<'a> {
+    s: &'a Saved,
+    value: u64,
+    r: Option<Result<(), crate::probe::MsrError>>,
+}
+
+/// Writes the control value `value` on `cpu`, and marks it armed for [`lend`] in the same
+/// interrupts-off step there.
+fn lbr_on(s: &Saved, cpu: CpuId, value: u64) -> Result<(), ArmCpuError> {
+    let mut a = LbrOn { s, value, r: None };
+    // SAFETY: `lbr_on_here` is a valid callback for an `LbrOn`, which lives until the call
+    // returns (wait); it runs on `cpu` with interrupts off and writes the control MSR with a
+    // fault check.
+    let r = unsafe {
+        ffi::smp_call_function_single(cpu.as_u32() as c_int, lbr_on_here, ptr::addr_of_mut!(a).cast(), true)
+    };
+    match (r, a.r) {
+        (0, Some(r)) => r.map_err(ArmCpuError::from),
+        (r, _) => Err(ArmCpuError::Call(r)),
+    }
+}
+
+unsafe extern "C" fn lbr_on_here(info: *mut c_void) {
+    // SAFETY: `lbr_on` passes a live `LbrOn` and waits for this call; nothing else uses it.
+    let a = unsafe { &mut *info.cast::<LbrOn<'_>>() };
+    let r = write_msr_here(a.s.control.switch.msr, a.value);
+    if r.is_ok() {
+        a.s.armed_here();
+    }
+    a.r = Some(r);
 }
 
 /// What [`arm_here`] found on the CPU it armed.
@@ -572,7 +616,11 @@ unsafe extern "C" fn arm_here(info: *mut c_void) {
     let a = unsafe { &mut *info.cast::<ArmHere<'_>>() };
     let ctl = a.s.control.switch.msr;
     if BTS_GONE.load(Ordering::SeqCst) {
-        a.found = Some(write_msr_here(ctl, a.armed & !(debugctl::TR | debugctl::BTS)).map(|()| BtsArming::Gone));
+        let r = write_msr_here(ctl, a.armed & !(debugctl::TR | debugctl::BTS));
+        if r.is_ok() {
+            a.s.armed_here();
+        }
+        a.found = Some(r.map(|()| BtsArming::Gone));
         return;
     }
     let now = rdmsr_here(msr::DS_AREA);
@@ -590,6 +638,9 @@ unsafe extern "C" fn arm_here(info: *mut c_void) {
             wrmsr_here(msr::DS_AREA, now)
         })
     });
+    if r.is_ok() {
+        a.s.armed_here();
+    }
     a.found = Some(r.map(|()| BtsArming::On));
 }
 
@@ -1186,6 +1237,12 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
             return Err(ENODEV);
         }
         armed.perf_watch = true;
+    }
+    if let Some(v) = armed.saved.as_ref().and_then(|s| s.vlbr.as_ref()) {
+        // No CPU is armed yet (`Vlbr::OFF`): `lend` switches nothing on before `arm_cpu` has.
+        for cpu in 0..nr_cpus as u32 {
+            v.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
+        }
     }
     if matches!(recorder, Recorder::IntelLegacy(_)) {
         // Before recording goes on anywhere: every guest LBR event scheduled from then on is

@@ -468,12 +468,17 @@ void lbr_dump_bts_unwatch(void)
  */
 static void (*lbr_dump_lend_fn)(bool lent);
 
+/*
+ * A guest LBR event: KVM's attributes, and a kernel counter (perf_event_create_kernel_counter():
+ * owner TASK_TOMBSTONE, kernel/events/core.c is_kernel_event()), which no user's perf_event_open()
+ * of the same raw event is: that one must not make lbr-dump step aside.
+ */
 static bool lbr_dump_is_guest_lbr(struct ftrace_regs *fregs)
 {
 	/* void intel_pmu_lbr_add(struct perf_event *event), and _del */
 	struct perf_event *event = fregs ? (struct perf_event *)ftrace_regs_get_argument(fregs, 0) : NULL;
 
-	return event && event->attr.exclude_host &&
+	return event && READ_ONCE(event->owner) == (void *)-1L && event->attr.exclude_host &&
 	       (event->attr.config & INTEL_ARCH_EVENT_MASK) == INTEL_FIXED_VLBR_EVENT;
 }
 
@@ -491,8 +496,19 @@ static notrace void lbr_dump_vlbr_del_callback(unsigned long ip, unsigned long p
 		lbr_dump_lend_fn(false);
 }
 
-static struct ftrace_ops lbr_dump_vlbr_add_ops = { .func = lbr_dump_vlbr_add_callback };
-static struct ftrace_ops lbr_dump_vlbr_del_ops = { .func = lbr_dump_vlbr_del_callback };
+/*
+ * FTRACE_OPS_FL_RECURSION: called directly, without ftrace's recursion guard, which would drop a
+ * call made while another ftrace callback runs on this CPU (a missed guest event would leave the
+ * host's records to the guest). The callbacks call nothing ftrace traces for these ops.
+ */
+static struct ftrace_ops lbr_dump_vlbr_add_ops = {
+	.func = lbr_dump_vlbr_add_callback,
+	.flags = FTRACE_OPS_FL_RECURSION,
+};
+static struct ftrace_ops lbr_dump_vlbr_del_ops = {
+	.func = lbr_dump_vlbr_del_callback,
+	.flags = FTRACE_OPS_FL_RECURSION,
+};
 
 int lbr_dump_vlbr_watch(void (*lend)(bool lent))
 {
@@ -551,7 +567,7 @@ static struct ftrace_ops lbr_dump_panic_ops;
  * ftrace cannot trace a function of that name, e.g. inlined or notrace). Its own function so that
  * tests can make it fail (fail_function, Documentation/fault-injection/fault-injection.rst).
  */
-static noinline int lbr_dump_filter_crash_kexec(struct ftrace_ops *ops)
+static noinline __noclone int lbr_dump_filter_crash_kexec(struct ftrace_ops *ops)
 {
 	unsigned char crash_kexec[] = "crash_kexec";
 

@@ -25,7 +25,7 @@ def steps(con):
 
 def test_a_guest_given_the_lbr_sees_no_host_record(r):
     # Armed on 2 vCPUs with the emulated Skylake. A host LBR event (a perf user's) changes
-    # nothing. Once the guest's event is in on CPU 1: recording is off there and no record holds
+    # nothing, nor does a user's event with KVM's attributes (only KVM's is a kernel counter). Once the guest's event is in on CPU 1: recording is off there and no record holds
     # a kernel address (the guest would read the host's KASLR layout); the guest's forged
     # records stay the guest's while it holds the LBR, and neither a capture on CPU 1 (a WARN's
     # #UD) nor a #DB there (a single-step) switches host recording back on. When the event goes,
@@ -45,12 +45,16 @@ echo 0 > /sys/kernel/lbr_dump/enabled
 """)
     con = vm.console
     s = steps(con)
-    assert list(s) == ["armed", "host event added", "lent", "forged", "look", "given back"], \
+    assert list(s) == ["armed", "host event added", "user event added", "lent", "forged", "look", "given back"], \
         "\n".join(kernel_lines(con, "lbr_crash")) or tail(con)
     ctl, kernel, _ = s["armed"]
     assert ctl & LBR and kernel > 0, f"CPU 1 not recording before: {s['armed']}"
     ctl, kernel, _ = s["host event added"]
     assert ctl & LBR and kernel > 0, f"a host LBR event took the recorder: {s['host event added']}"
+    # A user's perf_event_open() with KVM's attributes is not a guest: it must not switch the
+    # host's recording off (nor wipe the records) while the user's task runs.
+    ctl, kernel, _ = s["user event added"]
+    assert ctl & LBR and kernel > 0, f"a user's event made lbr-dump step aside: {s['user event added']}"
     ctl, kernel, forged = s["lent"]
     assert not ctl & LBR, f"host recording on while a guest holds the LBR: DEBUGCTL {ctl:#x}"
     assert kernel == 0, f"the guest reads {kernel} records with host kernel addresses"

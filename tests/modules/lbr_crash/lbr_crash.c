@@ -168,8 +168,10 @@
  *                                     with interrupts off, as perf schedules events: a host LBR
  *                                     event (exclude_host clear) through perf's
  *                                     intel_pmu_lbr_add() (target) and intel_pmu_lbr_del()
- *                                     (fini), then a guest's (KVM's attributes: exclude_host,
- *                                     INTEL_FIXED_VLBR_EVENT) through intel_pmu_lbr_add(), which
+ *                                     (fini), a user's event with KVM's attributes (not a kernel
+ *                                     counter), then a guest's (KVM's attributes: exclude_host,
+ *                                     INTEL_FIXED_VLBR_EVENT, owner TASK_TOMBSTONE) through
+ *                                     intel_pmu_lbr_add(), which
  *                                     stays until rmmod; then what the guest could do: read the
  *                                     records, and forge FROM/TO 0-3 (0xffffffff8badf00d). After
  *                                     each step prints `vlbr: <step>: cpu=1 debugctl=0x..
@@ -1178,35 +1180,43 @@ static void lbr_crash_vlbr_forge_here(void *unused)
 	}
 }
 
-static struct perf_event *lbr_crash_vlbr_event(bool guest)
+/*
+ * guest: KVM's guest LBR event; else a host user's event with the same attributes (exclude_host
+ * included), which a user's perf_event_open() can ask for: only KVM's is a kernel counter.
+ */
+static struct perf_event *lbr_crash_vlbr_event(bool guest, bool exclude_host)
 {
 	struct perf_event *e = kzalloc(sizeof(*e), GFP_KERNEL);
 
 	if (!e)
 		return NULL;
+	/* perf_event_create_kernel_counter(): owner TASK_TOMBSTONE; perf_event_open(): the task. */
+	e->owner = guest ? (void *)-1L : current;
 	/* intel_pmu_create_guest_lbr_event()'s attributes (arch/x86/kvm/vmx/pmu_intel.c). */
 	e->attr.type = PERF_TYPE_RAW;
 	e->attr.config = INTEL_FIXED_VLBR_EVENT;
 	e->attr.sample_type = PERF_SAMPLE_BRANCH_STACK;
 	e->attr.pinned = 1;
-	e->attr.exclude_host = guest;
+	e->attr.exclude_host = exclude_host;
 	e->attr.branch_sample_type = PERF_SAMPLE_BRANCH_CALL_STACK | PERF_SAMPLE_BRANCH_USER;
 	return e;
 }
 
 static int lbr_crash_vlbr(void)
 {
-	struct perf_event *host;
+	struct perf_event *host, *user;
 
 	if (!target || !fini || !cpu_online(1))
 		return -EINVAL;
 	/* With an architectural PMU, perf would really take these events: not a stand-in. */
 	if (boot_cpu_has(X86_FEATURE_ARCH_PERFMON))
 		return -ENODEV;
-	host = lbr_crash_vlbr_event(false);
-	vlbr_guest = lbr_crash_vlbr_event(true);
-	if (!host || !vlbr_guest) {
+	host = lbr_crash_vlbr_event(false, false);
+	user = lbr_crash_vlbr_event(false, true);
+	vlbr_guest = lbr_crash_vlbr_event(true, true);
+	if (!host || !user || !vlbr_guest) {
 		kfree(host);
+		kfree(user);
 		kfree(vlbr_guest);
 		vlbr_guest = NULL;
 		return -ENOMEM;
@@ -1216,6 +1226,10 @@ static int lbr_crash_vlbr(void)
 	lbr_crash_vlbr_look("host event added");
 	smp_call_function_single(1, lbr_crash_vlbr_del_here, host, 1);
 	kfree(host);
+	smp_call_function_single(1, lbr_crash_vlbr_add_here, user, 1);
+	lbr_crash_vlbr_look("user event added");
+	smp_call_function_single(1, lbr_crash_vlbr_del_here, user, 1);
+	kfree(user);
 	smp_call_function_single(1, lbr_crash_vlbr_add_here, vlbr_guest, 1);
 	lbr_crash_vlbr_look("lent");
 	smp_call_function_single(1, lbr_crash_vlbr_forge_here, NULL, 1);

@@ -243,6 +243,18 @@ SYM_DATA_END(lbr_dump_capture)
 .endm
 
 /*
+ * LBR_CPU_BLOCK reg, fail: \reg = this CPU's block in the snapshot area, found without %gs; goes
+ * to \fail if the CPU has none. Uses only \reg and flags.
+ */
+.macro LBR_CPU_BLOCK reg:req, fail:req
+	LBR_THIS_CPU \reg
+	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), \reg
+	jae	\fail
+	imulq	lbr_dump_capture+LBR_CFG_BLOCK_SIZE(%rip), \reg
+	addq	lbr_dump_capture+LBR_CFG_CPU0(%rip), \reg
+.endm
+
+/*
  * LBR_CLAIM_SLOT fail: with r9 = this CPU's number, makes r9 = its block in the snapshot area,
  * marked busy, and rsi = the snapshot slot this capture fills (count % ring), invalidated (seq 0)
  * until it is complete. Goes to \fail, changing nothing, if the CPU has no block or a capture is
@@ -712,11 +724,7 @@ SYM_CODE_START(lbr_dump_rearm_1)
 	andq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx	/* rdx = armed & ~rearm mask */
 	cmpq	%rdx, %rax
 	jne	.Lrearm_done			/* not ours with the switch cleared: leave it */
-	LBR_THIS_CPU %rcx
-	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %rcx
-	jae	.Lrearm_done
-	imulq	lbr_dump_capture+LBR_CFG_BLOCK_SIZE(%rip), %rcx
-	addq	lbr_dump_capture+LBR_CFG_CPU0(%rip), %rcx	/* rcx = this CPU's block */
+	LBR_CPU_BLOCK %rcx, .Lrearm_done
 	cmpl	$0, LBR_CPU_LENT(%rcx)
 	jne	.Lrearm_done			/* a KVM guest holds the LBR here, or disarming */
 	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
@@ -1109,11 +1117,7 @@ SYM_FUNC_START(lbr_dump_nmi_thaw)
 	notq	%rdx
 	orq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx
 	andq	%rdx, %rdi			/* no enable bit the armed value lacks */
-	LBR_THIS_CPU %r8
-	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %r8
-	jae	.Lthaw_lent_done
-	imulq	lbr_dump_capture+LBR_CFG_BLOCK_SIZE(%rip), %r8
-	addq	lbr_dump_capture+LBR_CFG_CPU0(%rip), %r8	/* r8 = this CPU's block */
+	LBR_CPU_BLOCK %r8, .Lthaw_lent_done
 	cmpl	$0, LBR_CPU_LENT(%r8)
 	je	.Lthaw_lent_done
 	movq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %rdx

@@ -130,23 +130,19 @@ _start:
 	cmpq	$48, %rbx
 	jb	1b
 
-	/* rt_sigaction(SIGSEGV and SIGBUS, &act, NULL, 8) */
-	movl	$13, %eax
-	movl	$SIGSEGV, %edi
+	/* rt_sigaction(SIGSEGV, then SIGBUS, &act, NULL, 8) */
+	movl	$SIGSEGV, %ebx
+1:	movl	$13, %eax
+	movl	%ebx, %edi
 	leaq	act(%rip), %rsi
 	xorl	%edx, %edx
 	movl	$8, %r10d
 	syscall
 	testl	%eax, %eax
 	jnz	.Lfail
-	movl	$13, %eax
-	movl	$SIGBUS, %edi
-	leaq	act(%rip), %rsi
-	xorl	%edx, %edx
-	movl	$8, %r10d
-	syscall
-	testl	%eax, %eax
-	jnz	.Lfail
+	cmpl	$SIGBUS, %ebx
+	movl	$SIGBUS, %ebx
+	jne	1b
 
 	/*
 	 * Kind fx's FPU state: struct _fpx_sw_bytes in the legacy area's software-reserved bytes

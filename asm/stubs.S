@@ -33,8 +33,8 @@
  *    or not. Without SMAP, AC is never set and user-access faults are captured (README: cost);
  *  - a #GP, #NP or #SS at the kernel's IRET to user mode, and the #DF espfix64 promotes such a
  *    fault to, go straight on (LBR_CFG_IRET): a user's bad return, which the kernel fixes up;
- *    so do a #GP, #NP or #SS whose error code names a selector (a segment load with a user's
- *    selector) and a #GP with the saved RFLAGS.AC set (a user access the kernel fixes up);
+ *    so does a #GP, #NP or #SS whose error code names a selector (a segment load with a user's
+ *    selector);
  *  - #DF runs on its IST stack and its saved CS:RIP is architecturally undefined: it is always
  *    captured but for espfix's, the CS test is not made;
  *  - a capture that faults, or a nested exception during a capture, finds this CPU's busy flag
@@ -551,12 +551,14 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	testb	$3, 8(%rax)			/* its CS.RPL: a return to user mode? */
 	jnz	.Lpass_\vec
 	/*
-	 * An error code that names a segment selector (index or TI set; EXT and IDT clear) is a
-	 * segment load with a bad selector: in kernel mode one the kernel makes with a user's
-	 * (loadsegment() and asm_load_gs_index() after modify_ldt() or set_thread_area(), fixed up
-	 * by their exception-table entries; an IRET's CS or SS). Any user can do it at will: not
-	 * captured. A crash's #GP, #NP or #SS has error code 0, or the IDT or EXT bit. Combined
-	 * without a branch: taken only in that case.
+	 * An error code that names a segment selector (index or TI set; EXT and IDT clear): a
+	 * descriptor load with a bad selector. Any user can make the kernel do that at will, with
+	 * the user's selector: loadsegment() and asm_load_gs_index() after modify_ldt() or
+	 * set_thread_area(), fixed up by their exception-table entries: not captured. What this
+	 * also skips are crashes of the same kind: an IRET back to kernel mode with a corrupted CS
+	 * or SS (the kernel's bad-IRET path then BUGs, and that #UD is captured), LLDT or LTR of a
+	 * corrupted descriptor (README "How capture works"). Combined without a branch: taken only
+	 * in that case.
 	 */
 	movl	24(%rsp), %eax			/* error code */
 	testb	$3, %al				/* EXT, IDT */
@@ -565,16 +567,6 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	setnz	%dl
 	andb	%dl, %cl			/* ZF clear: a selector's fault */
 	jnz	.Lpass_\vec
-.if \vec == 13
-	/*
-	 * A #GP with the saved RFLAGS.AC set is inside a user-access region, where the kernel fixes
-	 * it up: XRSTOR or FXRSTOR of a user's signal frame with reserved bits set (rt_sigreturn),
-	 * a user access beyond the canonical range. Any user can do it at will: not captured (as a
-	 * #PF on a user address with AC, below). Without SMAP, AC is never set.
-	 */
-	testl	$X86_EFLAGS_AC, 48(%rsp)
-	jnz	.Lpass_\vec
-.endif
 .elseif \vec == 8
 	/*
 	 * The same fault on the espfix64 stack (an IRET to a 16-bit user stack segment), which the

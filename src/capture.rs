@@ -1243,8 +1243,6 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         for cpu in 0..nr_cpus as u32 {
             v.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
         }
-    }
-    if matches!(recorder, Recorder::IntelLegacy(_)) {
         // Before recording goes on anywhere: every guest LBR event scheduled from then on is
         // seen (`lend`).
         // SAFETY: `lend` is valid for the module's lifetime; unregistered in `Armed::drop`.

@@ -95,7 +95,7 @@ void lbr_dump_idt_unalias(void *alias)
  * exported): a #GP, #NP or #SS with that RIP in kernel mode is a return to user mode that faulted
  * (a user's bad segment state: error_entry's bad-IRET fixup makes it the user's fault), and a #DF
  * there on the espfix64 stack is the same fault promoted (exc_double_fault): the stubs do not
- * capture them (asm/stubs.S LBR_SKIP_IRET). 0 if it cannot be found; the caller says so.
+ * capture them (asm/stubs.S LBR_STUB, LBR_CFG_IRET). 0 if it cannot be found; the caller says so.
  */
 #ifdef MODULE
 /*

@@ -77,7 +77,7 @@ echo "kdump: capture kernel loaded"
 {crash}
 sleep 600
 """
-    res = boot(finish=False, name=name, timeout=600, append=f"crashkernel=128M {append}".strip(),
+    res = boot(finish=False, name=name, timeout=600, append=f"crashkernel=192M {append}".strip(),
                script=script, qemu_args=["-drive", f"file={disk},format=raw,if=none,id=d0",
                                          "-device", "virtio-blk-pci,drive=d0"], **kw)
     con = res.console

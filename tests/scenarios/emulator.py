@@ -253,8 +253,11 @@ def bts_runs(console):
         m = re.search(r"lbr_check: bts buffer ([0-9a-f]+) records (\d+)", part)
         ds = re.search(r"lbr_check: bts ds base (\S+) index (\S+) max (\S+) threshold (\S+)", part)
         assert m and ds, "lbr_check printed no BTS run:\n" + "\n".join(kernel_lines(part, "lbr_check"))
-        recs = [(int(i), int(f, 16), int(t, 16), int(fl, 16)) for i, f, t, fl in
-                re.findall(r"lbr_check: bts record (\d+) (\S+) (\S+) (\S+)", part)]
+        # Whole lines only: a console message from another context can cut a line short (the
+        # serial console's nbcon takeover prints it, then the cut record again in full).
+        recs = sorted({(int(i), int(f, 16), int(t, 16), int(fl, 16)) for i, f, t, fl in
+                       re.findall(r"lbr_check: bts record (\d+) (0x[0-9a-f]+|0) (0x[0-9a-f]+|0) (0x[0-9a-f]+|0)$",
+                                  part, re.M)})
         assert [i for i, *_ in recs] == list(range(int(m[2]))), f"records printed: {recs}"
         labels, reads = guest_view(part)
         runs.append({"labels": labels, "reads": reads, "buffer": int(m[1], 16),

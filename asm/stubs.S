@@ -212,14 +212,26 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
 #define DR7_ENABLED	0xff
 
 /*
- * struct capture_config (src/layout.rs `cfg`, the module's ffi::CaptureConfig): written by Rust
- * while no gate points here, read-only for the stubs but for LBR_CFG_SEQ (lock xadd).
+ * struct capture_config (src/layout.rs `cfg`, the module's ffi::ConfigPage): what the stubs read
+ * and never write, and the MSR list at LBR_CFG_MSR_LIST, alone in a page of .data..ro_after_init.
+ * The page is read-only once init is done (the module loader's, or the kernel's,
+ * mark_rodata_ro()); Rust writes it through a window that is writable only for its own stores
+ * (src/glue.c lbr_dump_window_write), while no gate points here: a kernel write primitive cannot
+ * steer what the stubs write into an MSR (ctl_msr, armed, the masks) or which MSRs they read.
  */
+	.section .data..ro_after_init, "aw"
+	.balign LBR_CFG_PAGE
+SYM_DATA_START(lbr_dump_capture)
+	.fill	LBR_CFG_PAGE / 8, 8, 0
+SYM_DATA_END(lbr_dump_capture)
+	.balign LBR_CFG_PAGE
+
+/* struct capture_live (src/layout.rs `live`): the counters the stubs write (locked adds). */
 	.data
 	.balign 64
-SYM_DATA_START(lbr_dump_capture)
-	.fill	LBR_CFG_SIZE / 8, 8, 0
-SYM_DATA_END(lbr_dump_capture)
+SYM_DATA_START(lbr_dump_live)
+	.fill	LBR_LIVE_SIZE / 8, 8, 0
+SYM_DATA_END(lbr_dump_live)
 
 /*
  * Stack offsets once the kernel-mode path has pushed everything (see the pushes below):
@@ -464,7 +476,7 @@ SYM_DATA_END(lbr_dump_capture)
 	movl	%edi, LBR_SNAP_STATE(%rsi)
 	/* Publish: the sequence number is written last; then the CPU's count, then not busy. */
 	movl	$1, %eax
-	lock xaddq %rax, lbr_dump_capture+LBR_CFG_SEQ(%rip)
+	lock xaddq %rax, lbr_dump_live+LBR_LIVE_SEQ(%rip)
 	incq	%rax
 	/* A kept BTS buffer belongs to this snapshot (its table entry's owner), before it is seen. */
 	testl	$LBR_SNAP_BTS_KEPT, LBR_SNAP_BTS_STATE(%rsi)
@@ -771,7 +783,7 @@ SYM_DATA_LOCAL(lbr_dump_no_frame, .quad 0, 0)
  * address of that return address. (If another ftrace user traces panic() too, ftrace calls this
  * through its list trampoline, and the records begin with ftrace's branches.)
  *
- * One capture per arming: the first CPU to get here claims LBR_CFG_PANIC_CPU with a locked
+ * One capture per arming: the first CPU to get here claims LBR_LIVE_PANIC_CPU with a locked
  * cmpxchg; panic() then vpanic(), a panic inside the panic, or another CPU's panic find it
  * claimed and only put the recorder back. The claim also lets lbr_dump_stop_entry (below) switch
  * the stop gates when the other CPUs are stopped. (Two CPUs panicking at once: the first here
@@ -811,7 +823,7 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	LBR_THIS_CPU %r9
 	leaq	1(%r9), %rcx
 	xorl	%eax, %eax
-	lock cmpxchgq %rcx, lbr_dump_capture+LBR_CFG_PANIC_CPU(%rip)
+	lock cmpxchgq %rcx, lbr_dump_live+LBR_LIVE_PANIC_CPU(%rip)
 	jne	.Lpanic_put_back		/* claimed before: captured once already */
 
 	/*
@@ -873,12 +885,12 @@ _ASM_NOKPROBE(lbr_dump_panic_entry)
  * LBR_SET_GATE gate, hook: stores the gate's low quadword prepared at arming (config field
  * `hook`: the stop stub's offset bits 31:0 with the selector, IST index, type, DPL and P
  * bits of the gate it replaces (idt.rs `retarget`); offset bits 63:32, in the
- * high quadword, are the handler's, checked at arming by idt.rs prepare_stop) at the IDT alias
- * address in config field `gate`, unless that address is 0 (the gate cannot be hooked). One
- * aligned 8-byte store, while the other CPUs still run: a CPU that reads the gate in parts (QEMU
- * TCG does) and takes that vector at this instant, before the panic's own stop interrupts are
- * sent, can see half of each (src/idt.rs; README "What a panic shows"). Clobbers rax, rdx and
- * flags (lbr_dump_stop_entry saves them).
+ * high quadword, are the handler's, checked at arming by idt.rs prepare_stop) at the address in
+ * config field `gate` (in the stop switch's window onto the IDT page, writable now), unless that
+ * address is 0 (the gate cannot be hooked). One aligned 8-byte store, while the other CPUs still
+ * run: a CPU that reads the gate in parts (QEMU TCG does) and takes that vector at this instant,
+ * before the panic's own stop interrupts are sent, can see half of each (src/idt.rs; README
+ * "What a panic shows"). Clobbers rax, rdx and flags (lbr_dump_stop_entry saves them).
  */
 .macro LBR_SET_GATE gate:req, hook:req
 	movq	lbr_dump_capture+\gate(%rip), %rax
@@ -890,13 +902,33 @@ _ASM_NOKPROBE(lbr_dump_panic_entry)
 .endm
 
 /*
+ * LBR_GATE_WINDOW pte: makes the stop switch's window onto the IDT page writable (\pte =
+ * LBR_CFG_GATE_PTE_RW) or read-only again (LBR_CFG_GATE_PTE_RO): one store into its PTE (a
+ * vmap() page of the kernel's page tables, src/glue.c lbr_dump_window_map), then INVLPG of the
+ * window on this CPU, the only one that uses it (the CPU that claimed the panic; no other CPU
+ * ever held the writable translation). No standing writable view of the IDT exists: a
+ * write primitive that knows the PTE's address can write the kernel's page tables anyway.
+ * Nothing if the configuration has no window. Clobbers rax, rdx and flags.
+ */
+.macro LBR_GATE_WINDOW pte:req
+	movq	lbr_dump_capture+LBR_CFG_GATE_PTE(%rip), %rax
+	testq	%rax, %rax
+	jz	.Lgate_window_done_\@
+	movq	lbr_dump_capture+\pte(%rip), %rdx
+	movq	%rdx, (%rax)
+	movq	lbr_dump_capture+LBR_CFG_GATE_WINDOW(%rip), %rax
+	invlpg	(%rax)
+.Lgate_window_done_\@:
+.endm
+
+/*
  * Stop entry: lbr_dump_stop_entry is attached (ftrace direct call, only while armed) to
  * native_stop_other_cpus() and nmi_shootdown_cpus(), the two ways a panicking CPU stops the
  * others (smp_send_stop(); kdump's and crash_smp_send_stop()'s NMI shootdown). Once a panic or
- * a crash has been claimed (LBR_CFG_PANIC_CPU, by lbr_dump_panic_entry), it marks this CPU
+ * a crash has been claimed (LBR_LIVE_PANIC_CPU, by lbr_dump_panic_entry), it marks this CPU
  * stopped (LBR_STOP_DONE: its own NMIs are no stop) and points the NMI and REBOOT_VECTOR gates
- * at the stop stubs below: one aligned 8-byte store each, through the IDT alias kept while armed,
- * prepared at arming (0: that gate cannot be hooked). So the interrupts that stop the other CPUs
+ * at the stop stubs below: one aligned 8-byte store each, prepared at arming (0: that gate cannot
+ * be hooked), through a window onto the IDT page that is writable only around these two stores. So the interrupts that stop the other CPUs
  * are the first to reach the stubs, not a perf NMI or the panic backtrace during vpanic()'s
  * printing. On a reboot (nothing claimed) it does nothing. Called from C with every register
  * live: rax, rdx and RFLAGS are saved.
@@ -907,14 +939,16 @@ SYM_FUNC_START(lbr_dump_stop_entry)
 	pushq	%rax
 	pushq	%rdx
 	CALL_DEPTH_ACCOUNT			/* ftrace's call into here was not accounted */
-	cmpq	$0, lbr_dump_capture+LBR_CFG_PANIC_CPU(%rip)
+	cmpq	$0, lbr_dump_live+LBR_LIVE_PANIC_CPU(%rip)
 	je	.Lstop_entry_done		/* no panic: a reboot */
 	LBR_THIS_CPU %rax	/* this CPU, the one that stops the others */
 	LBR_STOP_AREA %rax, .Lstop_entry_gates
 	movq	$1, LBR_STOP_DONE(%rax)
 .Lstop_entry_gates:
+	LBR_GATE_WINDOW LBR_CFG_GATE_PTE_RW
 	LBR_SET_GATE LBR_CFG_NMI_GATE, LBR_CFG_NMI_HOOK
 	LBR_SET_GATE LBR_CFG_IPI_GATE, LBR_CFG_IPI_HOOK
+	LBR_GATE_WINDOW LBR_CFG_GATE_PTE_RO
 .Lstop_entry_done:
 	popq	%rdx
 	popq	%rax

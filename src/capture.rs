@@ -43,6 +43,7 @@ use kernel::cpu::CpuId;
 
 use crate::facility::{debugctl, msr, select, Filter, Recorder, Switch};
 use crate::ffi;
+use crate::window;
 use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
 use crate::probe::{read_msr, write_msr, write_msr_here};
@@ -698,11 +699,16 @@ static BTS_GONE: AtomicBool = AtomicBool::new(false);
 /// capture's re-arm switches the LBR alone back on (BTS is gone for good).
 fn rearm_without_bts() {
     // SAFETY: `armed` is an aligned u64 of the stubs' configuration, which the stubs read with
-    // single 8-byte loads. While gates may point at the stubs, every write to it is atomic;
-    // `configure_stubs` writes it plainly before any gate does, and `arm` orders that write
-    // before its check of `BTS_GONE` with a full fence.
-    let armed = unsafe { AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_capture.armed)) };
-    armed.fetch_and(!(debugctl::TR | debugctl::BTS), Ordering::SeqCst);
+    // single 8-byte loads; the store is one atomic read-modify-write of it. While gates may
+    // point at the stubs, every write to it is atomic; `configure_stubs` writes it plainly
+    // before any gate does, and `arm` orders that write before its check of `BTS_GONE` with a
+    // full fence (the window's lock is one too).
+    unsafe {
+        window::write_config(|page| {
+            let armed = AtomicU64::from_ptr(ptr::addr_of_mut!((*page).cfg.armed));
+            armed.fetch_and(!(debugctl::TR | debugctl::BTS), Ordering::SeqCst);
+        })
+    };
 }
 
 /// Perf is reserving the debug store for its first hardware event (glue.c's ftrace callbacks at
@@ -1049,7 +1055,7 @@ impl Armed {
         // SAFETY: a field of the stubs' configuration, written by `attach_panic_path` while no
         // trampoline was attached; read here under the state lock.
         let (nmi, ipi) = unsafe {
-            let c = ptr::addr_of!(ffi::lbr_dump_capture);
+            let c = ptr::addr_of!(ffi::lbr_dump_capture.cfg);
             (
                 ptr::addr_of!((*c).nmi_gate).read_volatile(),
                 ptr::addr_of!((*c).ipi_gate).read_volatile(),
@@ -1259,7 +1265,7 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         }
     }
     start_recording(&mut armed)?;
-    configure_stubs(&armed, &control, armed_value);
+    configure_stubs(&armed, &control, armed_value, &msrs[..n])?;
     // The plain store of the re-arm target above before the check below (x86 may otherwise
     // let the load pass the store): either the check sees `perf_takes_ds`'s flag, or its
     // fetch_and comes after the store.
@@ -1306,16 +1312,23 @@ fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
         }
     }
     let save = armed.stop_save.as_ref().map_or(0, |p| p.base as u64);
+    let (window, (pte, rw, ro)) = hooks.gate_window();
     // SAFETY: the trampolines, the only readers of these fields, are not attached yet (they are
     // attached below and detached before the configuration is written again).
     unsafe {
-        let c = ptr::addr_of_mut!(ffi::lbr_dump_capture);
-        ptr::addr_of_mut!((*c).panic_cpu).write_volatile(0);
-        ptr::addr_of_mut!((*c).stop_save).write_volatile(save);
-        ptr::addr_of_mut!((*c).nmi_gate).write_volatile(cfg_gates[0].0);
-        ptr::addr_of_mut!((*c).nmi_hook).write_volatile(cfg_gates[0].1);
-        ptr::addr_of_mut!((*c).ipi_gate).write_volatile(cfg_gates[1].0);
-        ptr::addr_of_mut!((*c).ipi_hook).write_volatile(cfg_gates[1].1);
+        ptr::addr_of_mut!(ffi::lbr_dump_live.panic_cpu).write_volatile(0);
+        window::write_config(|page| {
+            let c = ptr::addr_of_mut!((*page).cfg);
+            ptr::addr_of_mut!((*c).stop_save).write_volatile(save);
+            ptr::addr_of_mut!((*c).gate_window).write_volatile(window);
+            ptr::addr_of_mut!((*c).gate_pte_rw).write_volatile(rw);
+            ptr::addr_of_mut!((*c).gate_pte_ro).write_volatile(ro);
+            ptr::addr_of_mut!((*c).gate_pte).write_volatile(pte);
+            ptr::addr_of_mut!((*c).nmi_gate).write_volatile(cfg_gates[0].0);
+            ptr::addr_of_mut!((*c).nmi_hook).write_volatile(cfg_gates[0].1);
+            ptr::addr_of_mut!((*c).ipi_gate).write_volatile(cfg_gates[1].0);
+            ptr::addr_of_mut!((*c).ipi_hook).write_volatile(cfg_gates[1].1);
+        });
     }
     let mut kexec = false;
     // SAFETY: `kexec` is valid for writes; sleeps (ftrace), under the state lock.
@@ -1408,11 +1421,14 @@ fn detach_panic_path(path: &mut PanicPath) {
         // only freezes and puts the recorder back) and no gate is known (the stop trampoline
         // writes nothing). The exception stubs do not run: their gates are restored next.
         unsafe {
-            let c = ptr::addr_of_mut!(ffi::lbr_dump_capture);
-            ptr::addr_of_mut!((*c).nr_cpus).write_volatile(0);
-            ptr::addr_of_mut!((*c).nmi_gate).write_volatile(0);
-            ptr::addr_of_mut!((*c).ipi_gate).write_volatile(0);
-            ptr::addr_of_mut!((*c).panic_cpu).write_volatile(u64::MAX);
+            ptr::addr_of_mut!(ffi::lbr_dump_live.panic_cpu).write_volatile(u64::MAX);
+            window::write_config(|page| {
+                let c = ptr::addr_of_mut!((*page).cfg);
+                ptr::addr_of_mut!((*c).nr_cpus).write_volatile(0);
+                ptr::addr_of_mut!((*c).nmi_gate).write_volatile(0);
+                ptr::addr_of_mut!((*c).ipi_gate).write_volatile(0);
+                ptr::addr_of_mut!((*c).gate_pte).write_volatile(0);
+            });
         }
     }
 }
@@ -1423,6 +1439,7 @@ static DETACH_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// The most MSRs a capture reads: the records, the last exception record's two, the filter MSR.
 const MAX_MSRS: usize = MAX_VALUES + 3;
+const _: () = assert!(MAX_MSRS <= layout::cfg::MSR_MAX, "the stubs' configuration page has no room for the MSR list");
 
 /// The MSRs each capture reads: the records, then the last exception record's FROM and TO where
 /// the recorder has one, then the filter MSR (LBR_SELECT), whose value tells whether another
@@ -1533,8 +1550,12 @@ fn start_recording(armed: &mut Armed) -> Result {
     Ok(())
 }
 
-/// The stubs' configuration (asm/stubs.S reads it through `lbr_dump_capture`).
-fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64) {
+/// The stubs' configuration (asm/stubs.S reads it through `lbr_dump_capture`), with the MSR list
+/// they read, written through the configuration page's window.
+fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64, msrs: &[u32]) -> Result {
+    window::map_config().inspect_err(|e| {
+        pr_err!("refusing to arm: cannot map a window onto the stubs' configuration page ({e:?})\n")
+    })?;
     let g = &armed.area.geometry;
     // SAFETY: no preconditions; process context.
     let iret = unsafe { ffi::lbr_dump_iret_address() } as u64;
@@ -1549,8 +1570,10 @@ fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64) {
         nr_cpus: g.nr_cpus as u64,
         ring_mask: (RING - 1) as u64,
         snap_size: g.snap_size() as u64,
-        msrs: armed.area.at(g.msr_list()) as u64,
-        nr_values: g.nr_values as u64,
+        // The list in the configuration's own page (read-only), not the area's copy.
+        // SAFETY: takes the address of a static of asm/stubs.S, reading nothing.
+        msrs: unsafe { ptr::addr_of!(ffi::lbr_dump_capture.msrs) } as u64,
+        nr_values: msrs.len() as u64,
         ctl_msr: control.switch.msr as u64,
         mask: control.freeze_mask(),
         rearm_mask: control.switch.mask,
@@ -1559,14 +1582,24 @@ fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64) {
         bts_size: g.bts_size as u64,
         armed: armed_value,
         iret,
-        seq: 0,
         // The panic path's fields are set by `attach_panic_path`, after the gates.
         ..Default::default()
     };
-    // SAFETY: no gate points at a stub (only `hook_gates` below does that, and disarming
-    // restored every gate and synchronized every CPU before), so nothing reads the configuration
-    // while it is written.
-    unsafe { ptr::addr_of_mut!(ffi::lbr_dump_capture).write_volatile(cfg) };
+    // SAFETY: no gate points at a stub and no trampoline is attached (only `hook_gates` and
+    // `attach_panic_path` below do that, and disarming restored every gate, detached the
+    // trampolines and synchronized every CPU before), so nothing reads the configuration while
+    // it is written; the stores stay within the page (`msrs.len() <= MAX_MSRS <= MSR_MAX`).
+    unsafe {
+        window::write_config(|page| {
+            ptr::addr_of_mut!((*page).cfg).write_volatile(cfg);
+            for (i, &m) in msrs.iter().enumerate() {
+                ptr::addr_of_mut!((*page).msrs[i]).write_volatile(m);
+            }
+        })
+    };
+    // SAFETY: the stubs' sequence counter (the stubs add to it atomically); none runs now.
+    unsafe { AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_live.seq)).store(0, Ordering::SeqCst) };
+    Ok(())
 }
 
 /// Points the gates of `vectors` at their stubs, skipping (and saying so) vectors the kernel has

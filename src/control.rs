@@ -258,7 +258,7 @@ pub(crate) unsafe extern "C" fn lbr_dump_show_vectors(buf: *mut c_char) -> c_int
 /// taken since lbr-dump was last armed (arming resets it with the rest of the configuration).
 #[no_mangle]
 pub(crate) extern "C" fn lbr_dump_captures() -> u64 {
-    // SAFETY: reads one aligned u64 of the stubs' configuration; the stubs update it with a
+    // SAFETY: reads one aligned u64 of the stubs' counters; the stubs update it with a
     // locked add, so the read sees a value that was current at some point.
-    unsafe { ptr::addr_of!(crate::ffi::lbr_dump_capture.seq).read_volatile() }
+    unsafe { ptr::addr_of!(crate::ffi::lbr_dump_live.seq).read_volatile() }
 }

@@ -22,11 +22,12 @@ pub(crate) const DIE_OOPS: c_ulong = 1;
 /// `NOTIFY_DONE` (include/linux/notifier.h).
 pub(crate) const NOTIFY_DONE: c_int = 0;
 
-/// `struct capture_config` of asm/stubs.S: what the entry stubs read. Written only while no IDT
-/// gate points at a stub. Its offsets are [`crate::layout::cfg`], from which the stubs' header
+/// `struct capture_config` of asm/stubs.S: what the entry stubs read and never write. It begins
+/// [`ConfigPage`], read-only once init is done, written only through [`Window::write`] while no
+/// IDT gate points at a stub. Its offsets are [`crate::layout::cfg`], from which the stubs' header
 /// is generated; the assertions below make the compiler hold this struct to them.
 #[repr(C)]
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 pub(crate) struct CaptureConfig {
     pub(crate) cpu0: u64,
     pub(crate) block_size: u64,
@@ -38,8 +39,8 @@ pub(crate) struct CaptureConfig {
     pub(crate) ctl_msr: u64,
     pub(crate) mask: u64,
     pub(crate) armed: u64,
-    pub(crate) seq: u64,
-    pub(crate) panic_cpu: u64,
+    pub(crate) gate_pte: u64,
+    pub(crate) gate_window: u64,
     pub(crate) stop_save: u64,
     pub(crate) nmi_gate: u64,
     pub(crate) nmi_hook: u64,
@@ -50,10 +51,28 @@ pub(crate) struct CaptureConfig {
     pub(crate) bts_size: u64,
     pub(crate) rearm_mask: u64,
     pub(crate) iret: u64,
+    pub(crate) gate_pte_rw: u64,
+    pub(crate) gate_pte_ro: u64,
+}
+
+/// The page asm/stubs.S `lbr_dump_capture` fills (in `.data..ro_after_init`): the
+/// configuration, then the MSR list the stubs read (`cfg.msrs` points at it).
+#[repr(C, align(4096))]
+pub(crate) struct ConfigPage {
+    pub(crate) cfg: CaptureConfig,
+    _pad: [u8; crate::layout::cfg::MSR_LIST - crate::layout::cfg::SIZE],
+    pub(crate) msrs: [u32; crate::layout::cfg::MSR_MAX],
+}
+
+/// `struct capture_live` of asm/stubs.S: the counters the stubs write ([`crate::layout::live`]).
+#[repr(C)]
+pub(crate) struct CaptureLive {
+    pub(crate) seq: u64,
+    pub(crate) panic_cpu: u64,
 }
 
 const _: () = {
-    use crate::layout::cfg;
+    use crate::layout::{cfg, live};
     use core::mem::{offset_of, size_of};
     assert!(offset_of!(CaptureConfig, cpu0) == cfg::CPU0);
     assert!(offset_of!(CaptureConfig, block_size) == cfg::BLOCK_SIZE);
@@ -65,8 +84,8 @@ const _: () = {
     assert!(offset_of!(CaptureConfig, ctl_msr) == cfg::CTL_MSR);
     assert!(offset_of!(CaptureConfig, mask) == cfg::MASK);
     assert!(offset_of!(CaptureConfig, armed) == cfg::ARMED);
-    assert!(offset_of!(CaptureConfig, seq) == cfg::SEQ);
-    assert!(offset_of!(CaptureConfig, panic_cpu) == cfg::PANIC_CPU);
+    assert!(offset_of!(CaptureConfig, gate_pte) == cfg::GATE_PTE);
+    assert!(offset_of!(CaptureConfig, gate_window) == cfg::GATE_WINDOW);
     assert!(offset_of!(CaptureConfig, stop_save) == cfg::STOP_SAVE);
     assert!(offset_of!(CaptureConfig, nmi_gate) == cfg::NMI_GATE);
     assert!(offset_of!(CaptureConfig, nmi_hook) == cfg::NMI_HOOK);
@@ -77,8 +96,25 @@ const _: () = {
     assert!(offset_of!(CaptureConfig, bts_size) == cfg::BTS_SIZE);
     assert!(offset_of!(CaptureConfig, rearm_mask) == cfg::REARM_MASK);
     assert!(offset_of!(CaptureConfig, iret) == cfg::IRET);
+    assert!(offset_of!(CaptureConfig, gate_pte_rw) == cfg::GATE_PTE_RW);
+    assert!(offset_of!(CaptureConfig, gate_pte_ro) == cfg::GATE_PTE_RO);
     assert!(size_of::<CaptureConfig>() == cfg::SIZE);
+    assert!(offset_of!(ConfigPage, msrs) == cfg::MSR_LIST);
+    assert!(size_of::<ConfigPage>() == cfg::PAGE);
+    assert!(offset_of!(CaptureLive, seq) == live::SEQ);
+    assert!(offset_of!(CaptureLive, panic_cpu) == live::PANIC_CPU);
+    assert!(size_of::<CaptureLive>() == live::SIZE);
 };
+
+/// `struct lbr_dump_window` of src/glue.c: a read-only vmap() alias of one page (`va`) and its
+/// PTE's address and two values (`lbr_dump_window_map`).
+#[repr(C)]
+pub(crate) struct Window {
+    pub(crate) va: *mut c_void,
+    pub(crate) pte: *mut u64,
+    pub(crate) ro: u64,
+    pub(crate) rw: u64,
+}
 
 unsafe extern "C" {
     /// arch/x86/lib/msr-smp.c: `int rdmsrq_safe_on_cpu(unsigned int cpu, u32 msr_no, u64 *q)`.
@@ -105,11 +141,22 @@ unsafe extern "C" {
     /// kernel/notifier.c: `int unregister_die_notifier(struct notifier_block *nb)`.
     pub(crate) fn unregister_die_notifier(nb: *mut bindings::notifier_block) -> c_int;
 
-    /// src/glue.c: a writable vmap() alias of the IDT page, or NULL.
-    pub(crate) fn lbr_dump_idt_alias() -> *mut c_void;
+    /// src/glue.c: the IDT's address (a whole, page-aligned one), or 0.
+    pub(crate) fn lbr_dump_idt_address() -> c_ulong;
 
-    /// src/glue.c: undoes [`lbr_dump_idt_alias`].
-    pub(crate) fn lbr_dump_idt_unalias(alias: *mut c_void);
+    /// src/glue.c: maps `w` as a read-only window onto the page holding `target`; 0 or -errno.
+    pub(crate) fn lbr_dump_window_map(w: *mut Window, target: c_ulong) -> c_int;
+
+    /// src/glue.c: undoes [`lbr_dump_window_map`] (nothing if `w` is not mapped).
+    pub(crate) fn lbr_dump_window_unmap(w: *mut Window);
+
+    /// src/glue.c: calls `fn_(w.va, data)` with interrupts off on this CPU while the window is
+    /// writable there; read-only again (and its TLB entry flushed) before it returns.
+    pub(crate) fn lbr_dump_window_write(
+        w: *const Window,
+        fn_: unsafe extern "C" fn(*mut c_void, *mut c_void),
+        data: *mut c_void,
+    );
 
     /// src/glue.c: why lbr-dump cannot run in this environment (static string), or NULL.
     pub(crate) fn lbr_dump_environment_refusal() -> *const c_char;
@@ -214,8 +261,12 @@ unsafe extern "C" {
     /// asm/cpu.S: this CPU's number from the CPUNODE segment limit, without `%gs`.
     pub(crate) fn lbr_dump_cpu_number() -> c_uint;
 
-    /// asm/stubs.S: the stubs' configuration.
-    pub(crate) static mut lbr_dump_capture: CaptureConfig;
+    /// asm/stubs.S: the stubs' configuration page, read-only once init is done (written
+    /// through a [`Window`] only).
+    pub(crate) static lbr_dump_capture: ConfigPage;
+
+    /// asm/stubs.S: the counters the stubs write.
+    pub(crate) static mut lbr_dump_live: CaptureLive;
 
     /// asm/stubs.S: the stub of each hookable vector, 0 for the others.
     pub(crate) static lbr_dump_stubs: [u64; 32];

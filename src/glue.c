@@ -2,7 +2,9 @@
 /*
  * C glue: the few things lbr-dump needs that Rust cannot express, because they are C macros or
  * static inline functions that bindgen does not turn into anything callable:
- *  - a writable alias of the IDT page: pfn_to_page() and PAGE_KERNEL are macros;
+ *  - windows: read-only vmap() aliases of the IDT page and of the stubs' configuration page,
+ *    made writable for a few stores: pfn_to_page(), PAGE_KERNEL_RO, the PTE bits, set_pte()
+ *    and local_irq_save() are macros or inlines;
  *  - the environment checks: boot_cpu_has(), cpu_feature_enabled(), xen_pv_domain() and
  *    cc_platform_has() are macros or inlines over feature words;
  *  - stop_machine(), under which gates change: <linux/stop_machine.h> is not among the Rust
@@ -23,6 +25,7 @@
 #include <linux/kallsyms.h>
 #include <linux/panic_notifier.h>
 #include <linux/perf_event.h>
+#include <linux/pgtable.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/smp.h>
@@ -40,9 +43,19 @@
 #include <asm/nmi.h>
 #include <xen/xen.h>
 
+/* A window onto one page (lbr_dump_window_map() below; src/ffi.rs Window). */
+struct lbr_dump_window {
+	void *va;		/* the window: the page's read-only alias */
+	u64 *pte;		/* its PTE in the kernel's page tables */
+	u64 ro;			/* the PTE's value: read-only (as vmap() made it) */
+	u64 rw;			/* and writable (RW and Dirty set) */
+};
+
 /* Called from Rust only (src/ffi.rs); the prototypes keep -Wmissing-prototypes quiet. */
-void *lbr_dump_idt_alias(void);
-void lbr_dump_idt_unalias(void *alias);
+unsigned long lbr_dump_idt_address(void);
+int lbr_dump_window_map(struct lbr_dump_window *w, unsigned long target);
+void lbr_dump_window_unmap(struct lbr_dump_window *w);
+void lbr_dump_window_write(const struct lbr_dump_window *w, void (*fn)(void *va, void *data), void *data);
 const char *lbr_dump_environment_refusal(void);
 int lbr_dump_stop_machine(int (*fn)(void *data), void *data);
 unsigned long lbr_dump_virt_to_phys(void *addr);
@@ -66,28 +79,79 @@ int lbr_dump_nmi_handler(bool on);
 void lbr_dump_panic_notifier(struct notifier_block *nb, bool on);
 
 /*
- * Map the page holding the IDT a second time, writable. The IDT is read-only after boot
- * (idt.c: set_memory_ro) and the IDTR points at a read-only alias in the cpu_entry_area; a vmap()
- * alias of the same physical page is the one writable view. Returns the alias of the IDT's first
- * gate, or NULL. The IDT is one page (256 gates of 16 bytes), page-aligned.
+ * The IDT's address (the kernel's idt_table, read-only after boot: idt.c set_memory_ro; the IDTR
+ * points at a read-only alias in the cpu_entry_area), or 0 if the IDTR does not hold a whole,
+ * page-aligned IDT of 256 gates (one page).
  */
-void *lbr_dump_idt_alias(void)
+unsigned long lbr_dump_idt_address(void)
 {
 	struct desc_ptr idtr;
-	struct page *page;
-	void *va;
 
 	store_idt(&idtr);
 	if (idtr.size != IDT_ENTRIES * sizeof(gate_desc) - 1 || idtr.address & ~PAGE_MASK)
-		return NULL;
-	page = pfn_to_page(slow_virt_to_phys((void *)idtr.address) >> PAGE_SHIFT);
-	va = vmap(&page, 1, VM_MAP, PAGE_KERNEL);
-	return va;
+		return 0;
+	return idtr.address;
 }
 
-void lbr_dump_idt_unalias(void *alias)
+/*
+ * A window onto one page: a read-only vmap() alias whose PTE is made writable only while
+ * lbr_dump_window_write() runs, on one CPU with interrupts off, and read-only again with an
+ * INVLPG on that CPU before interrupts come back: no other CPU ever holds a writable
+ * translation of it (a CPU that holds the read-only one and writes would take a spurious #PF,
+ * which the kernel's fault handler resolves: no CPU but the writer writes). So lbr-dump keeps no
+ * writable view of the IDT or of its stubs' configuration, but for the few stores that change
+ * them. The stop trampoline (asm/stubs.S LBR_GATE_WINDOW) does the same with a window of its
+ * own, from the PTE values here. struct lbr_dump_window is declared above, and for Rust in
+ * src/ffi.rs (struct Window).
+ */
+/* Maps a window onto the page that holds `target` (a kernel address). 0 or -errno. */
+int lbr_dump_window_map(struct lbr_dump_window *w, unsigned long target)
 {
-	vunmap(alias);
+	struct page *page = pfn_to_page(slow_virt_to_phys((void *)target) >> PAGE_SHIFT);
+	unsigned int level;
+	pte_t *pte;
+
+	w->va = vmap(&page, 1, VM_MAP, PAGE_KERNEL_RO);
+	if (!w->va)
+		return -ENOMEM;
+	pte = lookup_address((unsigned long)w->va, &level);
+	if (!pte || level != PG_LEVEL_4K || !pte_present(*pte) || pte_write(*pte) ||
+	    pte_pfn(*pte) != page_to_pfn(page)) {
+		vunmap(w->va);
+		w->va = NULL;
+		return -EFAULT;
+	}
+	w->pte = (u64 *)pte;
+	w->ro = pte_val(*pte);
+	w->rw = w->ro | _PAGE_RW | _PAGE_DIRTY;
+	return 0;
+}
+
+void lbr_dump_window_unmap(struct lbr_dump_window *w)
+{
+	if (w->va)
+		vunmap(w->va);
+	w->va = NULL;
+}
+
+/* One writer at a time, on any window: the CPU that closes a window must be the one that wrote. */
+static DEFINE_RAW_SPINLOCK(lbr_dump_window_lock);
+
+/*
+ * Calls fn(va, data) with interrupts off while the window is writable on this CPU. Not from
+ * NMI context; from stop_machine()'s callback it is: no CPU held there holds the lock.
+ */
+void lbr_dump_window_write(const struct lbr_dump_window *w, void (*fn)(void *va, void *data), void *data)
+{
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&lbr_dump_window_lock, flags);
+	set_pte((pte_t *)w->pte, __pte(w->rw));
+	asm volatile("invlpg (%0)" : : "r" (w->va) : "memory");
+	fn(w->va, data);
+	set_pte((pte_t *)w->pte, __pte(w->ro));
+	asm volatile("invlpg (%0)" : : "r" (w->va) : "memory");
+	raw_spin_unlock_irqrestore(&lbr_dump_window_lock, flags);
 }
 
 /*

@@ -5,7 +5,8 @@
 //! There is one IDT, shared by every CPU (each CPU's IDTR points at a read-only alias of it in
 //! its cpu_entry_area), so one store per gate hooks every CPU at once, and CPU hotplug, resume
 //! and KVM's host-IDTR reload keep the hook. The IDT is read-only after boot; it is written
-//! through a writable vmap() alias of its page (src/glue.c). Only the first 8 bytes of a gate
+//! through a window onto its page (src/window.rs: a read-only vmap() alias that is writable only
+//! for the stores that change gates, on the CPU that makes them). Only the first 8 bytes of a gate
 //! change (offset bits 15:0 and 31:16): the stub and the original handler must share offset bits
 //! 63:32, which is checked.
 //!
@@ -19,7 +20,8 @@
 //! (which matters for the NMI gate, switched only with `nmi_freeze`), a fault inside an NMI
 //! handler (perf's user call chains can take a #PF), a #DB from a hardware breakpoint in the
 //! stopper's loop. The stop trampoline's switch of the NMI and REBOOT_VECTOR gates at a panic
-//! stores while the other CPUs run (asm/stubs.S LBR_SET_GATE). When stop_machine returns, no
+//! stores while the other CPUs run, through a second window of its own that it opens and closes
+//! itself (asm/stubs.S LBR_GATE_WINDOW). When stop_machine returns, no
 //! CPU is inside a stub: an NMI on a held CPU runs on top of its stopper, which reports done
 //! only after it.
 
@@ -30,7 +32,7 @@ use kernel::{
     prelude::*,
 };
 
-use crate::ffi;
+use crate::{ffi, window::PageWindow};
 
 /// Gate type of a 64-bit interrupt gate.
 const GATE_INTERRUPT: u64 = 0xe;
@@ -78,8 +80,12 @@ unsafe fn with_cpus_held<F: FnMut()>(mut f: F) -> Result {
 /// Hooked gates. Dropping it restores every original gate, with every other CPU held, so no CPU
 /// can still be inside a stub but one in an NMI.
 pub(crate) struct Hooks {
-    /// Writable alias of gate 0 (two u64 per gate).
-    alias: *mut u64,
+    /// The window onto the IDT page through which gates are read, and written with the other
+    /// CPUs held.
+    idt: PageWindow,
+    /// The stop trampoline's window onto the IDT page (asm/stubs.S LBR_GATE_WINDOW), used by
+    /// the CPU that claimed a panic and nothing else.
+    gate_window: PageWindow,
     /// (vector, original low quadword) of every hooked gate.
     hooked: KVec<(usize, u64)>,
     /// Gates prepared for the stop trampoline ([`Hooks::prepare_stop`]), which switches them
@@ -90,7 +96,9 @@ pub(crate) struct Hooks {
 /// A gate the stop trampoline points at a stop stub (asm/stubs.S): where to write, and what.
 #[derive(Clone, Copy)]
 pub(crate) struct StopGate {
-    /// The gate's low quadword in the writable alias.
+    /// The vector.
+    vector: usize,
+    /// The gate's low quadword in the stop trampoline's window.
     pub(crate) slot: *mut u64,
     /// The low quadword that points the gate at the stop stub.
     pub(crate) hook: u64,
@@ -100,10 +108,11 @@ pub(crate) struct StopGate {
     handler: u64,
 }
 
-// SAFETY: `Hooks` only holds the address of a vmap() alias that is valid on every CPU, and is
-// mutated only through `&mut self` / `Drop`.
+
+// SAFETY: besides the windows (Send and Sync), `Hooks` holds addresses within the stop
+// trampoline's window (`StopGate::slot`), valid on every CPU, which it never writes through.
 unsafe impl Send for Hooks {}
-// SAFETY: shared references to `Hooks` give no access to the alias.
+// SAFETY: as above; shared references to `Hooks` write gates only through `PageWindow::write`.
 unsafe impl Sync for Hooks {}
 
 /// Why a gate cannot be hooked.
@@ -127,8 +136,8 @@ pub(crate) enum GateRefusal {
     NoMemory,
     /// The gate changed between reading and hooking it.
     Changed,
-    /// No writable alias of the IDT could be mapped.
-    NoAlias,
+    /// No window onto the IDT could be mapped.
+    NoWindow,
     /// Built in, the stub goes on to the kernel's own entry point (asm/stubs.S LBR_GO_ON), and
     /// the gate holds another handler.
     NotKernelHandler,
@@ -146,7 +155,7 @@ impl GateRefusal {
             Self::NoStub => "it has no stub",
             Self::NoMemory => "out of memory",
             Self::Changed => "its gate changed while lbr-dump was hooking it",
-            Self::NoAlias => "no writable alias of the IDT could be mapped",
+            Self::NoWindow => "no window onto the IDT page could be mapped",
             Self::NotHeld => "stop_machine() failed, and gates change only with the other CPUs held",
             Self::NotKernelHandler => {
                 "its gate does not hold the kernel's own entry point (asm_exc_*), where built-in lbr-dump's stub goes on"
@@ -199,10 +208,10 @@ fn is_stub(handler: u64) -> bool {
 /// boot) as (first, stride): every exception gate starts with one (idt.c `idt_setup_early_handler`)
 /// and keeps it unless the kernel installs a handler; vectors 30 and 31 never get one. `None` if
 /// gates 30 and 31 do not look like two consecutive early handlers.
-fn early_handlers(alias: *mut u64) -> Option<(u64, u64)> {
-    // SAFETY: the alias maps the whole IDT page: 256 gates of two u64.
+fn early_handlers(idt: *const u64) -> Option<(u64, u64)> {
+    // SAFETY: `idt` maps the whole IDT page: 256 gates of two u64.
     let gate = |v: usize| unsafe {
-        gate_offset(ptr::read_volatile(alias.add(2 * v)), ptr::read_volatile(alias.add(2 * v + 1)))
+        gate_offset(ptr::read_volatile(idt.add(2 * v)), ptr::read_volatile(idt.add(2 * v + 1)))
     };
     let (g30, g31) = (gate(30), gate(31));
     let stride = g31.wrapping_sub(g30);
@@ -221,13 +230,15 @@ impl Hooks {
     /// Reads the gates of `vectors` and decides, changing nothing: a vector whose gate is absent
     /// is skipped; any other problem refuses the whole set (vector, reason).
     pub(crate) fn plan(vectors: &[usize]) -> Result<(Self, Plan), (usize, GateRefusal)> {
-        // SAFETY: `lbr_dump_idt_alias` has no preconditions; NULL means failure.
-        let alias = unsafe { ffi::lbr_dump_idt_alias() }.cast::<u64>();
-        if alias.is_null() {
-            return Err((0, GateRefusal::NoAlias));
+        // SAFETY: no preconditions; 0 means no whole, page-aligned IDT.
+        let idt = unsafe { ffi::lbr_dump_idt_address() } as usize;
+        if idt == 0 {
+            return Err((0, GateRefusal::NoWindow));
         }
+        let window = || PageWindow::map(idt).map_err(|_| (0, GateRefusal::NoWindow));
         let hooks = Hooks {
-            alias,
+            idt: window()?,
+            gate_window: window()?,
             hooked: KVec::new(),
             stop: KVec::new(),
         };
@@ -235,12 +246,13 @@ impl Hooks {
             hook: KVec::new(),
             skipped: KVec::new(),
         };
+        let alias = hooks.gates();
         let early = early_handlers(alias);
         for &v in vectors {
             if v >= 32 {
                 return Err((v, GateRefusal::NoStub));
             }
-            // SAFETY: the alias maps the whole IDT page: 256 gates of two u64, and `v < 32`.
+            // SAFETY: the window maps the whole IDT page: 256 gates of two u64, and `v < 32`.
             let (q0, q1) = unsafe {
                 (
                     ptr::read_volatile(alias.add(2 * v)),
@@ -288,25 +300,28 @@ impl Hooks {
                 return Err((v, GateRefusal::of_set_handler(err)));
             }
         }
-        let alias = self.alias;
+        let (idt, alias) = (&self.idt, self.gates());
         let mut changed = None;
-        // SAFETY: the closure only reads and stores gates through the vmap alias, valid on every
-        // CPU, and reads the plan, which outlives the call.
+        // SAFETY: the closure only reads gates through the window, valid on every CPU, and
+        // stores them through it while it is writable; it reads the plan, which outlives the
+        // call.
         unsafe {
             with_cpus_held(|| {
                 for &(v, q0, _, _) in plan.hook.iter() {
-                    // SAFETY: the alias maps the IDT page and `v < 32`.
+                    // SAFETY: the window maps the IDT page and `v < 32`.
                     if ptr::read_volatile(alias.add(2 * v)) != q0 {
                         changed = Some(v);
                         return;
                     }
                 }
-                for &(v, q0, _, stub) in plan.hook.iter() {
-                    // SAFETY: one aligned 8-byte store into the IDT page through its writable
-                    // alias, while the other CPUs are held; the stub's way on (the static call)
-                    // already leads to the original handler.
-                    ptr::write_volatile(alias.add(2 * v), retarget(q0, stub));
-                }
+                idt.write(|va| {
+                    for &(v, q0, _, stub) in plan.hook.iter() {
+                        // SAFETY: one aligned 8-byte store into the IDT page through the
+                        // window, writable now, while the other CPUs are held; the stub's way
+                        // on (the static call) already leads to the original handler.
+                        ptr::write_volatile(va.cast::<u64>().add(2 * v), retarget(q0, stub));
+                    }
+                })
             })
         }
         .map_err(|_| (0, GateRefusal::NotHeld))?;
@@ -328,12 +343,13 @@ impl Hooks {
     /// that can be switched, and for each that cannot, the reason (the panic path then captures
     /// no CPU through that gate).
     pub(crate) fn prepare_stop(&mut self) -> [Result<StopGate, GateRefusal>; 2] {
+        let alias = self.gates();
         stop_stubs().map(|(v, stub)| {
-            // SAFETY: the alias maps the whole IDT page: 256 gates of two u64, and `v < 256`.
+            // SAFETY: the window maps the whole IDT page: 256 gates of two u64, and `v < 256`.
             let (q0, q1) = unsafe {
                 (
-                    ptr::read_volatile(self.alias.add(2 * v)),
-                    ptr::read_volatile(self.alias.add(2 * v + 1)),
+                    ptr::read_volatile(alias.add(2 * v)),
+                    ptr::read_volatile(alias.add(2 * v + 1)),
                 )
             };
             let orig = gate_offset(q0, q1);
@@ -357,8 +373,9 @@ impl Hooks {
                 return Err(GateRefusal::of_set_handler(err));
             }
             let gate = StopGate {
-                // SAFETY: within the alias of the IDT page, as above.
-                slot: unsafe { self.alias.add(2 * v) },
+                vector: v,
+                // SAFETY: within the stop trampoline's window onto the IDT page, `v < 256`.
+                slot: unsafe { self.gate_window.va().cast::<u64>().add(2 * v) },
                 hook: retarget(q0, stub),
                 orig: q0,
                 handler: orig,
@@ -379,24 +396,27 @@ impl Hooks {
         let g = self
             .stop
             .iter()
-            .find(|g| g.slot == self.alias.wrapping_add(2 * NMI_VECTOR))
+            .find(|g| g.vector == NMI_VECTOR)
             .copied()
             .ok_or(GateRefusal::NotInterruptGate)?;
         let watch = ffi::lbr_dump_nmi_watch as *const () as u64;
         if g.handler >> 32 != watch >> 32 {
             return Err(GateRefusal::FarAway);
         }
+        let (idt, alias) = (&self.idt, self.gates());
         let mut changed = false;
-        // SAFETY: the closure reads and stores one gate through the vmap alias, valid on every
-        // CPU.
+        // SAFETY: the closure reads one gate through the window, valid on every CPU, and stores
+        // it through the window while it is writable.
         unsafe {
             with_cpus_held(|| {
-                // SAFETY: the NMI gate's low quadword in the alias. If it is still the kernel's,
-                // one aligned 8-byte store, with every other CPU held (an NMI arriving there is
-                // the exposure the module doc names), switches it to the watch stub, whose way
-                // on leads to the kernel's handler.
-                if ptr::read_volatile(g.slot) == g.orig {
-                    ptr::write_volatile(g.slot, retarget(g.orig, watch));
+                // SAFETY: the NMI gate's low quadword in the window. If it is still the
+                // kernel's, one aligned 8-byte store, with every other CPU held (an NMI arriving
+                // there is the exposure the module doc names), switches it to the watch stub,
+                // whose way on leads to the kernel's handler.
+                if ptr::read_volatile(alias.add(2 * NMI_VECTOR)) == g.orig {
+                    idt.write(|va| {
+                        ptr::write_volatile(va.cast::<u64>().add(2 * NMI_VECTOR), retarget(g.orig, watch))
+                    });
                 } else {
                     changed = true;
                 }
@@ -411,32 +431,44 @@ impl Hooks {
 }
 
 impl Hooks {
+    /// The IDT's gates (two u64 each) through the window: readable at any time.
+    fn gates(&self) -> *const u64 {
+        self.idt.va().cast_const().cast()
+    }
+
+    /// The stop trampoline's window: its address and its PTE's (address, writable value,
+    /// read-only value), for the stubs' configuration.
+    pub(crate) fn gate_window(&self) -> (u64, (u64, u64, u64)) {
+        (self.gate_window.va() as u64, self.gate_window.pte())
+    }
+
     /// Puts back every gate lbr-dump changed: the hooked ones, and the stop gates if the NMI
-    /// watch or a panic switched them. Plain stores: the caller holds the other CPUs.
-    ///
-    /// # Safety
-    ///
-    /// The alias must still be mapped.
-    unsafe fn restore(&self) {
-        for g in self.stop.iter() {
-            // SAFETY: the gate's low quadword in the alias (mapped: the caller's contract).
-            unsafe {
-                if ptr::read_volatile(g.slot) != g.orig {
-                    ptr::write_volatile(g.slot, g.orig);
+    /// watch or a panic switched them. Plain stores through the window: the caller holds the
+    /// other CPUs.
+    fn restore(&self) {
+        let alias = self.gates();
+        // SAFETY: every store is one aligned 8-byte store of a gate's original low quadword, in
+        // the IDT page (vectors below 256), through the window while it is writable.
+        unsafe {
+            self.idt.write(|va| {
+                let va = va.cast::<u64>();
+                for g in self.stop.iter() {
+                    if ptr::read_volatile(alias.add(2 * g.vector)) != g.orig {
+                        ptr::write_volatile(va.add(2 * g.vector), g.orig);
+                    }
                 }
-            }
-        }
-        for &(v, q0) in self.hooked.iter() {
-            // SAFETY: restores the exact original low quadword of a gate we changed, with one
-            // aligned 8-byte store through the alias (mapped: the caller's contract).
-            unsafe { ptr::write_volatile(self.alias.add(2 * v), q0) };
-        }
+                for &(v, q0) in self.hooked.iter() {
+                    ptr::write_volatile(va.add(2 * v), q0);
+                }
+            })
+        };
     }
 
     /// Whether any gate holds something of lbr-dump's.
     fn changed_any(&self) -> bool {
-        // SAFETY: reads the stop gates' low quadwords through the alias, mapped while `self` is.
-        !self.hooked.is_empty() || self.stop.iter().any(|g| unsafe { ptr::read_volatile(g.slot) } != g.orig)
+        let alias = self.gates();
+        // SAFETY: reads the stop gates' low quadwords through the window (vectors below 256).
+        !self.hooked.is_empty() || self.stop.iter().any(|g| unsafe { ptr::read_volatile(alias.add(2 * g.vector)) } != g.orig)
     }
 }
 
@@ -446,15 +478,13 @@ impl Drop for Hooks {
         // stopper with interrupts off since the gates changed back (an NMI on a held CPU runs
         // on top of its stopper), so none is still inside a stub.
         if self.changed_any() {
-            // SAFETY: `restore` stores through the alias, valid on every CPU until unaliased
-            // below, and neither sleeps nor allocates.
+            // SAFETY: `restore` stores through the window, valid on every CPU until dropped
+            // after this, and neither sleeps nor allocates.
             if unsafe { with_cpus_held(|| self.restore()) }.is_err() {
                 pr_err!("stop_machine() failed: restoring the IDT gates with the other CPUs running\n");
-                // SAFETY: the alias is still mapped.
-                unsafe { self.restore() };
+                self.restore();
             }
         }
-        // SAFETY: `alias` came from `lbr_dump_idt_alias` and is not used after this.
-        unsafe { ffi::lbr_dump_idt_unalias(self.alias.cast()) };
+        // The windows are unmapped when the fields drop.
     }
 }

@@ -205,8 +205,12 @@ pub mod snap {
     pub const VALUES: usize = 0x70;
 }
 
-/// `struct capture_config`: what the entry stubs read (written while no gate points at them,
-/// except `SEQ`, which they advance with a locked add).
+/// `struct capture_config`: what the entry stubs read and never write. It fills the first bytes
+/// of a page of its own (asm/stubs.S `lbr_dump_capture`, in `.data..ro_after_init`), with the MSR
+/// list at [`cfg::MSR_LIST`]: read-only once the module's (or the kernel's) init is done, and
+/// written only through a window that is writable for the few stores that change it (src/glue.c
+/// `lbr_dump_window_write`), while no gate points at a stub. What the stubs write is in
+/// [`live`].
 pub mod cfg {
     /// Address of CPU 0's block in the snapshot area.
     pub const CPU0: usize = 0x00;
@@ -218,9 +222,9 @@ pub mod cfg {
     pub const RING_MASK: usize = 0x18;
     /// Bytes per snapshot.
     pub const SNAP_SIZE: usize = 0x20;
-    /// Address of the u32 MSR list.
+    /// Address of the u32 MSR list (this page's, at `MSR_LIST`).
     pub const MSRS: usize = 0x28;
-    /// Entries in the MSR list (at least 1).
+    /// Entries in the MSR list (at least 1, at most `MSR_MAX`).
     pub const NR_VALUES: usize = 0x30;
     /// The recorder's control MSR.
     pub const CTL_MSR: usize = 0x38;
@@ -228,18 +232,17 @@ pub mod cfg {
     pub const MASK: usize = 0x40;
     /// The value lbr-dump wrote when arming (the re-arm target).
     pub const ARMED: usize = 0x48;
-    /// The last sequence number handed out.
-    pub const SEQ: usize = 0x50;
-    /// 0 until a panic is captured, then the capturing CPU's number plus one (the panic
-    /// trampoline claims it with a locked compare-and-exchange: one panic capture per arming).
-    pub const PANIC_CPU: usize = 0x58;
+    /// Address of the PTE of the stop switch's window onto the IDT (0: no window).
+    pub const GATE_PTE: usize = 0x50;
+    /// Address of that window (its page), for INVLPG.
+    pub const GATE_WINDOW: usize = 0x58;
     /// Address of the stop stubs' register save areas ([`super::stop`], one per CPU).
     pub const STOP_SAVE: usize = 0x60;
-    /// Writable alias of the NMI gate's low quadword (0: the gate cannot be hooked).
+    /// The NMI gate's low quadword in the stop switch's window (0: the gate cannot be hooked).
     pub const NMI_GATE: usize = 0x68;
     /// That quadword pointing at the NMI stop stub, written by the stop trampoline.
     pub const NMI_HOOK: usize = 0x70;
-    /// Writable alias of the REBOOT_VECTOR gate's low quadword (0: cannot be hooked).
+    /// The REBOOT_VECTOR gate's low quadword in the window (0: cannot be hooked).
     pub const IPI_GATE: usize = 0x78;
     /// That quadword pointing at the REBOOT_VECTOR stop stub.
     pub const IPI_HOOK: usize = 0x80;
@@ -256,8 +259,29 @@ pub mod cfg {
     /// found): a #GP, #NP or #SS there, and espfix64's #DF, are a user's bad return that the
     /// kernel fixes up, not a crash, and not captured.
     pub const IRET: usize = 0xa8;
+    /// The window's PTE while the stop trampoline switches the gates: writable.
+    pub const GATE_PTE_RW: usize = 0xb0;
+    /// The window's PTE otherwise: read-only.
+    pub const GATE_PTE_RO: usize = 0xb8;
     /// Size of the structure.
-    pub const SIZE: usize = 0xb0;
+    pub const SIZE: usize = 0xc0;
+    /// Offset of the MSR list in the page.
+    pub const MSR_LIST: usize = 0x100;
+    /// Entries the MSR list has room for.
+    pub const MSR_MAX: usize = (PAGE - MSR_LIST) / 4;
+    /// The page the configuration and the MSR list fill.
+    pub const PAGE: usize = 0x1000;
+}
+
+/// `struct capture_live` (asm/stubs.S `lbr_dump_live`): the counters the stubs write.
+pub mod live {
+    /// The last sequence number handed out (a locked add in every capture).
+    pub const SEQ: usize = 0x00;
+    /// 0 until a panic is captured, then the capturing CPU's number plus one (the panic
+    /// trampoline claims it with a locked compare-and-exchange: one panic capture per arming).
+    pub const PANIC_CPU: usize = 0x08;
+    /// Size of the structure.
+    pub const SIZE: usize = 0x10;
 }
 
 /// The stop stubs' register save areas (not part of the dump): `CPU_SIZE` bytes per CPU, at

@@ -27,6 +27,7 @@ mod printer;
 mod probe;
 pub mod record;
 pub mod report;
+mod window;
 
 module! {
     type: LbrDump,
@@ -237,6 +238,8 @@ impl PinnedDrop for LbrDump {
         control::withdraw(self.as_ref());
         let mut state = self.state.lock();
         let _ = state.set_enabled(false);
+        // Disarmed: nothing writes the stubs' configuration any more.
+        window::unmap_config();
         pr_info!("unloaded ({})\n", state.found.recorder.flavour().title());
     }
 }

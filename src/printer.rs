@@ -56,8 +56,8 @@ static OOPS_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// The stubs' sequence counter: snapshots taken since arming, on every CPU.
 fn captures() -> u64 {
-    // SAFETY: one aligned u64 of the stubs' configuration, advanced by them with a locked add.
-    unsafe { ptr::addr_of!(ffi::lbr_dump_capture.seq).read_volatile() }
+    // SAFETY: one aligned u64 of the stubs' counters, advanced by them with a locked add.
+    unsafe { ptr::addr_of!(ffi::lbr_dump_live.seq).read_volatile() }
 }
 
 /// Largest distance between a nested exception's stack pointer and the outer frame that can be
@@ -228,9 +228,9 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
 fn print_panic(a: &Armed) {
     // SAFETY: reads a segment limit; callable anywhere.
     let this = unsafe { ffi::lbr_dump_cpu_number() } as usize;
-    // SAFETY: one aligned u64 of the stubs' configuration, written once by the panic trampoline
+    // SAFETY: one aligned u64 of the stubs' counters, written once by the panic trampoline
     // with a locked cmpxchg.
-    let claim = unsafe { ptr::addr_of!(ffi::lbr_dump_capture.panic_cpu).read_volatile() } as usize;
+    let claim = unsafe { ptr::addr_of!(ffi::lbr_dump_live.panic_cpu).read_volatile() } as usize;
     let panic_cpu = claim.checked_sub(1).unwrap_or(this);
     // SAFETY: `current` of this CPU, a task that lives while it runs this code.
     let me = unsafe { bindings::get_current() };

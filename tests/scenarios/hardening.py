@@ -11,6 +11,7 @@ import shutil
 import subprocess
 
 from harness import MODULE, assert_clean, boot, kernel_lines, snapshot_heads, tail
+from records import assert_equals_freeze, printed_records
 from vm import REPO
 
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
@@ -179,14 +180,14 @@ insmod {CRASH} crash=watch capture_cfg=0x$cfg group={g}
 lbr-faults; lbr-singlestep || true; {traps}; ls -R /sys/kernel >/dev/null
 rmmod lbr_crash
 echo group-{g}-survived
-""" for g in range(7))
+""" for g in range(8))
     vm = boot(name="hard-watch", cpu="EPYC-Genoa,-smap", accel="tcg", smp=2, timeout=600,
               script=f"insmod {MODULE} force=1 enable=1\n" + CFG + groups)
-    for g in range(7):
+    for g in range(8):
         assert f"group-{g}-survived" in vm.console, tail(vm.console)
-    assert len(kernel_lines(vm.console, "lbr_crash: watch: kernel #PF and #GP survived")) == 7
+    assert len(kernel_lines(vm.console, "lbr_crash: watch: kernel #PF and #GP survived")) == 8
     hits = [int(h) for h in re.findall(r"watch: removed, (\d+) breakpoint hits", vm.console)]
-    assert len(hits) == 7 and all(h > 0 for h in hits), f"breakpoints did not fire: {hits}"
+    assert len(hits) == 8 and all(h > 0 for h in hits), f"breakpoints did not fire: {hits}"
     # The user-mode exceptions happened (the shell reports each killed child).
     for sig in ("Floating point exception", "Illegal instruction", "Segmentation fault"):
         assert sig in vm.console, f"no user-mode exception killed by {sig!r}:\n" + tail(vm.console)
@@ -280,6 +281,46 @@ insmod {CRASH} crash=gp
     hs = headers(oops[0])
     assert hs and hs[0].get("vector") == "13", f"no #GP snapshot in the oops: {kernel_lines(oops[0], 'lbr_dump')}"
     assert int(hs[0]["seq"]) == n["warn"] + 1, f"the oops' snapshot is not the next capture: {hs[0]['line']}"
+
+
+def test_a_write_primitive_reaches_no_gate_and_no_stub_setting(r):
+    # Anyone with a kernel write primitive (and a read one: the configuration's address is in
+    # /proc/kallsyms) must not find, while lbr_dump is armed, a writable view of the IDT or a
+    # writable word that steers the stubs' MSR accesses: the re-arm path would be a "set chosen
+    # bits in any MSR" gadget. lbr_crash crash=write writes back, through __put_kernel_nofault(),
+    # the value it reads from each: the NMI and REBOOT_VECTOR gates at the addresses the
+    # configuration names for the panic path's stop switch, the control MSR, its armed value and
+    # re-arm mask, the first MSR of the capture list, and the first word of every vmap() area
+    # lbr_dump holds (/proc/vmallocinfo). Every store must fault (-14). The IDT
+    # holds the gates it held before, and a crash afterwards is captured as the emulator's ground
+    # truth says.
+    vm = boot(finish=False, name="hard-write", cpu="Skylake-Client", accel="tcg", smp=2, timeout=300,
+              emulate="model=skylake", script=f"""
+insmod {MODULE} enable=1
+{CFG}echo ==armed==; {IDT}; echo ==
+echo 1 > /proc/sys/kernel/kptr_restrict  # vmallocinfo's addresses unhashed, for root
+vmaps=$(grep -E '\\[lbr_dump\\]' /proc/vmallocinfo | grep -v 'module_alloc\\|execmem' | cut -d- -f1 | paste -sd,)
+echo "vmallocinfo: $(grep -E '\\[lbr_dump\\]' /proc/vmallocinfo | paste -sd'|')"
+insmod {CRASH} crash=write capture_cfg=0x$cfg vmaps=$vmaps; rmmod lbr_crash
+echo ==written==; {IDT}; echo ==
+insmod {CRASH} crash=gp
+""")
+    con = vm.console
+    assert "lbr_crash: write: done" in con, "lbr_crash crash=write did not run:\n" + tail(con)
+    writes = re.findall(r"lbr_crash: write: (\w+) (0x[0-9a-f]+) \S+ = (-?\d+)", con)
+    named = {w[0] for w in writes}
+    assert named >= {"nmi_gate", "ipi_gate", "ctl_msr", "armed", "rearm_mask", "msr_list"}, \
+        kernel_lines(con, "lbr_crash: write")
+    # Every vmap() area lbr_dump holds (its windows: two onto the IDT page, one onto the
+    # configuration page) was tried as well.
+    vmaps = re.findall(r"0x[0-9a-f]+-0x[0-9a-f]+\s+\d+ (\w+)\+\S+ \[lbr_dump\]", re.search(r"vmallocinfo: (.*)", con)[1])
+    assert len(vmaps) >= 1 and sum(1 for w in writes if w[0] == "vmap") == len(vmaps), (vmaps, writes)
+    landed = [(k, a) for k, a, rc in writes if rc != "-14"]
+    assert not landed, f"stores through a write primitive landed: {landed}"
+    assert gates(con, "written") == gates(con, "armed"), (gates(con, "armed"), gates(con, "written"))
+    heads = snapshot_heads(con)
+    assert heads and " vector=13 " in heads[-1], "no #GP snapshot printed:\n" + tail(con)
+    assert_equals_freeze(vm.emu_events(), heads[-1], printed_records(con.split(heads[-1])[1]))
 
 
 def test_stress_whole_life_cycle_on_four_cpus(r):

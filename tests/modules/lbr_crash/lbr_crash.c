@@ -37,7 +37,7 @@
  *                                     oops is a #UD nested in the #GP's handler, on its stack
  *   insmod lbr_crash.ko crash=watch capture_cfg=ADDR group=N
  *                                     no crash: hardware data breakpoints (read/write, on every
- *                                     CPU) on group N (0-6) of the words lbr_dump's entry stubs
+ *                                     CPU) on group N (0-7) of the words lbr_dump's entry stubs
  *                                     read: the capture configuration at ADDR, the first and last
  *                                     MSR of the capture list, this CPU's block count and busy
  *                                     flag, its BTS pool slot and BTS table pointer;
@@ -188,6 +188,19 @@
  *                                     foreign (any other: in a KVM guest, a host address);
  *                                     prints `lbr_addrs: cpu=N zero=Z user=U kernel=K foreign=F`
  *                                     and each foreign one (`lbr_addrs: foreign 0x..`)
+ *   insmod lbr_crash.ko crash=write capture_cfg=ADDR [vmaps=ADDR[,ADDR...]]
+ *                                     no crash: play an attacker with a kernel write primitive
+ *                                     (__put_kernel_nofault(): a store that faults comes back as
+ *                                     an error, not an oops) against what lbr_dump's stubs trust:
+ *                                     the IDT gates the configuration at ADDR names for the panic
+ *                                     path's stop switch (NMI, REBOOT_VECTOR) and the words that
+ *                                     steer the stubs' MSR accesses (the control MSR, its armed
+ *                                     value, its re-arm mask, the first MSR of the capture list),
+ *                                     and the first word of each vmaps= address (the vmap()
+ *                                     areas lbr_dump mapped, from /proc/vmallocinfo).
+ *                                     Each store writes back the value it read, so a store that
+ *                                     lands changes nothing; prints `write: NAME ADDR VALUE =
+ *                                     RESULT` (0: it landed; -14: it faulted) for each
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -235,6 +248,9 @@ module_param(cpu, int, 0);
 static unsigned long text[32];
 static int nr_text;
 module_param_array(text, ulong, &nr_text, 0);
+static unsigned long vmaps[8];
+static int nr_vmaps;
+module_param_array(vmaps, ulong, &nr_vmaps, 0);
 static int giveup = 60;
 module_param(giveup, int, 0);
 static unsigned long handler;
@@ -506,15 +522,15 @@ static int lbr_crash_watch(void)
 static int lbr_crash_watch_faults(void)
 {
 	const u64 *cfg = (const u64 *)capture_cfg;
-	unsigned long words[28];
+	unsigned long words[32];
 	struct perf_event_attr attr;
 	unsigned long block;
 	int n = 0, i, v;
 
-	if (!capture_cfg || group < 0 || group > 6)
+	if (!capture_cfg || group < 0 || group > 7)
 		return -EINVAL;
-	/* struct capture_config: 21 words (layout v5, src/layout.rs `cfg`); cfg[5] is the MSR list. */
-	for (i = 0; i < 21; i++)
+	/* struct capture_config: 24 words (src/layout.rs `cfg`); cfg[5] is the MSR list. */
+	for (i = 0; i < 24; i++)
 		words[n++] = capture_cfg + 8 * i;
 	words[n++] = cfg[5];				/* first MSR of the list */
 	words[n++] = cfg[5] + 4 * (cfg[6] - 1);		/* last */
@@ -524,13 +540,13 @@ static int lbr_crash_watch_faults(void)
 	words[n++] = block + 0x10;	/* BTS: pool slot recording now */
 	words[n++] = block + 0x18;	/* BTS: this CPU's first table entry */
 	/*
-	 * Group N: words N, N + 7, N + 14, N + 21, so that each group holds a word every capture
-	 * reads (the first seven configuration words), whatever else it holds (words read only at
+	 * Group N: words N, N + 8, N + 16, N + 24, so that each group holds a word every capture
+	 * reads (the first eight configuration words), whatever else it holds (words read only at
 	 * a panic or with BTS).
 	 */
-	for (i = 0; i < 4 && group + 7 * i < n; i++) {
+	for (i = 0; i < 4 && group + 8 * i < n; i++) {
 		hw_breakpoint_init(&attr);
-		attr.bp_addr = words[group + 7 * i] & ~7UL;
+		attr.bp_addr = words[group + 8 * i] & ~7UL;
 		attr.bp_len = HW_BREAKPOINT_LEN_8;
 		attr.bp_type = HW_BREAKPOINT_RW;
 		watch_bp[i] = register_wide_hw_breakpoint(&attr, lbr_crash_hit, NULL);
@@ -539,7 +555,7 @@ static int lbr_crash_watch_faults(void)
 			watch_bp[i] = NULL;
 			return v;
 		}
-		pr_info("watching %#lx\n", words[group + 7 * i]);
+		pr_info("watching %#lx\n", words[group + 8 * i]);
 	}
 	/* Kernel-mode exceptions that the kernel fixes up: captured, survived. */
 	for (i = 0; i < 3; i++) {
@@ -549,6 +565,57 @@ static int lbr_crash_watch_faults(void)
 			return -ENXIO;
 	}
 	pr_info("watch: kernel #PF and #GP survived, %d breakpoint hits\n", atomic_read(&hits));
+	return 0;
+}
+
+/*
+ * crash=write: struct capture_config (src/layout.rs `cfg`, written out here as for crash=torn):
+ * the MSR list's address at 0x28, the control MSR at 0x38, its armed value at 0x48, the NMI
+ * gate's address at 0x68, the REBOOT_VECTOR gate's at 0x78, the re-arm mask at 0xa0.
+ */
+static int lbr_crash_write_back(const char *name, unsigned long addr, size_t size)
+{
+	u64 v = 0;
+	int r = 0;
+
+	if (!addr) {
+		pr_info("write: %s none\n", name);
+		return 0;
+	}
+	if (copy_from_kernel_nofault(&v, (void *)addr, size)) {
+		pr_info("write: %s %#lx unreadable\n", name, addr);
+		return 0;
+	}
+	pagefault_disable();
+	if (size == 8)
+		__put_kernel_nofault((void *)addr, &v, u64, fault);
+	else
+		__put_kernel_nofault((void *)addr, &v, u32, fault);
+	goto done;
+fault:
+	r = -EFAULT;
+done:
+	pagefault_enable();
+	pr_info("write: %s %#lx %#llx = %d\n", name, addr, v, r);
+	return r;
+}
+
+static int lbr_crash_write(void)
+{
+	const u64 *cfg = (const u64 *)capture_cfg;
+	int i;
+
+	if (!capture_cfg)
+		return -EINVAL;
+	lbr_crash_write_back("nmi_gate", cfg[0x68 / 8], 8);
+	lbr_crash_write_back("ipi_gate", cfg[0x78 / 8], 8);
+	lbr_crash_write_back("ctl_msr", capture_cfg + 0x38, 8);
+	lbr_crash_write_back("armed", capture_cfg + 0x48, 8);
+	lbr_crash_write_back("rearm_mask", capture_cfg + 0xa0, 8);
+	lbr_crash_write_back("msr_list", cfg[0x28 / 8], 4);
+	for (i = 0; i < nr_vmaps; i++)
+		lbr_crash_write_back("vmap", vmaps[i], 8);
+	pr_info("write: done\n");
 	return 0;
 }
 
@@ -1510,6 +1577,8 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_vlbr();
 	if (!strcmp(crash, "lbr_addrs"))
 		return lbr_crash_lbr_addrs();
+	if (!strcmp(crash, "write"))
+		return lbr_crash_write();
 	return -EINVAL;
 }
 

@@ -213,13 +213,23 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
 
 /*
  * struct capture_config (src/layout.rs `cfg`, the module's ffi::ConfigPage): what the stubs read
- * and never write, and the MSR list at LBR_CFG_MSR_LIST, alone in a page of .data..ro_after_init.
- * The page is read-only once init is done (the module loader's, or the kernel's,
- * mark_rodata_ro()); Rust writes it through a window that is writable only for its own stores
+ * and never write, and the MSR list at LBR_CFG_MSR_LIST, alone in a page of .data..ro_after_init
+ * (built in: see below). The page is read-only once the module's init is done (with
+ * CONFIG_STRICT_MODULE_RWX, the default, and rodata=on); Rust writes it through a window that is writable only for its own stores
  * (src/glue.c lbr_dump_window_write), while no gate points here: a kernel write primitive cannot
  * steer what the stubs write into an MSR (ctl_msr, armed, the masks) or which MSRs they read.
  */
+#ifdef MODULE
 	.section .data..ro_after_init, "aw"
+#else
+	/*
+	 * Built in, .data..ro_after_init is inside the kernel's read-only data, which page-table
+	 * isolation may map into the user page tables (pti_clone_kernel_text()) with the kernel
+	 * addresses this page holds; a page of .data instead, made read-only by
+	 * lbr_dump_config_protect() (src/glue.c) when it is first written.
+	 */
+	.section .data..page_aligned, "aw"
+#endif
 	.balign LBR_CFG_PAGE
 SYM_DATA_START(lbr_dump_capture)
 	.fill	LBR_CFG_PAGE / 8, 8, 0
@@ -905,8 +915,8 @@ _ASM_NOKPROBE(lbr_dump_panic_entry)
  * LBR_GATE_WINDOW pte: makes the stop switch's window onto the IDT page writable (\pte =
  * LBR_CFG_GATE_PTE_RW) or read-only again (LBR_CFG_GATE_PTE_RO): one store into its PTE (a
  * vmap() page of the kernel's page tables, src/glue.c lbr_dump_window_map), then INVLPG of the
- * window on this CPU, the only one that uses it (the CPU that claimed the panic; no other CPU
- * ever held the writable translation). No standing writable view of the IDT exists: a
+ * window on this CPU, the only one that uses it (the first CPU to stop the others after a panic
+ * was claimed: LBR_LIVE_GATES_SWITCHED). No standing writable view of the IDT exists: a
  * write primitive that knows the PTE's address can write the kernel's page tables anyway.
  * Nothing if the configuration has no window. Clobbers rax, rdx and flags.
  */
@@ -945,6 +955,16 @@ SYM_FUNC_START(lbr_dump_stop_entry)
 	LBR_STOP_AREA %rax, .Lstop_entry_gates
 	movq	$1, LBR_STOP_DONE(%rax)
 .Lstop_entry_gates:
+	/*
+	 * One CPU switches the gates: two can get here (a panic's smp_send_stop() and another
+	 * CPU's crash_smp_send_stop() from an oops into crash_kexec(); the kernel's own guards
+	 * against a second caller come after the function's entry), and one must not close the
+	 * window while the other stores through it.
+	 */
+	movl	$1, %eax
+	xchgq	%rax, lbr_dump_live+LBR_LIVE_GATES_SWITCHED(%rip)
+	testq	%rax, %rax
+	jnz	.Lstop_entry_done		/* switched, or being switched, by another CPU */
 	LBR_GATE_WINDOW LBR_CFG_GATE_PTE_RW
 	LBR_SET_GATE LBR_CFG_NMI_GATE, LBR_CFG_NMI_HOOK
 	LBR_SET_GATE LBR_CFG_IPI_GATE, LBR_CFG_IPI_HOOK

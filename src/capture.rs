@@ -1137,6 +1137,10 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         bts,
     } = options;
     may_arm()?;
+    // Before any callback that writes the configuration is registered (perf_takes_ds).
+    window::map_config().inspect_err(|e| {
+        pr_err!("refusing to arm: cannot map a window onto the stubs' configuration page ({e:?})\n")
+    })?;
     // SAFETY: no preconditions.
     if bts.is_some() && unsafe { ffi::lbr_dump_pti_active() } {
         pr_err!("refusing to arm: {}\n", BTS_PTI_REFUSAL);
@@ -1553,9 +1557,9 @@ fn start_recording(armed: &mut Armed) -> Result {
 /// The stubs' configuration (asm/stubs.S reads it through `lbr_dump_capture`), with the MSR list
 /// they read, written through the configuration page's window.
 fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64, msrs: &[u32]) -> Result {
-    window::map_config().inspect_err(|e| {
-        pr_err!("refusing to arm: cannot map a window onto the stubs' configuration page ({e:?})\n")
-    })?;
+    if msrs.len() > MAX_MSRS {
+        return Err(EINVAL);
+    }
     let g = &armed.area.geometry;
     // SAFETY: no preconditions; process context.
     let iret = unsafe { ffi::lbr_dump_iret_address() } as u64;
@@ -1592,13 +1596,17 @@ fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64, msrs: &[u
     unsafe {
         window::write_config(|page| {
             ptr::addr_of_mut!((*page).cfg).write_volatile(cfg);
+            let list = ptr::addr_of_mut!((*page).msrs).cast::<u32>();
             for (i, &m) in msrs.iter().enumerate() {
-                ptr::addr_of_mut!((*page).msrs[i]).write_volatile(m);
+                list.add(i).write_volatile(m);
             }
         })
     };
-    // SAFETY: the stubs' sequence counter (the stubs add to it atomically); none runs now.
-    unsafe { AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_live.seq)).store(0, Ordering::SeqCst) };
+    // SAFETY: the stubs' counters (they change them with locked instructions); none runs now.
+    unsafe {
+        AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_live.seq)).store(0, Ordering::SeqCst);
+        AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_live.gates_switched)).store(0, Ordering::SeqCst);
+    }
     Ok(())
 }
 

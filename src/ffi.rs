@@ -23,8 +23,9 @@ pub(crate) const DIE_OOPS: c_ulong = 1;
 pub(crate) const NOTIFY_DONE: c_int = 0;
 
 /// `struct capture_config` of asm/stubs.S: what the entry stubs read and never write. It begins
-/// [`ConfigPage`], read-only once init is done, written only through [`Window::write`] while no
-/// IDT gate points at a stub. Its offsets are [`crate::layout::cfg`], from which the stubs' header
+/// [`ConfigPage`], read-only once init is done, written only through a window (src/window.rs
+/// `write_config`, another virtual address of the same page: hence `static mut`, read with
+/// volatile loads) while no IDT gate points at a stub. Its offsets are [`crate::layout::cfg`], from which the stubs' header
 /// is generated; the assertions below make the compiler hold this struct to them.
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
@@ -69,6 +70,7 @@ pub(crate) struct ConfigPage {
 pub(crate) struct CaptureLive {
     pub(crate) seq: u64,
     pub(crate) panic_cpu: u64,
+    pub(crate) gates_switched: u64,
 }
 
 const _: () = {
@@ -103,6 +105,7 @@ const _: () = {
     assert!(size_of::<ConfigPage>() == cfg::PAGE);
     assert!(offset_of!(CaptureLive, seq) == live::SEQ);
     assert!(offset_of!(CaptureLive, panic_cpu) == live::PANIC_CPU);
+    assert!(offset_of!(CaptureLive, gates_switched) == live::GATES_SWITCHED);
     assert!(size_of::<CaptureLive>() == live::SIZE);
 };
 
@@ -146,6 +149,10 @@ unsafe extern "C" {
 
     /// src/glue.c: maps `w` as a read-only window onto the page holding `target`; 0 or -errno.
     pub(crate) fn lbr_dump_window_map(w: *mut Window, target: c_ulong) -> c_int;
+
+    /// src/glue.c: makes the stubs' configuration page read-only (built in; a module's is, after
+    /// init, in `.data..ro_after_init`).
+    pub(crate) fn lbr_dump_config_protect(page: *mut c_void);
 
     /// src/glue.c: undoes [`lbr_dump_window_map`] (nothing if `w` is not mapped).
     pub(crate) fn lbr_dump_window_unmap(w: *mut Window);
@@ -263,7 +270,7 @@ unsafe extern "C" {
 
     /// asm/stubs.S: the stubs' configuration page, read-only once init is done (written
     /// through a [`Window`] only).
-    pub(crate) static lbr_dump_capture: ConfigPage;
+    pub(crate) static mut lbr_dump_capture: ConfigPage;
 
     /// asm/stubs.S: the counters the stubs write.
     pub(crate) static mut lbr_dump_live: CaptureLive;

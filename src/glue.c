@@ -38,6 +38,7 @@
 #include <asm/gsseg.h>
 #include <asm/idtentry.h>
 #include <asm/msr.h>
+#include <asm/set_memory.h>
 #include <asm/irq_vectors.h>
 #include <asm/trapnr.h>
 #include <asm/nmi.h>
@@ -54,6 +55,7 @@ struct lbr_dump_window {
 /* Called from Rust only (src/ffi.rs); the prototypes keep -Wmissing-prototypes quiet. */
 unsigned long lbr_dump_idt_address(void);
 int lbr_dump_window_map(struct lbr_dump_window *w, unsigned long target);
+void lbr_dump_config_protect(void *page);
 void lbr_dump_window_unmap(struct lbr_dump_window *w);
 void lbr_dump_window_write(const struct lbr_dump_window *w, void (*fn)(void *va, void *data), void *data);
 const char *lbr_dump_environment_refusal(void);
@@ -96,9 +98,9 @@ unsigned long lbr_dump_idt_address(void)
 /*
  * A window onto one page: a read-only vmap() alias whose PTE is made writable only while
  * lbr_dump_window_write() runs, on one CPU with interrupts off, and read-only again with an
- * INVLPG on that CPU before interrupts come back: no other CPU ever holds a writable
- * translation of it (a CPU that holds the read-only one and writes would take a spurious #PF,
- * which the kernel's fault handler resolves: no CPU but the writer writes). So lbr-dump keeps no
+ * INVLPG on that CPU before interrupts come back. No other CPU uses the window (another CPU
+ * could at most hold a writable translation filled speculatively during those stores, which
+ * nothing of lbr-dump's would write through). So lbr-dump keeps no
  * writable view of the IDT or of its stubs' configuration, but for the few stores that change
  * them. The stop trampoline (asm/stubs.S LBR_GATE_WINDOW) does the same with a window of its
  * own, from the PTE values here. struct lbr_dump_window is declared above, and for Rust in
@@ -132,6 +134,18 @@ void lbr_dump_window_unmap(struct lbr_dump_window *w)
 	if (w->va)
 		vunmap(w->va);
 	w->va = NULL;
+}
+
+/*
+ * The stubs' configuration page (asm/stubs.S lbr_dump_capture), once its window is mapped: in
+ * a module, in .data..ro_after_init, which the module loader makes read-only after init; built
+ * in, in .data (see asm/stubs.S), made read-only here as idt.c does with the IDT.
+ */
+void lbr_dump_config_protect(void *page)
+{
+#ifndef MODULE
+	set_memory_ro((unsigned long)page, 1);
+#endif
 }
 
 /* One writer at a time, on any window: the CPU that closes a window must be the one that wrote. */

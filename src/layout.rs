@@ -280,8 +280,11 @@ pub mod live {
     /// 0 until a panic is captured, then the capturing CPU's number plus one (the panic
     /// trampoline claims it with a locked compare-and-exchange: one panic capture per arming).
     pub const PANIC_CPU: usize = 0x08;
+    /// Set (xchg) by the first CPU whose stop trampoline switches the stop gates after a panic
+    /// was claimed: only it opens and closes the stop switch's window.
+    pub const GATES_SWITCHED: usize = 0x10;
     /// Size of the structure.
-    pub const SIZE: usize = 0x10;
+    pub const SIZE: usize = 0x18;
 }
 
 /// The stop stubs' register save areas (not part of the dump): `CPU_SIZE` bytes per CPU, at

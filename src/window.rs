@@ -103,6 +103,9 @@ pub(crate) fn map_config() -> Result {
     let w = PageWindow::map(ptr::addr_of!(ffi::lbr_dump_capture) as usize)?;
     let w = KBox::new(w, GFP_KERNEL)?;
     CONFIG.store(KBox::into_raw(w), Ordering::Release);
+    // SAFETY: the configuration's page (asm/stubs.S aligns it and fills it alone), written from
+    // now on only through the window.
+    unsafe { ffi::lbr_dump_config_protect(ptr::addr_of_mut!(ffi::lbr_dump_capture).cast()) };
     Ok(())
 }
 

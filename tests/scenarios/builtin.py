@@ -2,6 +2,8 @@
 """lbr_dump built into the kernel (scripts/overlay.sh, CONFIG_LBR_DUMP=y) probes at its
 initcall. Under plain QEMU TCG that is the refusal, once, and the boot goes on."""
 
+import re
+
 from harness import assert_clean, boot, kernel_lines
 
 
@@ -44,3 +46,21 @@ def test_boot_parameter_selects_vectors(r):
     assert armed and "vectors 14(#PF)," in armed[0], f"lbr_dump.vectors=0x4000 not applied: {armed}"
     assert "vectors=[14(#PF)]" in vm.console
     assert_clean(vm.console)
+
+
+def test_built_in_stub_settings_are_read_only(r):
+    # Built in, the stubs' configuration is a page of .data (not .data..ro_after_init, which
+    # page-table isolation may map for user mode) that the first arming makes read-only: the
+    # write primitive of lbr_crash crash=write (hardening.py's test, here for the built-in
+    # driver armed at boot) lands nowhere.
+    vm = boot(name="builtin-write", kernel="builtin", cpu="EPYC-Genoa", accel="tcg",
+              append="lbr_dump=on lbr_dump.force=1", script="""
+cfg=$(grep -w lbr_dump_capture /proc/kallsyms | cut -d' ' -f1)
+insmod /lib/lbr-dump/lbr_crash.ko crash=write capture_cfg=0x$cfg && rmmod lbr_crash
+""")
+    assert kernel_lines(vm.console, "lbr_dump: armed"), "lbr_dump=on did not arm at boot"
+    assert "lbr_crash: write: done" in vm.console, kernel_lines(vm.console, "lbr_crash")
+    writes = re.findall(r"lbr_crash: write: (\w+) (0x[0-9a-f]+) \S+ = (-?\d+)", vm.console)
+    assert {w[0] for w in writes} == {"nmi_gate", "ipi_gate", "ctl_msr", "armed", "rearm_mask", "msr_list"}, writes
+    landed = [(k, a) for k, a, rc in writes if rc != "-14"]
+    assert not landed, f"stores through a write primitive landed: {landed}"

@@ -105,6 +105,7 @@ fn assembly_offsets_match() {
         ("LBR_CFG_PAGE", cfg::PAGE),
         ("LBR_LIVE_SEQ", live::SEQ),
         ("LBR_LIVE_PANIC_CPU", live::PANIC_CPU),
+        ("LBR_LIVE_GATES_SWITCHED", live::GATES_SWITCHED),
         ("LBR_LIVE_SIZE", live::SIZE),
         ("LBR_STOP_CPU_SIZE", stop::CPU_SIZE),
         ("LBR_STOP_NMI", stop::NMI),

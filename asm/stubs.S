@@ -33,8 +33,9 @@
  *    or not. Without SMAP, AC is never set and user-access faults are captured (README: cost);
  *  - a #GP, #NP or #SS at the kernel's IRET to user mode, and the #DF espfix64 promotes such a
  *    fault to, go straight on (LBR_CFG_IRET): a user's bad return, which the kernel fixes up;
- *    so does a #GP, #NP or #SS whose error code names a selector (a segment load with a user's
- *    selector);
+ *    so does a #GP, #NP or #SS at a MOV to a segment register whose error code names a
+ *    selector (a segment load with a user's selector), and a #GP at RDMSR, WRMSR or WRMSRNS,
+ *    or (with AC set) at a user signal frame's FXRSTOR or XRSTOR, which the kernel fixes up;
  *  - #DF runs on its IST stack and its saved CS:RIP is architecturally undefined: it is always
  *    captured but for espfix's, the CS test is not made;
  *  - a capture that faults, or a nested exception during a capture, finds this CPU's busy flag
@@ -573,22 +574,92 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	testb	$3, 8(%rax)			/* its CS.RPL: a return to user mode? */
 	jnz	.Lpass_\vec
 	/*
-	 * An error code that names a segment selector (index or TI set; EXT and IDT clear): a
-	 * descriptor load with a bad selector. Any user can make the kernel do that at will, with
-	 * the user's selector: loadsegment() and asm_load_gs_index() after modify_ldt() or
-	 * set_thread_area(), fixed up by their exception-table entries: not captured. What this
-	 * also skips are crashes of the same kind: an IRET back to kernel mode with a corrupted CS
-	 * or SS (the kernel's bad-IRET path then BUGs, and that #UD is captured), LLDT or LTR of a
-	 * corrupted descriptor (README "How capture works"). Combined without a branch: taken only
-	 * in that case.
+	 * The instruction at RIP, for the tests below: its first 4 bytes (after one DS or REX
+	 * prefix: 3 bytes), read only where they cannot fault, else zeros (lbr_dump_no_frame).
+	 * RIP was fetched, so its page is mapped; it is read only when it is kernel or module
+	 * text (the top 2 GiB: canonical in any paging mode) and not in the last 3 bytes of its
+	 * page (an instruction there may end at the page's end). Chosen with cmov: no branch.
 	 */
-	movl	24(%rsp), %eax			/* error code */
-	testb	$3, %al				/* EXT, IDT */
+	movq	32(%rsp), %rcx			/* saved RIP */
+	leaq	lbr_dump_no_frame(%rip), %rax
+	movq	%rcx, %rdx
+	sarq	$31, %rdx
+	cmpq	$-1, %rdx			/* RIP >= 0xffffffff80000000? */
+	cmoveq	%rcx, %rax
+	movl	%eax, %edx
+	andl	$0xfff, %edx
+	cmpl	$0xffc, %edx			/* the last 3 bytes of a page? */
+	leaq	lbr_dump_no_frame(%rip), %rdx
+	cmovaq	%rdx, %rax
+	movl	(%rax), %eax			/* eax = bytes 0-3 */
+	movzbl	%al, %ecx
+	subl	$0x40, %ecx
+	cmpl	$0x10, %ecx
+	setb	%cl				/* a REX prefix (40-4f) */
+	cmpb	$0x3e, %al
+	sete	%ch				/* DS (ds wrmsr: msr.h wrmsrns() pads WRMSR with it) */
+	orb	%ch, %cl
+	movl	%eax, %edx
+	shrl	$8, %edx
+	testb	%cl, %cl
+	cmovnzl	%edx, %eax			/* eax = the bytes after the prefix, if one */
+	/*
+	 * A MOV to a segment register (8E /r) whose error code names a selector (index or TI
+	 * set; EXT and IDT clear): a descriptor load with a bad selector. Any user can make the
+	 * kernel do that at will, with the user's selector: loadsegment() and
+	 * asm_load_gs_index() after modify_ldt() or set_thread_area(), fixed up by their
+	 * exception-table entries: not captured. (LLDT, LTR, an IRET back to kernel mode with a
+	 * corrupted CS or SS are other instructions: captured.)
+	 */
+	movl	24(%rsp), %edx			/* error code */
+	testb	$3, %dl				/* EXT, IDT */
 	setz	%cl
-	testl	$0xfffc, %eax			/* selector index, TI */
+	testl	$0xfffc, %edx			/* selector index, TI */
 	setnz	%dl
-	andb	%dl, %cl			/* ZF clear: a selector's fault */
+	andb	%dl, %cl
+	cmpb	$0x8e, %al			/* MOV Sreg, r/m16 */
+	sete	%dl
+	andb	%dl, %cl			/* ZF clear: a segment load's selector fault */
 	jnz	.Lpass_\vec
+.if \vec == 13
+	/*
+	 * A #GP the kernel fixes up by the instruction alone: every RDMSR, WRMSR and WRMSRNS has an
+	 * exception-table entry (arch/x86/include/asm/msr.h; ex_handler_msr() warns for the
+	 * unchecked ones and goes on), and a KVM guest's MSR writes reach wrmsr_safe() at will
+	 * (SPEC_CTRL with a reserved bit). FXRSTOR and XRSTOR (0F AE /1, /5, a memory operand)
+	 * with the saved RFLAGS.AC set restore a user's signal frame inside a user-access region
+	 * (fxrstor_from_user_sigframe(), xrstor_from_user_sigframe(): a bad frame is the user's
+	 * SIGSEGV). Not captured. Other instructions with AC set (a wild kernel pointer inside a
+	 * user_access_begin() region) are.
+	 */
+	movl	%eax, %ecx
+	shrl	$16, %ecx			/* cl = the ModRM byte of 0F AE */
+	movl	%ecx, %edx
+	andb	$0x18, %dl
+	cmpb	$0x08, %dl			/* reg field 1 or 5 */
+	sete	%dl
+	andb	$0xc0, %cl
+	cmpb	$0xc0, %cl			/* mod 3 is a register form (LFENCE: 0F AE E8) */
+	setne	%cl
+	andb	%cl, %dl
+	cmpw	$0xae0f, %ax			/* 0F AE */
+	sete	%cl
+	andb	%cl, %dl
+	testl	$X86_EFLAGS_AC, 48(%rsp)	/* saved RFLAGS.AC */
+	setnz	%cl
+	andb	%cl, %dl			/* dl = a user signal frame's restore */
+	cmpw	$0x300f, %ax			/* WRMSR: 0F 30 */
+	sete	%cl
+	orb	%cl, %dl
+	cmpw	$0x320f, %ax			/* RDMSR: 0F 32 */
+	sete	%cl
+	orb	%cl, %dl
+	andl	$0xffffff, %eax
+	cmpl	$0xc6010f, %eax			/* WRMSRNS: 0F 01 C6 */
+	sete	%cl
+	orb	%cl, %dl			/* ZF clear: fixed up by the kernel */
+	jnz	.Lpass_\vec
+.endif
 .elseif \vec == 8
 	/*
 	 * The same fault on the espfix64 stack (an IRET to a 16-bit user stack segment), which the
@@ -774,7 +845,10 @@ LBR_STUB 21 1		/* #CP (built in: the kernel has its handler only with CONFIG_X86
 #define LBR_STUB_21	0
 #endif
 
-/* A zero IRET frame (CS 0): what the #GP, #NP and #SS stubs test when RIP is not the IRET. */
+/*
+ * A zero IRET frame (CS 0): what the #GP, #NP and #SS stubs test when RIP is not the IRET; and
+ * the zero instruction bytes they test when RIP's cannot be read.
+ */
 	.section .rodata
 	.balign 16
 SYM_DATA_LOCAL(lbr_dump_no_frame, .quad 0, 0)

@@ -247,16 +247,22 @@ def test_instruction_fetch_from_user_with_ac_is_captured(r):
 
 def test_unprivileged_iret_faults_are_not_captured(r):
     # Any user can make the kernel take a kernel-mode #GP, #NP or #SS at will: a return to user
-    # mode whose IRET faults, on the espfix64 stack a #DF, and a segment reload with the user's
-    # selector that the kernel fixes up (lbr-iretfault, as uid 65534: 10,000 of each of five
-    # kinds). They are the user's faults,
+    # mode whose IRET faults, on the espfix64 stack a #DF, a #GP in a user-access region (XRSTOR
+    # of a bad signal frame), and a segment reload with the user's selector that the kernel fixes
+    # up (lbr-iretfault, as uid 65534: 10,000 of each of six kinds). They are the user's faults,
     # which the kernel hands back as signals or fixes up,
     # not crashes: none may cost a capture (~100 RDMSR), nor push a snapshot out of the ring.
+    # A user who can open /dev/kvm makes the kernel's wrmsr_safe() take #GPs at will (a guest's
+    # MSR writes): lbr_crash crash=fixed_gp plays them, 10,000 RDMSR and 10,000 WRMSR of an absent
+    # MSR through the _safe accessors, and one unchecked RDMSR (ex_handler_msr() warns and goes
+    # on); no capture either. What must still be captured: a #GP at another instruction with AC
+    # set (fixed_gp's load through a wild pointer inside a user-access region: a kernel bug).
     # Before them a WARN is captured (lkdtm WARNING: a #UD the kernel survives); after them the
-    # next capture is a kernel-mode #GP that oopses (lbr_crash crash=gp), printed with the
-    # sequence number right after the WARN's: nothing was captured in between. `captures` is
-    # root's alone.
+    # next captures are fixed_gp's AC one and a kernel-mode #GP that oopses (lbr_crash
+    # crash=gp), printed with the sequence number two after the WARN's: nothing else was
+    # captured in between. `captures` is root's alone.
     vm = boot(finish=False, name="hard-iretfault", cpu="EPYC-Genoa", accel="tcg", timeout=600, script=f"""
+echo "cpuflags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' \\t' '\\n\\n' | grep -x -e smap -e xsave | paste -sd' ')"
 insmod {MODULE} force=1 enable=1
 echo captures-armed=$(cat {SYSFS}/captures)
 echo WARNING > {LKDTM}
@@ -264,23 +270,32 @@ echo captures-warn=$(cat {SYSFS}/captures)
 lbr-iretfault; echo iretfault-exit=$?
 echo captures-after=$(cat {SYSFS}/captures)
 echo captures-mode=$(stat -c %A {SYSFS}/captures)
+insmod {CRASH} crash=fixed_gp rounds=10000; rmmod lbr_crash
+echo captures-fixed=$(cat {SYSFS}/captures)
 insmod {CRASH} crash=gp
 """)
     con = vm.console
-    m = re.search(r"lbr-iretfault: uid=(\d+) gp=(\d+) np=(\d+) ss=(\d+) df=(\d+) sg=(\d+)", con)
+    # AC is set in user-access regions only with SMAP (stac/clac are alternatives), and the
+    # signal frame is restored with XRSTOR only with XSAVE: the fx route needs both.
+    assert set(re.search(r"cpuflags: (.*)", con)[1].split()) == {"smap", "xsave"}, re.findall(r"cpuflags: .*", con)
+    m = re.search(r"lbr-iretfault: uid=(\d+) gp=(\d+) np=(\d+) ss=(\d+) df=(\d+) fx=(\d+) sg=(\d+)", con)
     assert m and "iretfault-exit=0" in con, "lbr-iretfault did not run:\n" + tail(con)
-    assert m[1] != "0" and m.groups()[1:] == ("10000",) * 5, m[0]
+    assert m[1] != "0" and m.groups()[1:] == ("10000",) * 6, m[0]
+    fixed = re.search(r"lbr_crash: fixed_gp: msr=(\d+) ac=(\d+)", con)
+    assert fixed and fixed.groups() == ("20000", "1"), kernel_lines(con, "lbr_crash: fixed_gp")
+    assert "unchecked MSR access error: RDMSR from 0x8ff" in con, "the unchecked RDMSR did not fault"
     # The kernel took them in kernel mode: each was handed back through its fixup (espfix's #DF
     # included), as the signal counts show; the stubs saw every one.
-    n = {k: int(v) for k, v in re.findall(r"captures-(armed|warn|after)=(\d+)", con)}
+    n = {k: int(v) for k, v in re.findall(r"captures-(armed|warn|after|fixed)=(\d+)", con)}
     assert n["warn"] == n["armed"] + 1, f"the WARN was not captured: {n}"
     assert n["after"] == n["warn"], f"{n['after'] - n['warn']} captures of a user's faulting returns"
+    assert n["fixed"] == n["after"] + 1, f"fixed_gp: {n['fixed'] - n['after']} captures, want 1 (the AC one)"
     assert "captures-mode=-r--------" in con, re.findall(r"captures-mode=\S+", con)
     oops = re.search(r"Oops: .*?---\[ end trace", con, re.S)
     assert oops, "no oops:\n" + tail(con)
     hs = headers(oops[0])
     assert hs and hs[0].get("vector") == "13", f"no #GP snapshot in the oops: {kernel_lines(oops[0], 'lbr_dump')}"
-    assert int(hs[0]["seq"]) == n["warn"] + 1, f"the oops' snapshot is not the next capture: {hs[0]['line']}"
+    assert int(hs[0]["seq"]) == n["fixed"] + 1, f"the oops' snapshot is not the next capture: {hs[0]['line']}"
 
 
 def test_a_write_primitive_reaches_no_gate_and_no_stub_setting(r):

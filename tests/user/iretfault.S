@@ -13,7 +13,13 @@
  *       espfix64 (native_irq_return_ldt), whose stack is read-only: the #SS cannot be delivered
  *       there and becomes a #DF (without espfix64, a #SS at the IRETQ);
  *   df  SS a present 16-bit LDT data segment and CS beyond the GDT: espfix64 again, its #GP
- *       becomes a #DF.
+ *       becomes a #DF;
+ *   fx  a good return, but the frame's FPU state (fpstate, 64-byte aligned, XSAVE layout with
+ *       both magics, FP and SSE, 576 bytes) has XSTATE_BV bit 63 set, which XCR0 never has: the
+ *       kernel's XRSTOR of it (xrstor_from_user_sigframe()) faults with #GP in kernel mode
+ *       inside a user-access region (AC set), and rt_sigreturn fails with SIGSEGV
+ *       (arch/x86/kernel/fpu/signal.c). (A bad MXCSR would do on hardware, but QEMU's TCG does
+ *       not check it.)
  * Then, ROUNDS times, a segment load the kernel makes with a user's selector: DS loaded with a
  * present LDT data segment (entry 3), then that entry made not present (modify_ldt), whose
  * refresh_ldt_segments() reloads DS: #NP in kernel mode, fixed up by loading 0 (loadsegment()'s
@@ -21,7 +27,7 @@
  * The kernel hands each fault back to the process (error_entry's bad-IRET fixup; espfix's #DF
  * turned into a #GP by exc_double_fault) as SIGSEGV or SIGBUS; the handler counts it and goes on
  * with the next round (it never returns: SA_NODEFER, so the signal is never blocked). Prints
- * `lbr-iretfault: uid=U gp=N np=N ss=N df=N sg=N` (signals handled per kind, fixed-up
+ * `lbr-iretfault: uid=U gp=N np=N ss=N df=N fx=N sg=N` (signals handled per kind, fixed-up
  * reloads) and exits 0; exit 3 if
  * a bad return did not fault. Static, no libc (-nostdlib).
  *
@@ -41,8 +47,10 @@
 #define SIGBUS		7
 #define SIGSEGV		11
 #define SA_FLAGS	0x44000000	/* SA_NODEFER | SA_RESTORER */
-#define KINDS		4
+#define KINDS		5
+#define FX		4		/* the kind with an FPU state */
 #define LDT_DATA3	0x1f		/* LDT entry 3, RPL 3 */
+#define XSTATE_SIZE	576		/* the legacy area and the XSAVE header */
 
 	.section .rodata
 	.balign	8
@@ -58,7 +66,8 @@ kinds:	.short	USER_CS, BAD_SEL	/* gp */
 	.short	LDT_CODE_NP, USER_DS	/* np */
 	.short	USER_CS, LDT_DATA_NP	/* ss */
 	.short	BAD_SEL, LDT_DATA16	/* df */
-names:	.ascii	" gp= np= ss= df= sg="
+	.short	USER_CS, USER_DS	/* fx: with fpbuf as the FPU state */
+names:	.ascii	" gp= np= ss= df= fx= sg="
 head:	.ascii	"lbr-iretfault: uid="
 head_end:
 
@@ -79,7 +88,8 @@ frame:	.skip	512
 sig_stack_top:				/* the rsp each bad return asks for: the handler runs here */
 	.skip	8192
 main_stack_top:
-
+	.balign	64
+fpbuf:	.skip	8192			/* the FPU state of kind fx (filled at start) */
 
 	.text
 	.globl	_start
@@ -134,6 +144,20 @@ _start:
 	movl	$SIGBUS, %ebx
 	jne	1b
 
+	/*
+	 * Kind fx's FPU state: struct _fpx_sw_bytes in the legacy area's software-reserved bytes
+	 * (464: magic1, extended_size, xfeatures, xstate_size), the XSAVE header (512: XSTATE_BV),
+	 * magic2 right after the state.
+	 */
+	leaq	fpbuf(%rip), %rax
+	movl	$0x46505853, 464(%rax)		/* FP_XSTATE_MAGIC1 */
+	movl	$(XSTATE_SIZE + 4), 468(%rax)	/* extended_size: the state and magic2 */
+	movq	$3, 472(%rax)			/* xfeatures: FP | SSE */
+	movl	$XSTATE_SIZE, 480(%rax)		/* xstate_size */
+	movabsq	$0x8000000000000003, %rcx
+	movq	%rcx, 512(%rax)			/* XSTATE_BV: FP | SSE | bit 63 */
+	movl	$0x46505845, XSTATE_SIZE(%rax)	/* FP_XSTATE_MAGIC2 */
+
 	movq	$0, kind(%rip)
 .Lkind:
 	movq	$0, round(%rip)
@@ -160,7 +184,11 @@ _start:
 	movw	%dx, 184(%rsp)			/* cs */
 	movw	2(%rcx,%rax,4), %dx
 	movw	%dx, 190(%rsp)			/* ss */
-
+	cmpq	$FX, %rax
+	jne	1f
+	leaq	fpbuf(%rip), %rax
+	movq	%rax, 224(%rsp)			/* fpstate */
+1:
 	movl	$15, %eax			/* rt_sigreturn */
 	syscall
 .Lnever:

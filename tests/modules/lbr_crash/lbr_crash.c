@@ -201,6 +201,18 @@
  *                                     Each store writes back the value it read, so a store that
  *                                     lands changes nothing; prints `write: NAME ADDR VALUE =
  *                                     RESULT` (0: it landed; -14: it faulted) for each
+ *   insmod lbr_crash.ko crash=fixed_gp rounds=N [msr=MSR]
+ *                                     no crash: kernel-mode #GPs the kernel fixes up: N times
+ *                                     (default 1) rdmsr_safe() and wrmsr_safe(0) of an MSR that
+ *                                     faults (default 0x8ff, an x2APIC register no APIC has,
+ *                                     which QEMU's TCG faults on too: what a KVM guest's MSR
+ *                                     access reaches),
+ *                                     then once the unchecked rdmsrq() of it (ex_handler_msr()
+ *                                     warns once and goes on) and, with AC set (stac), a load through a
+ *                                     non-canonical pointer with an exception-table fixup: a
+ *                                     kernel bug inside a user-access region, which lbr_dump
+ *                                     captures. Prints `fixed_gp: msr=N ac=N` (the #GPs each
+ *                                     part took)
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL.
  */
@@ -231,6 +243,7 @@
 #include <asm/msr.h>
 #include <asm/nmi.h>
 #include <asm/nospec-branch.h>
+#include <asm/smap.h>
 #include <asm/tsc.h>
 
 static char *crash = "";
@@ -248,6 +261,10 @@ module_param(cpu, int, 0);
 static unsigned long text[32];
 static int nr_text;
 module_param_array(text, ulong, &nr_text, 0);
+static int rounds = 1;
+module_param(rounds, int, 0);
+static unsigned int msr = 0x8ff;
+module_param(msr, uint, 0);
 static unsigned long vmaps[8];
 static int nr_vmaps;
 module_param_array(vmaps, ulong, &nr_vmaps, 0);
@@ -616,6 +633,36 @@ static int lbr_crash_write(void)
 	for (i = 0; i < nr_vmaps; i++)
 		lbr_crash_write_back("vmap", vmaps[i], 8);
 	pr_info("write: done\n");
+	return 0;
+}
+
+/* crash=fixed_gp */
+static noinline int lbr_crash_gp_ac(void)
+{
+	int faulted = 1, v;
+
+	asm volatile(ASM_STAC "\n"
+		     "1:	movl (%[p]), %[v]\n"
+		     "	movl $0, %[f]\n"
+		     "2:	" ASM_CLAC "\n"
+		     _ASM_EXTABLE(1b, 2b)
+		     : [v] "=r" (v), [f] "+r" (faulted)
+		     : [p] "r" (bad_pointer));
+	return faulted;
+}
+
+static int lbr_crash_fixed_gp(void)
+{
+	int faults = 0, ac = 0, i;
+	u64 v;
+
+	for (i = 0; i < rounds; i++) {
+		faults += rdmsrq_safe(msr, &v) == -EIO;
+		faults += wrmsrq_safe(msr, 0) == -EIO;
+	}
+	rdmsrq(msr, v);		/* unchecked: warns once, reads 0 */
+	ac += lbr_crash_gp_ac();
+	pr_info("fixed_gp: msr=%d ac=%d\n", faults, ac);
 	return 0;
 }
 
@@ -1579,6 +1626,8 @@ static int __init lbr_crash_init(void)
 		return lbr_crash_lbr_addrs();
 	if (!strcmp(crash, "write"))
 		return lbr_crash_write();
+	if (!strcmp(crash, "fixed_gp"))
+		return lbr_crash_fixed_gp();
 	return -EINVAL;
 }
 

@@ -43,11 +43,11 @@ use kernel::cpu::CpuId;
 
 use crate::facility::{debugctl, msr, select, Filter, Recorder, Switch};
 use crate::ffi;
-use crate::window;
 use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
 use crate::probe::{read_msr, write_msr, write_msr_here};
 use crate::record::{self, Encoding, Tsx, MAX_VALUES};
+use crate::window;
 
 use crate::report::{vector_name, REARM_ONLY, VECTORS as HOOKABLE};
 
@@ -252,7 +252,6 @@ impl Control {
         self.switch.mask | (self.bts & (debugctl::TR | debugctl::BTS))
     }
 
-
     /// Whether arming filters by ring (LBR_SELECT, or ARCH_LBR_CTL's OS/USR bits); the AMD
     /// single record and models without LBR_SELECT record every ring.
     pub(crate) fn filters_rings(&self) -> bool {
@@ -279,7 +278,7 @@ fn rdmsr_here(msr: u32) -> u64 {
     unsafe {
         core::arch::asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nostack, nomem))
     };
-    (hi as u64) << 32 | lo as u64
+    u64::from(hi) << 32 | u64::from(lo)
 }
 
 /// What the hotplug and resume callbacks need (they get only a CPU number, or nothing).
@@ -322,7 +321,7 @@ impl Vlbr {
 
     fn new(l: &crate::facility::LegacyLbr, blocks: (u64, u64)) -> Result<Self> {
         let mut records = KVec::with_capacity(3 * l.depth as usize, GFP_KERNEL)?;
-        for i in 0..l.depth as u32 {
+        for i in 0..u32::from(l.depth) {
             records.push(l.from + i, GFP_KERNEL)?;
             records.push(l.to + i, GFP_KERNEL)?;
             if let Some(info) = l.info {
@@ -335,7 +334,7 @@ impl Vlbr {
     /// The guest LBR event count of `cpu`, in its block.
     fn lent(&self, cpu: u32) -> &AtomicU32 {
         let (cpu0, stride) = self.blocks;
-        let addr = cpu0 + stride * cpu as u64 + layout::cpu::LENT as u64;
+        let addr = cpu0 + stride * u64::from(cpu) + layout::cpu::LENT as u64;
         // SAFETY: `cpu` is below the area's CPU count (the callers' CPU numbers come from
         // `CpuId`, below nr_cpu_ids, for which the area has blocks); an aligned u32 of the area,
         // which lives as long as the `Saved` that holds this; the stubs only read it.
@@ -363,6 +362,11 @@ impl Vlbr {
 /// off all the same, one leaving switches nothing on; arming sets 0 in the same interrupts-off
 /// step as its write of the control MSR ([`lbr_on_here`], [`arm_here`]), in this CPU's hotplug
 /// thread, where no vCPU's event is scheduled.
+///
+/// # Safety
+///
+/// Called only by glue.c's ftrace callback at intel_pmu_lbr_add()/_del(): on the CPU whose LBR
+/// is lent or given back, with interrupts off, while the callback is registered.
 unsafe extern "C" fn lend(lent: bool) {
     let Some(s) = recording() else { return };
     let Some(v) = s.vlbr.as_ref() else { return };
@@ -416,7 +420,7 @@ impl Saved {
 
     /// The debug store of `cpu` (with BTS).
     fn ds(&self, cpu: u32) -> Option<u64> {
-        self.ds.map(|(cpu0, stride)| cpu0 + stride * cpu as u64)
+        self.ds.map(|(cpu0, stride)| cpu0 + stride * u64::from(cpu))
     }
 }
 
@@ -447,7 +451,10 @@ impl core::fmt::Display for ArmCpuError {
                  back: boot with nmi_watchdog=0 and run no perf hardware event before arming, or \
                  load without bts)"
             ),
-            Self::Call(e) => write!(f, "cannot run BTS's arming on this CPU: smp_call_function_single() gave {e}"),
+            Self::Call(e) => write!(
+                f,
+                "cannot run BTS's arming on this CPU: smp_call_function_single() gave {e}"
+            ),
         }
     }
 }
@@ -467,6 +474,10 @@ fn recording() -> Option<&'static Saved> {
 /// CPU coming online (and every online CPU at arming; runs on that CPU): check every MSR the
 /// captures will touch, save the values, switch recording on. An MSR that faults stops the CPU's
 /// arming with an error (arming then fails and says which).
+///
+/// # Safety
+///
+/// Called only by the CPU hotplug core, for the state lbr-dump registered, on `cpu`.
 unsafe extern "C" fn cpu_online(cpu: c_uint) -> i32 {
     let Some(s) = recording() else { return 0 };
     match arm_cpu(s, CpuId::from_u32(cpu)) {
@@ -480,7 +491,9 @@ unsafe extern "C" fn cpu_online(cpu: c_uint) -> i32 {
 
 fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     let Some(cpu) = cpu else { return Ok(()) };
-    let Some(slot) = s.before.get(cpu.as_u32() as usize) else { return Ok(()) };
+    let Some(slot) = s.before.get(cpu.as_u32() as usize) else {
+        return Ok(());
+    };
     for &m in s.msrs.iter() {
         read_msr(cpu, m)?;
     }
@@ -495,7 +508,11 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     if let Some(ds) = ds {
         // 0, or this area's own value (left by an earlier arming of it: 0 before), is free.
         let now = read_msr(cpu, msr::DS_AREA)?;
-        if now != 0 && now != ds && s.arming.load(Ordering::Relaxed) && !BTS_GONE.load(Ordering::SeqCst) {
+        if now != 0
+            && now != ds
+            && s.arming.load(Ordering::Relaxed)
+            && !BTS_GONE.load(Ordering::SeqCst)
+        {
             return Err(ArmCpuError::DsTaken(now));
         }
     }
@@ -523,7 +540,12 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     // this function read without fault on `cpu` above, and writes with fault checks (but for
     // putting back a value of IA32_DS_AREA it has just read).
     let r = unsafe {
-        ffi::smp_call_function_single(cpu.as_u32() as c_int, arm_here, ptr::addr_of_mut!(here).cast(), true)
+        ffi::smp_call_function_single(
+            cpu.as_u32() as c_int,
+            arm_here,
+            ptr::addr_of_mut!(here).cast(),
+            true,
+        )
     };
     let why = match (r, here.found) {
         (0, Some(Ok(BtsArming::On | BtsArming::Gone))) => return Ok(()),
@@ -543,7 +565,11 @@ fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     }
     // A CPU coming online later whose debug store perf set up meanwhile
     // (intel_pmu_cpu_starting): it records LBR only; failing would keep it offline.
-    pr_warn!("CPU {}: {}: BTS stays off on this CPU\n", cpu.as_u32(), format_args!("{why}"));
+    pr_warn!(
+        "CPU {}: {}: BTS stays off on this CPU\n",
+        cpu.as_u32(),
+        format_args!("{why}")
+    );
     match lbr_on(s, cpu, armed & !(debugctl::TR | debugctl::BTS)) {
         Ok(()) => Ok(()),
         Err(e) => put_filter_back(e),
@@ -565,14 +591,21 @@ fn lbr_on(s: &Saved, cpu: CpuId, value: u64) -> Result<(), ArmCpuError> {
     // returns (wait); it runs on `cpu` with interrupts off and writes the control MSR with a
     // fault check.
     let r = unsafe {
-        ffi::smp_call_function_single(cpu.as_u32() as c_int, lbr_on_here, ptr::addr_of_mut!(a).cast(), true)
+        ffi::smp_call_function_single(
+            cpu.as_u32() as c_int,
+            lbr_on_here,
+            ptr::addr_of_mut!(a).cast(),
+            true,
+        )
     };
     match (r, a.r) {
         (0, Some(r)) => r.map_err(ArmCpuError::from),
         (r, _) => Err(ArmCpuError::Call(r)),
     }
 }
-
+/// # Safety
+///
+/// An IPI callback of `lbr_on`: `info` is the `LbrOn` it passes, alive until the call returns.
 unsafe extern "C" fn lbr_on_here(info: *mut c_void) {
     // SAFETY: `lbr_on` passes a live `LbrOn` and waits for this call; nothing else uses it.
     let a = unsafe { &mut *info.cast::<LbrOn<'_>>() };
@@ -611,6 +644,11 @@ struct ArmHere<'a> {
 /// debug store and of the control MSR. `perf_takes_ds` sets `BTS_GONE` before it sends its IPIs,
 /// and perf writes IA32_DS_AREA only after they ran: either this sees the flag, or its IPI comes
 /// after this and finds lbr-dump's debug store to give back.
+///
+/// # Safety
+///
+/// An IPI callback of `arm_cpu`: `info` is the `ArmHere` it passes, alive until the call
+/// returns.
 unsafe extern "C" fn arm_here(info: *mut c_void) {
     // SAFETY: `arm_cpu` passes a live `ArmHere` and waits for this call; nothing else uses it
     // meanwhile.
@@ -648,10 +686,18 @@ unsafe extern "C" fn arm_here(info: *mut c_void) {
 /// CPU going offline (and every CPU at disarming; runs on that CPU): put back what was there
 /// before arming, where lbr-dump's own value is still in place. A value another owner wrote
 /// since (a perf session) is left alone.
+///
+/// # Safety
+///
+/// Called only by the CPU hotplug core, for the state lbr-dump registered, on `cpu`.
 unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
     let Some(s) = recording() else { return 0 };
-    let Some(id) = CpuId::from_u32(cpu) else { return 0 };
-    let Some(slot) = s.before.get(cpu as usize) else { return 0 };
+    let Some(id) = CpuId::from_u32(cpu) else {
+        return 0;
+    };
+    let Some(slot) = s.before.get(cpu as usize) else {
+        return 0;
+    };
     if let Some(v) = s.vlbr.as_ref() {
         // First: a guest LBR event scheduled here from now on must not switch recording back on
         // when it leaves (`lend`), and the stubs no longer re-arm here.
@@ -668,7 +714,12 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
             .switch
             .restore(now, bts_off, before)
             .filter(|_| s.ds.is_some());
-        if let Some(v) = c.switch.restore(now, s.armed, before).or(frozen).or(ours_without_bts) {
+        if let Some(v) = c
+            .switch
+            .restore(now, s.armed, before)
+            .or(frozen)
+            .or(ours_without_bts)
+        {
             let _ = write_msr(id, c.switch.msr, v);
         }
     }
@@ -686,7 +737,9 @@ unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
         // (an IPI of perf's writing IA32_DS_AREA comes before or after it, not between).
         // SAFETY: `bts_off_ipi` is a valid callback that ignores its argument; it touches only
         // the control MSR and IA32_DS_AREA, which arming read without fault on this CPU.
-        let _ = unsafe { ffi::smp_call_function_single(cpu as c_int, bts_off_ipi, ptr::null_mut(), true) };
+        let _ = unsafe {
+            ffi::smp_call_function_single(cpu as c_int, bts_off_ipi, ptr::null_mut(), true)
+        };
     }
     0
 }
@@ -722,6 +775,10 @@ fn rearm_without_bts() {
 /// on every CPU and lbr-dump's debug store is given back: otherwise TR|BTS would store into
 /// perf's BTS buffer, and after perf releases it, into freed memory. The LBR records on; later
 /// captures find perf's debug store and say `state=foreign`.
+///
+/// # Safety
+///
+/// Called only by glue.c's ftrace callbacks, in process context, while they are registered.
 unsafe extern "C" fn perf_takes_ds() {
     if BTS_GONE.swap(true, Ordering::SeqCst) {
         return;
@@ -741,9 +798,15 @@ fn bts_off_here(s: &Saved) {
     let cpu = CpuId::current().as_u32();
     let Some(ds) = s.ds(cpu) else { return };
     let c = &s.control;
-    wrmsr_here(c.switch.msr, rdmsr_here(c.switch.msr) & !(debugctl::TR | debugctl::BTS));
+    wrmsr_here(
+        c.switch.msr,
+        rdmsr_here(c.switch.msr) & !(debugctl::TR | debugctl::BTS),
+    );
     if rdmsr_here(msr::DS_AREA) == ds {
-        let before = s.before.get(cpu as usize).map_or(0, |b| b[2].load(Ordering::Relaxed));
+        let before = s
+            .before
+            .get(cpu as usize)
+            .map_or(0, |b| b[2].load(Ordering::Relaxed));
         wrmsr_here(msr::DS_AREA, before);
     }
 }
@@ -753,6 +816,10 @@ fn bts_off_here(s: &Saved) {
 /// debug store left as they are. After a panic the stop stubs did it already, unless they
 /// skipped (a hardware breakpoint armed) or a perf NMI wrote the value back; at reboot and
 /// `kexec -e`, [`shutdown`] did.
+///
+/// # Safety
+///
+/// Called only by glue.c's ftrace callback, on the CPU that stops, while it is registered.
 unsafe extern "C" fn stopping() {
     if let Some(s) = recording().filter(|s| s.ds.is_some()) {
         let m = s.control.switch.msr;
@@ -764,6 +831,10 @@ unsafe extern "C" fn stopping() {
 }
 
 /// IPI callback of [`shutdown`] and [`perf_takes_ds`].
+///
+/// # Safety
+///
+/// An IPI callback (interrupts off); `_info` is not used.
 unsafe extern "C" fn bts_off_ipi(_info: *mut c_void) {
     if let Some(s) = recording() {
         bts_off_here(s);
@@ -777,6 +848,10 @@ unsafe extern "C" fn bts_off_ipi(_info: *mut c_void) {
 /// others by an IPI not waited for (a CPU wedged with interrupts off must not hang the reboot),
 /// and at the latest where they stop (`stopping`, at stop_this_cpu(), reached through the
 /// REBOOT_VECTOR or its NMI fallback). (After a panic, the panic entry and the stop stubs do it.)
+///
+/// # Safety
+///
+/// Called only by the syscore shutdown callback glue.c registers, while it is registered.
 unsafe extern "C" fn shutdown() {
     if recording().is_some_and(|s| s.ds.is_some()) {
         BTS_GONE.store(true, Ordering::SeqCst);
@@ -789,6 +864,10 @@ unsafe extern "C" fn shutdown() {
 
 /// Suspend (syscore: the boot CPU alone, interrupts off; also kexec with preserve_context): BTS
 /// off; resume switches it back on.
+///
+/// # Safety
+///
+/// Called only by the syscore suspend callback glue.c registers, while it is registered.
 unsafe extern "C" fn suspend() {
     if let Some(s) = recording() {
         bts_off_here(s);
@@ -798,6 +877,10 @@ unsafe extern "C" fn suspend() {
 /// Resume from suspend (syscore: the boot CPU, IRQs off, other CPUs still offline): the CPU's
 /// MSRs came back from a reset; switch recording back on as arming did. The value saved before
 /// arming is kept (it is what disarming restores).
+///
+/// # Safety
+///
+/// Called only by the syscore resume callback glue.c registers, while it is registered.
 unsafe extern "C" fn resume() {
     let Some(s) = recording() else { return };
     if let Some((m, v)) = s.control.filter {
@@ -841,7 +924,9 @@ unsafe impl Sync for Area {}
 impl Area {
     pub(crate) fn new(geometry: Geometry, layout: Encoding) -> Result<Self> {
         let size = geometry.area_size();
-        let order = (size.div_ceil(bindings::PAGE_SIZE)).next_power_of_two().trailing_zeros();
+        let order = (size.div_ceil(bindings::PAGE_SIZE))
+            .next_power_of_two()
+            .trailing_zeros();
         // SAFETY: no preconditions; 0 means failure (no warning: the caller says what failed).
         let base = unsafe { ffi::lbr_dump_alloc_pages(order) } as *mut u8;
         if base.is_null() {
@@ -901,7 +986,10 @@ impl Area {
     pub(crate) fn branches(&self) -> Filter {
         let code = u32::from_le_bytes([0, 1, 2, 3].map(|i| self.byte(hdr::BRANCH_FILTER + i)));
         // The header was written from a `Filter` (write_header): its code is one of ALL's.
-        Filter::ALL.get(code as usize).copied().unwrap_or(Filter::All)
+        Filter::ALL
+            .get(code as usize)
+            .copied()
+            .unwrap_or(Filter::All)
     }
 
     /// The last exception record's raw FROM and TO values in the snapshot at `snap` (None: the
@@ -982,7 +1070,10 @@ impl BtsBuffers {
             }
             let block = g.cpu_block(cpu);
             let first = g.bts_entry(cpu, 0);
-            area.put(block + layout::cpu::BTS_TABLE, &(area.at(first) as u64).to_le_bytes());
+            area.put(
+                block + layout::cpu::BTS_TABLE,
+                &(area.at(first) as u64).to_le_bytes(),
+            );
             // PANIC: none, the pool of this CPU was pushed above.
             let base = pages[cpu * BTS_POOL].base as u64;
             let max = base + b.used() as u64;
@@ -992,7 +1083,10 @@ impl BtsBuffers {
                 (layout::ds::BTS_INDEX, base),
                 (layout::ds::BTS_MAX, max),
                 // Past the maximum: no interrupt (the SDM's note on circular buffers).
-                (layout::ds::BTS_THRESHOLD, max + layout::BTS_RECORD_SIZE as u64),
+                (
+                    layout::ds::BTS_THRESHOLD,
+                    max + layout::BTS_RECORD_SIZE as u64,
+                ),
             ] {
                 area.put(ds + off, &v.to_le_bytes());
             }
@@ -1032,7 +1126,10 @@ unsafe impl Sync for Pages {}
 
 impl Pages {
     fn new(bytes: usize) -> Result<Self> {
-        let order = bytes.div_ceil(bindings::PAGE_SIZE).next_power_of_two().trailing_zeros();
+        let order = bytes
+            .div_ceil(bindings::PAGE_SIZE)
+            .next_power_of_two()
+            .trailing_zeros();
         // SAFETY: no preconditions; 0 means failure.
         let base = unsafe { ffi::lbr_dump_alloc_pages(order) } as *mut u8;
         if base.is_null() {
@@ -1109,7 +1206,10 @@ impl Saved {
         }
         let mut before = KVec::with_capacity(nr_cpus, GFP_KERNEL)?;
         for _ in 0..nr_cpus {
-            before.push([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)], GFP_KERNEL)?;
+            before.push(
+                [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
+                GFP_KERNEL,
+            )?;
         }
         Ok(KBox::new(
             Saved {
@@ -1128,7 +1228,11 @@ impl Saved {
 
 /// Arms lbr-dump for `recorder`. `text_base` is the module's text address (for the dump header).
 /// The caller holds the state lock (control.rs).
-pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Result<KBox<Armed>, Error> {
+pub(crate) fn arm(
+    recorder: &Recorder,
+    options: Options,
+    text_base: u64,
+) -> Result<KBox<Armed>, Error> {
     let Options {
         rings,
         filter,
@@ -1183,7 +1287,16 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
         )
     })?;
     let armed_value = control.armed(rdmsr_on_this_cpu(control.switch.msr)?);
-    write_header(&area, &control, armed_value, &msrs[..n], recorder.last_exception(), filter, text_base, bts);
+    write_header(
+        &area,
+        &control,
+        armed_value,
+        &msrs[..n],
+        recorder.last_exception(),
+        filter,
+        text_base,
+        bts,
+    );
     let bts_buffers = match bts {
         Some(b) => Some(BtsBuffers::new(&area, &b).inspect_err(|_| {
             pr_err!(
@@ -1197,12 +1310,18 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
     };
     let ds = bts.map(|_| {
         let g = &area.geometry;
-        (area.at(g.cpu_block(0) + layout::cpu::DS) as u64, g.cpu_block_size() as u64)
+        (
+            area.at(g.cpu_block(0) + layout::cpu::DS) as u64,
+            g.cpu_block_size() as u64,
+        )
     });
     let vlbr = match recorder {
         Recorder::IntelLegacy(l) => {
             let g = &area.geometry;
-            Some(Vlbr::new(l, (area.at(g.cpu_block(0)) as u64, g.cpu_block_size() as u64))?)
+            Some(Vlbr::new(
+                l,
+                (area.at(g.cpu_block(0)) as u64, g.cpu_block_size() as u64),
+            )?)
         }
         _ => None,
     };
@@ -1295,7 +1414,9 @@ pub(crate) fn arm(recorder: &Recorder, options: Options, text_base: u64) -> Resu
 /// kernel that refuses them leaves lbr-dump armed for exceptions, with a line that says what is
 /// missing.
 fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
-    let Some(hooks) = armed.hooks.as_mut() else { return Ok(()) };
+    let Some(hooks) = armed.hooks.as_mut() else {
+        return Ok(());
+    };
     let mut cfg_gates = [(0u64, 0u64); 2];
     let mut nmi_refusal = None;
     for (i, r) in hooks.prepare_stop().into_iter().enumerate() {
@@ -1382,19 +1503,30 @@ fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
 /// cannot be hooked refuses arming: the parameter asked for it.
 fn freeze_at_nmi(armed: &mut Armed, refusal: Option<crate::idt::GateRefusal>) -> Result {
     if let Some(why) = refusal {
-        pr_err!("refusing to arm: nmi_freeze: vector 2 (NMI): {}\n", why.reason());
+        pr_err!(
+            "refusing to arm: nmi_freeze: vector 2 (NMI): {}\n",
+            why.reason()
+        );
         return Err(ENODEV);
     }
     // SAFETY: registers glue.c's NMI handler; undone in `Armed::drop` after the gate is restored.
     let r = unsafe { ffi::lbr_dump_nmi_handler(true) };
     if r != 0 {
-        pr_err!("refusing to arm: nmi_freeze: cannot register an NMI handler ({:?})\n", Error::from_errno(r));
+        pr_err!(
+            "refusing to arm: nmi_freeze: cannot register an NMI handler ({:?})\n",
+            Error::from_errno(r)
+        );
         return Err(Error::from_errno(r));
     }
     armed.nmi_handler = true;
-    let Some(hooks) = armed.hooks.as_mut() else { return Err(ENODEV) };
+    let Some(hooks) = armed.hooks.as_mut() else {
+        return Err(ENODEV);
+    };
     hooks.hook_nmi_watch().map_err(|why| {
-        pr_err!("refusing to arm: nmi_freeze: vector 2 (NMI): {}\n", why.reason());
+        pr_err!(
+            "refusing to arm: nmi_freeze: vector 2 (NMI): {}\n",
+            why.reason()
+        );
         ENODEV
     })
 }
@@ -1443,16 +1575,27 @@ static DETACH_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// The most MSRs a capture reads: the records, the last exception record's two, the filter MSR.
 const MAX_MSRS: usize = MAX_VALUES + 3;
-const _: () = assert!(MAX_MSRS <= layout::cfg::MSR_MAX, "the stubs' configuration page has no room for the MSR list");
+const _: () = assert!(
+    MAX_MSRS <= layout::cfg::MSR_MAX,
+    "the stubs' configuration page has no room for the MSR list"
+);
 
 /// The MSRs each capture reads: the records, then the last exception record's FROM and TO where
 /// the recorder has one, then the filter MSR (LBR_SELECT), whose value tells whether another
 /// owner changed the filtering (layout.rs).
-fn capture_msrs(recorder: &Recorder, layout: &Encoding, control: &Control) -> ([u32; MAX_MSRS], usize) {
+fn capture_msrs(
+    recorder: &Recorder,
+    layout: &Encoding,
+    control: &Control,
+) -> ([u32; MAX_MSRS], usize) {
     let mut msrs = [0u32; MAX_MSRS];
     let mut n = record::capture_list(recorder, layout, &mut msrs);
     let ler = recorder.last_exception();
-    let extra = [ler.map(|(from, _)| from), ler.map(|(_, to)| to), control.filter.map(|(m, _)| m)];
+    let extra = [
+        ler.map(|(from, _)| from),
+        ler.map(|(_, to)| to),
+        control.filter.map(|(m, _)| m),
+    ];
     for m in extra.into_iter().flatten() {
         // PANIC: none: capture_list fills at most MAX_VALUES entries, the array has three more.
         msrs[n] = m;
@@ -1464,6 +1607,10 @@ fn capture_msrs(recorder: &Recorder, layout: &Encoding, control: &Control) -> ([
 /// Fills the area's self-describing header and MSR list (layout.rs), then its checksum. `ler`:
 /// the last exception record's MSRs, where the capture reads them (after the records);
 /// `branches`: the branch filter recording uses.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the header's inputs, each one field or more"
+)]
 fn write_header(
     area: &Area,
     control: &Control,
@@ -1479,7 +1626,10 @@ fn write_header(
     let (format, flags) = layout.codes();
     area.put(hdr::MAGIC, &layout::MAGIC);
     area.put(hdr::VERSION, &layout::VERSION.to_le_bytes());
-    area.put(hdr::HEADER_SIZE, &(layout::HEADER_SIZE as u32).to_le_bytes());
+    area.put(
+        hdr::HEADER_SIZE,
+        &(layout::HEADER_SIZE as u32).to_le_bytes(),
+    );
     area.put(hdr::AREA_SIZE, &(g.area_size() as u64).to_le_bytes());
     for (off, v) in [
         (hdr::NR_CPUS, g.nr_cpus as u32),
@@ -1499,18 +1649,29 @@ fn write_header(
         (hdr::LER_TO_MSR, ler.map_or(0, |(_, to)| to)),
         (hdr::BRANCH_FILTER, branches as u32),
         (hdr::BTS_POOL, g.bts_pool as u32),
-        (hdr::BTS_RECORD_SIZE, bts.map_or(0, |_| layout::BTS_RECORD_SIZE as u32)),
+        (
+            hdr::BTS_RECORD_SIZE,
+            bts.map_or(0, |_| layout::BTS_RECORD_SIZE as u32),
+        ),
         (hdr::BTS_TABLE, bts.map_or(0, |_| g.bts_table() as u32)),
         (
             hdr::BTS_RINGS,
-            bts.map_or(0, |b| layout::BTS_RING_KERNEL | if b.user { layout::BTS_RING_USER } else { 0 }),
+            bts.map_or(0, |b| {
+                layout::BTS_RING_KERNEL | if b.user { layout::BTS_RING_USER } else { 0 }
+            }),
         ),
     ] {
         area.put(off, &v.to_le_bytes());
     }
-    area.put(hdr::FILTER_ARMED, &control.filter.map_or(0, |(_, v)| v).to_le_bytes());
+    area.put(
+        hdr::FILTER_ARMED,
+        &control.filter.map_or(0, |(_, v)| v).to_le_bytes(),
+    );
     area.put(hdr::BTS_BUFFER_SIZE, &(g.bts_size as u64).to_le_bytes());
-    area.put(hdr::ANCHOR_ADDR, &(bindings::_printk as *const () as usize as u64).to_le_bytes());
+    area.put(
+        hdr::ANCHOR_ADDR,
+        &(bindings::_printk as *const () as usize as u64).to_le_bytes(),
+    );
     area.put(hdr::ANCHOR_NAME, ANCHOR.to_bytes());
     area.put(hdr::TEXT_BASE, &text_base.to_le_bytes());
     area.put(hdr::MODULE_NAME, b"lbr_dump");
@@ -1524,7 +1685,7 @@ fn write_header(
 
 /// Recording on, on every CPU now and later (hotplug), and on the boot CPU at resume.
 fn start_recording(armed: &mut Armed) -> Result {
-    let saved_ptr = armed.saved.as_deref().map_or(ptr::null(), |s| s as *const Saved);
+    let saved_ptr = armed.saved.as_deref().map_or(ptr::null(), ptr::from_ref);
     RECORDING.store(saved_ptr.cast_mut(), Ordering::Release);
     // SAFETY: the name is a static string; the callbacks are valid for the module's lifetime
     // and the state is removed in `Armed::drop`.
@@ -1578,11 +1739,15 @@ fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64, msrs: &[u
         // SAFETY: takes the address of a static of asm/stubs.S, reading nothing.
         msrs: unsafe { ptr::addr_of!(ffi::lbr_dump_capture.msrs) } as u64,
         nr_values: msrs.len() as u64,
-        ctl_msr: control.switch.msr as u64,
+        ctl_msr: u64::from(control.switch.msr),
         mask: control.freeze_mask(),
         rearm_mask: control.switch.mask,
         bts_pool: g.bts_pool as u64,
-        bts_table: if g.bts_pool > 0 { armed.area.at(g.bts_table()) as u64 } else { 0 },
+        bts_table: if g.bts_pool > 0 {
+            armed.area.at(g.bts_table()) as u64
+        } else {
+            0
+        },
         bts_size: g.bts_size as u64,
         armed: armed_value,
         iret,
@@ -1605,7 +1770,8 @@ fn configure_stubs(armed: &Armed, control: &Control, armed_value: u64, msrs: &[u
     // SAFETY: the stubs' counters (they change them with locked instructions); none runs now.
     unsafe {
         AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_live.seq)).store(0, Ordering::SeqCst);
-        AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_live.gates_switched)).store(0, Ordering::SeqCst);
+        AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_live.gates_switched))
+            .store(0, Ordering::SeqCst);
     }
     Ok(())
 }
@@ -1616,7 +1782,11 @@ fn hook_gates(armed: &mut Armed, vectors: Vectors) -> Result {
     let mut list = [0; HOOKABLE.len()];
     let n = vectors.list(&mut list);
     let refuse = |(v, why): (usize, crate::idt::GateRefusal)| {
-        pr_err!("refusing to arm: vector {v} ({}): {}\n", vector_name(v as u32), why.reason());
+        pr_err!(
+            "refusing to arm: vector {v} ({}): {}\n",
+            vector_name(v as u32),
+            why.reason()
+        );
         ENODEV
     };
     let (mut hooks, plan) = Hooks::plan(&list[..n]).map_err(refuse)?;
@@ -1666,7 +1836,7 @@ impl Drop for Armed {
         if self.hp_state > 0 {
             // SAFETY: removes the dynamic state registered in `start_recording`, running
             // `cpu_offline` on every online CPU.
-            unsafe { bindings::__cpuhp_remove_state(self.hp_state as _, true) };
+            unsafe { bindings::__cpuhp_remove_state(self.hp_state as bindings::cpuhp_state, true) };
         }
         if self.perf_watch {
             // BTS is off on every CPU now (`cpu_offline`).

@@ -75,14 +75,34 @@ impl State {
                     },
                     match armed.panic_path() {
                         PanicPath { panic: false, .. } => "off",
-                        PanicPath { stop: true, kexec: true, .. } => "on",
-                        PanicPath { stop: false, kexec: true, .. } => "on (the panicking CPU only)",
-                        PanicPath { stop: true, kexec: false, .. } => "on (not at crash_kexec())",
-                        PanicPath { stop: false, kexec: false, .. } => {
+                        PanicPath {
+                            stop: true,
+                            kexec: true,
+                            ..
+                        } => "on",
+                        PanicPath {
+                            stop: false,
+                            kexec: true,
+                            ..
+                        } => "on (the panicking CPU only)",
+                        PanicPath {
+                            stop: true,
+                            kexec: false,
+                            ..
+                        } => "on (not at crash_kexec())",
+                        PanicPath {
+                            stop: false,
+                            kexec: false,
+                            ..
+                        } => {
                             "on (the panicking CPU only, not at crash_kexec())"
                         }
                     },
-                    if self.options.nmi_freeze { ", frozen at every kernel-mode NMI (nmi_freeze)" } else { "" },
+                    if self.options.nmi_freeze {
+                        ", frozen at every kernel-mode NMI (nmi_freeze)"
+                    } else {
+                        ""
+                    },
                     format_args!("{}", Opt(self.options.bts.map(BtsArmed))),
                     // A guest: where its records come from (probe.rs, hypervisor.rs).
                     if backing.is_some() { "; " } else { "" },
@@ -105,7 +125,9 @@ impl State {
 
     /// The vectors whose gates point at stubs while armed, else the chosen set.
     fn shown_vectors(&self) -> Vectors {
-        self.armed.as_ref().map_or(self.options.vectors, |(_, a)| a.hooked)
+        self.armed
+            .as_ref()
+            .map_or(self.options.vectors, |(_, a)| a.hooked)
     }
 }
 
@@ -116,7 +138,11 @@ impl core::fmt::Display for BtsArmed {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let total = capture::BTS_POOL * self.0.size * kernel::cpu::nr_cpu_ids() as usize;
         // MiB where it is a whole number of them, else KiB (buffer sizes are whole KiB).
-        let (total, unit) = if total % (1 << 20) == 0 { (total >> 20, "MiB") } else { (total >> 10, "KiB") };
+        let (total, unit) = if total % (1 << 20) == 0 {
+            (total >> 20, "MiB")
+        } else {
+            (total >> 10, "KiB")
+        };
         write!(
             f,
             ", branch trace store: {} buffers of {} KiB ({} records) per CPU ({} {} for {} CPUs), {}",
@@ -149,7 +175,10 @@ static CONTROL: AtomicPtr<Mutex<State>> = AtomicPtr::new(ptr::null_mut());
 /// Makes `module`'s state the one the sysfs callbacks use. Safe: `module` is pinned, so its
 /// drop, which calls [`withdraw`] (lbr_dump.rs), runs before its memory can be reused.
 pub(crate) fn publish(module: Pin<&crate::LbrDump>) {
-    CONTROL.store(ptr::from_ref(&module.get_ref().state).cast_mut(), Ordering::Release);
+    CONTROL.store(
+        ptr::from_ref(&module.get_ref().state).cast_mut(),
+        Ordering::Release,
+    );
 }
 
 /// Undoes [`publish`] for `module` (if it is the published one).
@@ -173,7 +202,10 @@ static FILTER: AtomicU8 = AtomicU8::new(Filter::All as u8);
 pub(crate) fn filter() -> Filter {
     let code = FILTER.load(Ordering::Relaxed);
     // Only `lbr_dump_filter_set` stores, and only a `Filter`'s code.
-    Filter::ALL.get(usize::from(code)).copied().unwrap_or(Filter::All)
+    Filter::ALL
+        .get(usize::from(code))
+        .copied()
+        .unwrap_or(Filter::All)
 }
 
 /// Called by glue.c's `filter` param set with the value as given (NUL-terminated).
@@ -238,6 +270,10 @@ pub(crate) extern "C" fn lbr_dump_is_enabled() -> bool {
 
 /// Called by glue.c's `vectors` show: writes the vectors and a newline into `buf` (a sysfs
 /// buffer of PAGE_SIZE bytes), returns the length.
+///
+/// # Safety
+///
+/// `buf` must be a writable buffer of PAGE_SIZE bytes (sysfs's).
 #[no_mangle]
 pub(crate) unsafe extern "C" fn lbr_dump_show_vectors(buf: *mut c_char) -> c_int {
     let mut line = crate::printer::LineBuf::new();

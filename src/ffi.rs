@@ -171,7 +171,10 @@ unsafe extern "C" {
     /// src/glue.c: `stop_machine(fn, data, NULL)`: `fn(data)` runs on one CPU while every other
     /// online CPU spins with interrupts off; returns what `fn` returned. Sleeps; takes the CPU
     /// hotplug lock.
-    pub(crate) fn lbr_dump_stop_machine(fn_: unsafe extern "C" fn(*mut c_void) -> c_int, data: *mut c_void) -> c_int;
+    pub(crate) fn lbr_dump_stop_machine(
+        fn_: unsafe extern "C" fn(*mut c_void) -> c_int,
+        data: *mut c_void,
+    ) -> c_int;
 
     /// src/glue.c: `virt_to_phys(addr)` of a direct-map address.
     pub(crate) fn lbr_dump_virt_to_phys(addr: *mut c_void) -> c_ulong;
@@ -202,7 +205,11 @@ unsafe extern "C" {
     pub(crate) fn lbr_dump_wrmsr_safe(msr: u32, value: u64) -> c_int;
 
     /// src/glue.c: `on_each_cpu(func, info, wait)` (process context, interrupts on).
-    pub(crate) fn lbr_dump_on_each_cpu(func: unsafe extern "C" fn(*mut c_void), info: *mut c_void, wait: bool);
+    pub(crate) fn lbr_dump_on_each_cpu(
+        func: unsafe extern "C" fn(*mut c_void),
+        info: *mut c_void,
+        wait: bool,
+    );
 
     /// src/glue.c: undoes [`lbr_dump_syscore_register`].
     pub(crate) fn lbr_dump_syscore_unregister();

@@ -108,7 +108,6 @@ pub(crate) struct StopGate {
     handler: u64,
 }
 
-
 // SAFETY: besides the windows (Send and Sync), `Hooks` holds addresses within the stop
 // trampoline's window (`StopGate::slot`), valid on every CPU, which it never writes through.
 unsafe impl Send for Hooks {}
@@ -191,7 +190,8 @@ fn stop_stubs() -> [(usize, u64); 2] {
 
 /// Is `handler` one of the stubs that may sit in the NMI or REBOOT_VECTOR gate?
 fn is_stop_stub(handler: u64) -> bool {
-    stop_stubs().iter().any(|&(_, s)| s == handler) || handler == ffi::lbr_dump_nmi_watch as *const () as u64
+    stop_stubs().iter().any(|&(_, s)| s == handler)
+        || handler == ffi::lbr_dump_nmi_watch as *const () as u64
 }
 
 /// arch/x86/include/asm/irq_vectors.h NMI_VECTOR.
@@ -211,11 +211,16 @@ fn is_stub(handler: u64) -> bool {
 fn early_handlers(idt: *const u64) -> Option<(u64, u64)> {
     // SAFETY: `idt` maps the whole IDT page: 256 gates of two u64.
     let gate = |v: usize| unsafe {
-        gate_offset(ptr::read_volatile(idt.add(2 * v)), ptr::read_volatile(idt.add(2 * v + 1)))
+        gate_offset(
+            ptr::read_volatile(idt.add(2 * v)),
+            ptr::read_volatile(idt.add(2 * v + 1)),
+        )
     };
     let (g30, g31) = (gate(30), gate(31));
     let stride = g31.wrapping_sub(g30);
-    (1..=32).contains(&stride).then(|| (g31 - 31 * stride, stride))
+    (1..=32)
+        .contains(&stride)
+        .then(|| (g31 - 31 * stride, stride))
 }
 
 /// What hooking asked for: the vectors hooked, and those skipped with the reason.
@@ -260,9 +265,12 @@ impl Hooks {
                 )
             };
             let orig = gate_offset(q0, q1);
-            let is_early = early.is_some_and(|(first, stride)| (first..first + 32 * stride).contains(&orig));
+            let is_early =
+                early.is_some_and(|(first, stride)| (first..first + 32 * stride).contains(&orig));
             if q0 & (1 << 47) == 0 || is_early {
-                plan.skipped.push(v, GFP_KERNEL).map_err(|_| (v, GateRefusal::NoMemory))?;
+                plan.skipped
+                    .push(v, GFP_KERNEL)
+                    .map_err(|_| (v, GateRefusal::NoMemory))?;
                 continue;
             }
             // After the absent test: built in without CONFIG_X86_CET, #CP has neither a gate nor
@@ -365,7 +373,9 @@ impl Hooks {
             if orig >> 32 != stub >> 32 {
                 return Err(GateRefusal::FarAway);
             }
-            self.stop.reserve(1, GFP_KERNEL).map_err(|_| GateRefusal::NoMemory)?;
+            self.stop
+                .reserve(1, GFP_KERNEL)
+                .map_err(|_| GateRefusal::NoMemory)?;
             // SAFETY: vectors 2 and 248 have static calls (glue.c; built in, a check only); text
             // patching, may sleep.
             let err = unsafe { ffi::lbr_dump_set_handler(v as u32, orig as usize) };
@@ -415,7 +425,10 @@ impl Hooks {
                 // whose way on leads to the kernel's handler.
                 if ptr::read_volatile(alias.add(2 * NMI_VECTOR)) == g.orig {
                     idt.write(|va| {
-                        ptr::write_volatile(va.cast::<u64>().add(2 * NMI_VECTOR), retarget(g.orig, watch))
+                        ptr::write_volatile(
+                            va.cast::<u64>().add(2 * NMI_VECTOR),
+                            retarget(g.orig, watch),
+                        )
                     });
                 } else {
                     changed = true;
@@ -468,7 +481,11 @@ impl Hooks {
     fn changed_any(&self) -> bool {
         let alias = self.gates();
         // SAFETY: reads the stop gates' low quadwords through the window (vectors below 256).
-        !self.hooked.is_empty() || self.stop.iter().any(|g| unsafe { ptr::read_volatile(alias.add(2 * g.vector)) } != g.orig)
+        !self.hooked.is_empty()
+            || self
+                .stop
+                .iter()
+                .any(|g| unsafe { ptr::read_volatile(alias.add(2 * g.vector)) } != g.orig)
     }
 }
 
@@ -481,7 +498,9 @@ impl Drop for Hooks {
             // SAFETY: `restore` stores through the window, valid on every CPU until dropped
             // after this, and neither sleeps nor allocates.
             if unsafe { with_cpus_held(|| self.restore()) }.is_err() {
-                pr_err!("stop_machine() failed: restoring the IDT gates with the other CPUs running\n");
+                pr_err!(
+                    "stop_machine() failed: restoring the IDT gates with the other CPUs running\n"
+                );
                 self.restore();
             }
         }

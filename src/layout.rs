@@ -389,7 +389,7 @@ pub fn checksum_bytes(data: impl Iterator<Item = u8>, skip: usize) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for (i, b) in data.enumerate() {
         let b = if (skip..skip + 8).contains(&i) { 0 } else { b };
-        h ^= b as u64;
+        h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h
@@ -511,7 +511,7 @@ fn le32(b: &[u8], off: usize) -> u32 {
 }
 
 fn le64(b: &[u8], off: usize) -> u64 {
-    (le32(b, off) as u64) | (le32(b, off + 4) as u64) << 32
+    u64::from(le32(b, off)) | u64::from(le32(b, off + 4)) << 32
 }
 
 /// A NUL-padded name field as text (up to its first NUL; `None` if not UTF-8).
@@ -700,7 +700,8 @@ impl<'a> AreaHeader<'a> {
             pair => Some(pair),
         };
         field(
-            layout.values() + 2 * ler.is_some() as usize + filter.is_some() as usize == g.nr_values,
+            layout.values() + 2 * usize::from(ler.is_some()) + usize::from(filter.is_some())
+                == g.nr_values,
             "value count",
         )?;
         let bts = match le32(b, hdr::BTS_POOL) as usize {

@@ -136,7 +136,10 @@ fn prepare(module: &'static ThisModule) -> Result<control::State> {
         }
         Err(refusal) => match refusal.forceable() {
             Some(found) if module_parameters::force.value() => {
-                pr_warn!("{} (forced: records will be empty)\n", format_args!("{refusal}"));
+                pr_warn!(
+                    "{} (forced: records will be empty)\n",
+                    format_args!("{refusal}")
+                );
                 found
             }
             _ => {
@@ -172,7 +175,9 @@ fn bts_options(found: &probe::Found) -> Result<Option<capture::BtsOptions>> {
         return Ok(None);
     }
     if !(4..=4096).contains(&kib) || !kib.is_power_of_two() {
-        pr_err!("bts={kib}: not a buffer size: KiB per BTS buffer, a power of two from 4 to 4096\n");
+        pr_err!(
+            "bts={kib}: not a buffer size: KiB per BTS buffer, a power of two from 4 to 4096\n"
+        );
         return Err(EINVAL);
     }
     if found.bts != facility::Bts::Available {
@@ -305,7 +310,10 @@ mod tests {
     fn cpuid_instruction_reads_vendor() {
         let l0 = CpuidInsn.cpuid(0, 0);
         assert!(l0.eax >= 1);
-        for b in [l0.ebx, l0.edx, l0.ecx].iter().flat_map(|r| r.to_le_bytes()) {
+        for b in [l0.ebx, l0.edx, l0.ecx]
+            .iter()
+            .flat_map(|r| r.to_le_bytes())
+        {
             assert!(b.is_ascii_graphic());
         }
     }
@@ -315,7 +323,11 @@ mod tests {
     #[test]
     fn msr_read_is_real() {
         let efer = read_msr(CpuId::current(), 0xc000_0080).expect("EFER is readable");
-        assert_ne!(efer & (1 << 10), 0, "EFER.LMA must be set in a 64-bit kernel");
+        assert_ne!(
+            efer & (1 << 10),
+            0,
+            "EFER.LMA must be set in a 64-bit kernel"
+        );
         // DEBUGCTL exists on every x86-64 CPU and reads without fault.
         assert!(read_msr(CpuId::current(), msr::DEBUGCTL).is_ok());
     }

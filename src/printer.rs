@@ -154,7 +154,9 @@ fn newest(a: &Armed, below: u64, f: impl Fn(&Snap) -> bool) -> Option<Snap> {
     let mut best: Option<Snap> = None;
     for cpu in 0..g.nr_cpus {
         for slot in 0..g.ring {
-            let Some(s) = read(a, cpu, slot) else { continue };
+            let Some(s) = read(a, cpu, slot) else {
+                continue;
+            };
             if s.seq < below && best.is_none_or(|b| s.seq > b.seq) && f(&s) {
                 best = Some(s);
             }
@@ -173,18 +175,14 @@ fn encloses(outer: &Snap, inner: &Snap) -> bool {
     // SAFETY: reads 8 bytes at a kernel address that may be gone; copy_from_kernel_nofault
     // handles faults and writes into the local.
     let r = unsafe {
-        bindings::copy_from_kernel_nofault(
-            ptr::addr_of_mut!(rip).cast(),
-            frame as *const c_void,
-            8,
-        )
+        bindings::copy_from_kernel_nofault(ptr::addr_of_mut!(rip).cast(), frame as *const c_void, 8)
     };
     r == 0 && rip == outer.rip
 }
 
 fn print_raw(line: &mut LineBuf) {
     // SAFETY: a NUL-terminated format with one `%s` and a NUL-terminated argument.
-    unsafe { bindings::_printk(c"\x013lbr_dump: %s\n".as_ptr().cast(), line.as_ptr()) };
+    unsafe { bindings::_printk(c"\x013lbr_dump: %s\n".as_char_ptr().cast(), line.as_ptr()) };
 }
 
 /// Prints `line` followed by `from` and `to` symbolized (`| %pS -> %pS`): a record or LER line.
@@ -193,7 +191,7 @@ fn print_branch(line: &mut LineBuf, from: u64, to: u64) {
     // addresses, which printk symbolizes without dereferencing them.
     unsafe {
         bindings::_printk(
-            c"\x013lbr_dump: %s | %pS -> %pS\n".as_ptr().cast(),
+            c"\x013lbr_dump: %s | %pS -> %pS\n".as_char_ptr().cast(),
             line.as_ptr(),
             from as *const c_void,
             to as *const c_void,
@@ -218,7 +216,9 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
     };
     print_snapshot(a, &s, Some(0));
     for nest in 1..=MAX_NEST {
-        let Some(outer) = newest(a, s.seq, |o| encloses(o, &s)) else { break };
+        let Some(outer) = newest(a, s.seq, |o| encloses(o, &s)) else {
+            break;
+        };
         print_snapshot(a, &outer, Some(nest));
         s = outer;
     }
@@ -234,14 +234,17 @@ fn print_panic(a: &Armed) {
     let panic_cpu = claim.checked_sub(1).unwrap_or(this);
     // SAFETY: `current` of this CPU, a task that lives while it runs this code.
     let me = unsafe { bindings::get_current() };
-    let snap = newest(a, u64::MAX, |s| s.cpu == panic_cpu && Kind::of(s.vector) == Kind::Panic);
+    let snap = newest(a, u64::MAX, |s| {
+        s.cpu == panic_cpu && Kind::of(s.vector) == Kind::Panic
+    });
     // The panic follows this task's oops if no capture came between them but the panic's own.
     let after_oops = OOPS_TASK.load(Ordering::Acquire) == me
         && snap.is_none_or(|s| s.seq.wrapping_sub(OOPS_SEQ.load(Ordering::Relaxed)) <= 1);
     match snap {
-        _ if after_oops => {
-            none(this, "this panic follows the oops printed above; its exception snapshot is there")
-        }
+        _ if after_oops => none(
+            this,
+            "this panic follows the oops printed above; its exception snapshot is there",
+        ),
         Some(s) => print_snapshot(a, &s, Some(0)),
         None if claim == 0 => none(
             this,
@@ -300,7 +303,10 @@ fn print_bts(a: &Armed, s: &Snap) {
         return;
     }
     let entry = g.bts_entry(s.cpu, slot);
-    let (virt, owner) = (a.area.u64_at(entry + layout::bts::VIRT), a.area.u64_at(entry + layout::bts::OWNER));
+    let (virt, owner) = (
+        a.area.u64_at(entry + layout::bts::VIRT),
+        a.area.u64_at(entry + layout::bts::OWNER),
+    );
     if owner != s.seq {
         let _ = write!(l, "state=reused owner={owner}");
         print_raw(&mut l);
@@ -311,7 +317,10 @@ fn print_bts(a: &Armed, s: &Snap) {
     let runs = match layout::bts_runs(g.bts_size, base, index, wrapped) {
         Ok(r) if base == virt => r,
         _ => {
-            let _ = write!(l, "state=inconsistent base={base:#x} index={index:#x} buffer={virt:#x}");
+            let _ = write!(
+                l,
+                "state=inconsistent base={base:#x} index={index:#x} buffer={virt:#x}"
+            );
             print_raw(&mut l);
             return;
         }
@@ -368,8 +377,13 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
         flavour: layout.flavour().name(),
         format,
         records: count as u32,
-        state: layout::snapshot_state(s.state, s.ctl_entry, a.area.ctl_armed(), a.area.filter(s.off))
-            .with_records(count),
+        state: layout::snapshot_state(
+            s.state,
+            s.ctl_entry,
+            a.area.ctl_armed(),
+            a.area.filter(s.off),
+        )
+        .with_records(count),
         nest,
         filter: a.area.branches(),
     };
@@ -391,9 +405,20 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
             print_branch(&mut l, b.from, b.to);
         }
     }
-    if let Some(ler) = a.area.ler(s.off).and_then(|(f, t)| record::last_exception(layout, f, t)) {
+    if let Some(ler) = a
+        .area
+        .ler(s.off)
+        .and_then(|(f, t)| record::last_exception(layout, f, t))
+    {
         let mut l = LineBuf::new();
-        let _ = write!(l, "{}", LerLine { from: ler.from, to: ler.to });
+        let _ = write!(
+            l,
+            "{}",
+            LerLine {
+                from: ler.from,
+                to: ler.to
+            }
+        );
         print_branch(&mut l, ler.from, ler.to);
     }
     print_bts(a, s);
@@ -409,7 +434,15 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
 }
 
 /// The die notifier.
-unsafe extern "C" fn on_die(_nb: *mut bindings::notifier_block, val: c_ulong, data: *mut c_void) -> c_int {
+///
+/// # Safety
+///
+/// Called only by the die notifier chain, with the arguments it passes.
+unsafe extern "C" fn on_die(
+    _nb: *mut bindings::notifier_block,
+    val: c_ulong,
+    data: *mut c_void,
+) -> c_int {
     if val != ffi::DIE_OOPS || data.is_null() {
         return ffi::NOTIFY_DONE;
     }
@@ -427,7 +460,15 @@ unsafe extern "C" fn on_die(_nb: *mut bindings::notifier_block, val: c_ulong, da
 }
 
 /// The panic notifier.
-unsafe extern "C" fn on_panic(_nb: *mut bindings::notifier_block, _val: c_ulong, _data: *mut c_void) -> c_int {
+///
+/// # Safety
+///
+/// Called only by the panic notifier chain, with the arguments it passes.
+unsafe extern "C" fn on_panic(
+    _nb: *mut bindings::notifier_block,
+    _val: c_ulong,
+    _data: *mut c_void,
+) -> c_int {
     // SAFETY: as in `on_die`.
     if let Some(a) = unsafe { ARMED.load(Ordering::Acquire).as_ref() } {
         print_panic(a);

@@ -173,11 +173,16 @@ enum Why {
 
 /// Identifies the recorder from CPUID and checks on `cpu` that it can be switched on, leaving
 /// the control MSR as it was.
+#[allow(
+    clippy::result_large_err,
+    reason = "once per load; the refusal carries what was found"
+)]
 pub(crate) fn probe(cpu: CpuId) -> Result<Found, Refusal> {
     let hypervisor = hypervisor::detect(&CpuidInsn);
     probe_recorder(cpu, hypervisor).map_err(|why| Refusal { why, hypervisor })
 }
 
+#[allow(clippy::result_large_err, reason = "once per load")]
 fn probe_recorder(cpu: CpuId, hypervisor: Hypervisor) -> Result<Found, Why> {
     let mut facility = facility::identify(&CpuidInsn, None);
     if facility.pdcm {

@@ -80,7 +80,7 @@ impl Encoding {
             Self::IntelLegacy {
                 format, info, tsx, ..
             } => (
-                format as u32,
+                u32::from(format),
                 if info { LAYOUT_INFO } else { 0 } | if tsx { LAYOUT_TSX } else { 0 },
             ),
             _ => (0, 0),

@@ -446,10 +446,9 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
             _ => {
                 if let Some(c) = tok.strip_prefix("cycles=") {
                     b.cycles = Some(c.parse().ok()?);
-                } else if let Some(ty) = tok.strip_prefix("type=") {
-                    b.branch_type = Some(BranchType::from_name(ty)?);
                 } else {
-                    return None;
+                    let ty = tok.strip_prefix("type=")?;
+                    b.branch_type = Some(BranchType::from_name(ty)?);
                 }
             }
         }

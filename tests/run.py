@@ -4,8 +4,10 @@
 
 Stages, in order (a failed build fails the tests that need it, and the run goes on):
   1. host: `cargo test` over the workspace (each Rust test counts), `cargo fmt --check`,
-     `cargo clippy -D warnings`, the cache pruning of scripts/common.sh;
-  2. builds: the test kernel, both variants; lbr_dump.ko from clean, with no warning;
+     `cargo clippy -D warnings`, rustfmt --check of the module's own Rust files, the cache
+     pruning of scripts/common.sh;
+  2. builds: the test kernel, both variants; lbr_dump.ko from clean, with no warning, and with
+     the kernel's CLIPPY=1, with no lint;
   3. VM scenarios: every `test_*` function of tests/scenarios/*.py (KUnit suites report one
      result per KTAP test case).
 Prints PASS/FAIL lines, then `N passed, N failed`; exits 1 on any failure.
@@ -75,6 +77,20 @@ def host_tests(r: harness.Results) -> None:
     r.record("cargo fmt --check", fmt.returncode == 0, fmt.stdout[-2000:])
     clippy = run(["cargo", "clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"])
     r.record("cargo clippy -D warnings", clippy.returncode == 0, clippy.stdout[-3000:])
+    # The module's own Rust files, which cargo does not reach (the shared ones are lbr-core's,
+    # checked above): rustfmt with the kernel's settings (its .rustfmt.toml: edition 2021, Unix
+    # newlines, the defaults otherwise).
+    kernel_rs = [str(p.relative_to(REPO)) for p in sorted((REPO / "src").glob("*.rs"))
+                 if p.name not in shared_sources()]
+    rfmt = run(["rustfmt", "--check", "--edition", "2021", "--config", "newline_style=Unix", *kernel_rs])
+    r.record(f"rustfmt --check, kernel settings: {len(kernel_rs)} module files", rfmt.returncode == 0 and
+             len(kernel_rs) >= 8, rfmt.stdout[-2000:])
+
+
+def shared_sources() -> set[str]:
+    """The src/ files lbr-core compiles too (its #[path] modules)."""
+    lib = (REPO / "tools/lbr-core/src/lib.rs").read_text()
+    return {Path(p).name for p in re.findall(r'#\[path = "([^"]+)"\]', lib)}
 
 
 def script_tests(r: harness.Results) -> None:
@@ -123,6 +139,17 @@ def builds(r: harness.Results) -> bool:
     r.record("build: lbr_dump.ko from clean, no warnings (rustc, clang, objtool, modpost)",
              built and bool(compiled) and not warnings,
              "\n".join(warnings[:20]) or ("not compiled from clean" if not compiled else text[-2000:]))
+    # The kernel's CLIPPY=1 build (clippy-driver with the kernel's lint flags, rust/Makefile's
+    # rust_common_flags), from clean in a directory of its own; V=1 shows that clippy-driver ran.
+    p = run(["bash", "-c", 'source scripts/common.sh; rm -rf "$REPO/out/module-clippy"; mkdir -p "$REPO/out/module-clippy"; '
+             'in_root make -C "$1" M="$REPO" MO="$REPO/out/module-clippy" LLVM=1 ARCH=x86_64 CLIPPY=1 V=1 modules',
+             "_", kdir])
+    (REPO / "out" / "module-clippy.log").write_text(p.stdout)
+    lints = [l for l in p.stdout.splitlines() if re.match(r"(warning|error)(\[|:)", l)]
+    ran = re.search(r"clippy-driver .*src/lbr_dump\.rs", p.stdout)
+    r.record("build: lbr_dump.ko with CLIPPY=1, no lint", p.returncode == 0 and bool(ran) and not lints,
+             "\n".join(lints[:30]) or ("clippy-driver did not compile src/lbr_dump.rs" if not ran else p.stdout[-2000:])
+             + "\n(see out/module-clippy.log)")
     return built
 
 

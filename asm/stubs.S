@@ -408,7 +408,7 @@ SYM_DATA_END(lbr_dump_live)
 	movq	%rax, LBR_SNAP_CTL_ENTRY(%rsi)
 	/*
 	 * The records: values[i] = rdmsr(msrs[i]) for the flat list Rust built when arming, each MSR
-	 * read safely on every CPU first (src/capture.rs); the list is never empty (checked again
+	 * read safely on every CPU first (src/capture/cpu.rs); the list is never empty (checked again
 	 * here: an empty list must not make `decq` wrap).
 	 */
 	movq	lbr_dump_capture+LBR_CFG_MSRS(%rip), %rdi
@@ -449,7 +449,7 @@ SYM_DATA_END(lbr_dump_live)
 	 * Restore the entry value; but with \rearm, if it is lbr-dump's armed value with only the
 	 * LBR switch cleared (LBR_CFG_REARM_MASK: #DB delivery clears it and leaves BTS's bits),
 	 * re-arm: write the armed value (README: re-arm policy), unless a KVM guest holds this
-	 * CPU's LBR (LBR_CPU_LENT, src/capture.rs `lend`: the switch is off for the guest). (The
+	 * CPU's LBR (LBR_CPU_LENT, src/capture/cpu.rs `lend`: the switch is off for the guest). (The
 	 * stop stubs restore exactly what they found: a CPU stopped in a panic may have been inside
 	 * a capture that froze the recorder.)
 	 */
@@ -773,7 +773,7 @@ LBR_NOKPROBE_WAY_ON \vec
  * breakpoint or a kprobe would otherwise leave recording off until the next capture. If the
  * control MSR holds lbr-dump's armed value with only the enable bit cleared, write the armed value
  * back; any other value (another owner's, or recording still on) is left alone, and so is a CPU
- * whose LBR a KVM guest holds (LBR_CPU_LENT, src/capture.rs `lend`). Any mode, kernel or user:
+ * whose LBR a KVM guest holds (LBR_CPU_LENT, src/capture/cpu.rs `lend`). Any mode, kernel or user:
  * the test needs no segment or stack of the interrupted context.
  *
  * First, before any load of lbr-dump's data: if a hardware breakpoint is armed (DR7's enable
@@ -1221,7 +1221,7 @@ _ASM_NOKPROBE(lbr_dump_nmi_watch)
  * armed value (LBR_CFG_ARMED) no longer has: the value kept may be older than this NMI (an NMI
  * that froze the recorder never reached this handler: late microcode loading's rendezvous, an
  * emergency handler; the recorder stayed frozen, and a later NMI's entry keeps the older value),
- * and meanwhile TR|BTS may have been given up for good (perf took the debug store, src/capture.rs
+ * and meanwhile TR|BTS may have been given up for good (perf took the debug store, src/capture/bts.rs
  * perf_takes_ds): switching them back on would store BTS records through another owner's
  * IA32_DS_AREA. Nor the LBR switch on a CPU whose LBR a KVM guest holds (LBR_CPU_LENT).
  * C-callable: clobbers rax, rcx, rdx, rsi, rdi, r8 and flags.

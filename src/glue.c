@@ -346,7 +346,7 @@ int lbr_dump_set_handler(unsigned int vector, unsigned long handler)
 /*
  * Resume from suspend: syscore resume runs on the boot CPU alone, IRQs off, before the other
  * CPUs come back through CPU hotplug; the boot CPU never goes through hotplug, so this is where
- * its recorder is switched back on (src/capture.rs `resume`). One registration at a time.
+ * its recorder is switched back on (src/capture/cpu.rs `resume`). One registration at a time.
  */
 static void (*lbr_dump_resume_fn)(void);
 static void (*lbr_dump_shutdown_fn)(void);
@@ -367,7 +367,7 @@ static void lbr_dump_syscore_resume(void *data)
  * Shutdown (reboot, and kexec -e: kernel_kexec() calls syscore_shutdown() in process context
  * with every CPU still online; on x86 machine_shutdown() only stops them afterwards): BTS goes
  * off on every CPU before the next kernel's page tables, which do not map lbr-dump's debug store
- * (src/capture.rs `shutdown`). Suspend (and kexec with preserve_context) switches it off on the
+ * (src/capture/bts.rs `shutdown`). Suspend (and kexec with preserve_context) switches it off on the
  * boot CPU; resume switches it back on.
  */
 static void lbr_dump_syscore_shutdown(void *data)
@@ -401,7 +401,7 @@ void lbr_dump_syscore_unregister(void)
  * context, under pmc_reserve_mutex), and frees that store's BTS buffer at release without
  * clearing IA32_DS_AREA (release_ds_buffer() clears .ds before fini_debug_store_on_cpu() reads
  * it). lbr-dump's TR|BTS must be off on every CPU before that: an ftrace callback at the entry of
- * reserve_ds_buffers() (not exported: by name) calls `fn` first (src/capture.rs
+ * reserve_ds_buffers() (not exported: by name) calls `fn` first (src/capture/bts.rs
  * `perf_takes_ds`). Returns 0 or -errno (-EINVAL: a function is not there or cannot be traced).
  * Serialized by lbr-dump's state lock.
  */
@@ -539,7 +539,7 @@ void lbr_dump_bts_unwatch(void)
  * ACTIVE), and perf keeps host recording off there (events/intel/lbr.c vlbr_exclude_host()).
  * Perf schedules that event in and out on the CPU through intel_pmu_lbr_add() and
  * intel_pmu_lbr_del() (IRQs off, PMU disabled, called from intel_pmu_add_event()/_del_event();
- * not exported: by name), whose entries call `lend` (src/capture.rs `lend`): true when a guest
+ * not exported: by name), whose entries call `lend` (src/capture/cpu.rs `lend`): true when a guest
  * LBR event comes in, false when it goes. Other LBR events (perf's own users) are ignored.
  * Returns 0 or -errno (-EINVAL: a function is not there or cannot be traced), nothing
  * registered then. Serialized by lbr-dump's state lock.
@@ -659,7 +659,7 @@ ALLOW_ERROR_INJECTION(lbr_dump_filter_crash_kexec, ERRNO);
  * panic (panic_on_oops, in interrupt, the idle task or init) calls crash_kexec() from oops_end()
  * before panic(), and with kdump loaded it never returns: the other CPUs are stopped by kdump's
  * NMI shootdown without a panic() entry, and the panicking CPU reaches machine_kexec() without
- * the trampoline's LBR_BTS_OFF (src/capture.rs refuses BTS without it).
+ * the trampoline's LBR_BTS_OFF (src/capture/mod.rs refuses BTS without it).
  */
 int lbr_dump_panic_attach(bool *kexec)
 {
@@ -681,7 +681,7 @@ int lbr_dump_panic_attach(bool *kexec)
 /*
  * A detach that fails (ftrace was shut down after an ftrace bug: the call sites stay patched)
  * must not let the trampoline's code go away: the module is pinned, and the caller stops the
- * trampoline from doing anything (src/capture.rs).
+ * trampoline from doing anything (src/capture/panic.rs).
  */
 static int lbr_dump_detach(struct ftrace_ops *ops, unsigned long tramp)
 {

@@ -80,7 +80,7 @@ def host_tests(r: harness.Results) -> None:
     # The module's own Rust files, which cargo does not reach (the shared ones are lbr-core's,
     # checked above): rustfmt with the kernel's settings (its .rustfmt.toml: edition 2021, Unix
     # newlines, the defaults otherwise).
-    kernel_rs = [str(p.relative_to(REPO)) for p in sorted((REPO / "src").glob("*.rs"))
+    kernel_rs = [str(p.relative_to(REPO)) for p in sorted((REPO / "src").rglob("*.rs"))
                  if p.name not in shared_sources()]
     rfmt = run(["rustfmt", "--check", "--edition", "2021", "--config", "newline_style=Unix", *kernel_rs])
     r.record(f"rustfmt --check, kernel settings: {len(kernel_rs)} module files", rfmt.returncode == 0 and

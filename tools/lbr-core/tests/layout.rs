@@ -130,7 +130,7 @@ fn assembly_offsets_match() {
     }
 }
 
-/// An area written field by field at the offsets the layout documents (as capture.rs does):
+/// An area written field by field at the offsets the layout documents (as src/capture/area.rs does):
 /// 2 CPUs, ring 4, Intel LBR format 5 at depth 4 (TOS + 3 * 4 values), the last exception
 /// record (LER FROM and TO, the 14th and 15th values) and LBR_SELECT as the filter MSR (its
 /// value the 16th).

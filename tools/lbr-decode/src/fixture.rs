@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Synthetic inputs for the tests, the benchmarks and the fuzzers' seeds: a snapshot area as
-//! capture.rs writes it, and an ELF core file around physical memory. Writing only; reading is
+//! src/capture/area.rs writes it, and an ELF core file around physical memory. Writing only; reading is
 //! the module's layout code and the `object` crate.
 
 use lbr_core::layout::{

@@ -1,0 +1,674 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Arming lbr-dump: the snapshot area, the stubs' configuration, recording on every CPU, the
+//! hooked gates, the panic path and the printers, in that order; disarming undoes them in
+//! reverse.
+//!
+//! The panic path (README "What a panic shows"): the panic trampoline (asm/stubs.S) is attached
+//! to the entry of panic(), vpanic() and crash_kexec() as an ftrace direct call and captures the
+//! panicking CPU; the stop trampoline, at the entry of the functions that stop the other CPUs,
+//! switches the NMI and REBOOT_VECTOR gates to the stop stubs, whose static calls and gate values
+//! are prepared here (text patching cannot happen in a panic). Those gates are the kernel's until
+//! a panic stops the other CPUs: no cost for the NMIs and IPIs of a running system.
+//!
+//! Re-arm policy (README "Recording"): recording is switched on by a CPU-hotplug callback on
+//! every CPU that is online or comes online later (a dynamic AP state, after perf's online
+//! callback, which clears LBR), and on the boot CPU at resume from suspend (syscore resume: the
+//! boot CPU never goes through hotplug, and its MSRs come back from a reset). #DB clears the
+//! enable bit by itself; a capture whose entry value is lbr-dump's armed value with only the
+//! enable bit cleared re-arms (asm/stubs.S). Another owner's value (perf) is never overwritten:
+//! a capture restores it as found, and disarming or a CPU going offline puts the pre-arm value
+//! back only where lbr-dump's own value is still in place.
+//!
+//! Every MSR a capture reads, and every one arming writes, is first accessed with the
+//! exception-safe accessors on each CPU as it is armed: a model without one (Core 2 and Bonnell
+//! have no LBR_SELECT) or a hypervisor that faults it refuses arming with a one-line reason,
+//! instead of a #GP in the hotplug thread or inside a stub.
+//!
+//! Serialization: arming and disarming run under the module's state lock (control.rs). The
+//! hotplug callbacks do not take it (arming holds it while the hotplug core runs them): the
+//! hotplug core serializes them against `__cpuhp_setup_state()` / `__cpuhp_remove_state()`, and
+//! each touches only its own CPU's atomics. The resume callback runs on one CPU with IRQs off.
+
+use core::ptr;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+use kernel::{
+    bindings,
+    ffi::{c_int, c_uint, c_void},
+    prelude::*,
+};
+
+use kernel::cpu::CpuId;
+
+use crate::facility::{debugctl, msr, select, Filter, Recorder, Switch};
+use crate::ffi;
+use crate::idt::Hooks;
+use crate::layout::{self, hdr, Geometry};
+use crate::probe::{read_msr, write_msr, write_msr_here};
+use crate::record::{self, Encoding, Tsx, MAX_VALUES};
+use crate::window;
+
+use crate::report::{vector_name, REARM_ONLY, VECTORS as HOOKABLE};
+
+mod area;
+mod bts;
+mod cpu;
+mod panic;
+mod stubcfg;
+
+pub(crate) use self::{area::*, panic::*};
+use self::{bts::*, cpu::*, stubcfg::*};
+
+/// A set of hookable vectors, as a bit mask (bit N: vector N).
+// INVARIANT: only bits of `HOOKABLE` vectors are set, and at least one captured vector's.
+#[derive(Clone, Copy)]
+pub(crate) struct Vectors(u32);
+
+impl Vectors {
+    /// Every hookable vector.
+    pub(crate) const ALL: u32 = {
+        let mut m = 0;
+        let mut i = 0;
+        while i < HOOKABLE.len() {
+            m |= 1 << HOOKABLE[i].0;
+            i += 1;
+        }
+        m
+    };
+
+    /// The set `mask` names; `None` if it names a vector that cannot be hooked or no vector
+    /// that is captured (#DB alone captures nothing).
+    pub(crate) fn new(mask: u32) -> Option<Self> {
+        (mask & !Self::ALL == 0 && mask & !(1 << REARM_ONLY) != 0).then_some(Vectors(mask))
+    }
+
+    /// Every hookable vector, as a set.
+    pub(crate) fn all() -> Self {
+        Vectors(Self::ALL)
+    }
+
+    /// The set without vector `v` (may break the invariant: pass it through [`Vectors::new`]).
+    fn without(self, v: usize) -> Self {
+        Vectors(self.0 & !(1 << v))
+    }
+
+    /// The vectors of the set, in order; `out` holds them, the count is returned.
+    fn list(self, out: &mut [usize; HOOKABLE.len()]) -> usize {
+        let mut n = 0;
+        for &(v, _) in &HOOKABLE {
+            if self.0 & (1 << v) != 0 {
+                // PANIC: none, at most HOOKABLE.len() vectors are set.
+                out[n] = v as usize;
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+// The `vectors` parameter's documented default (lbr_dump.rs, README) is this value.
+const _: () = assert!(Vectors::ALL == 0x227943);
+
+impl core::fmt::Display for Vectors {
+    /// As the `vectors` attribute and the arming message show them: `0(#DE) 6(#UD) ...`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut sep = "";
+        for &(v, name) in &HOOKABLE {
+            if self.0 & (1 << v) != 0 {
+                let what = if v == REARM_ONLY { ", re-arm only" } else { "" };
+                write!(f, "{sep}{v}({name}{what})")?;
+                sep = " ";
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What arming is asked for (the module parameters).
+#[derive(Clone, Copy)]
+pub(crate) struct Options {
+    /// Which rings' branches are recorded (`all_rings`).
+    pub(crate) rings: Rings,
+    /// Which branches are recorded (`filter`): one the recorder can apply (the load refuses the
+    /// others, lbr_dump.rs `prepare`; the options do not change after it).
+    pub(crate) filter: Filter,
+    /// The vectors to hook.
+    pub(crate) vectors: Vectors,
+    /// Freeze the recorder at every kernel-mode NMI's entry until lbr-dump's NMI handler
+    /// (`nmi_freeze`; asm/stubs.S lbr_dump_nmi_watch).
+    pub(crate) nmi_freeze: bool,
+    /// The branch trace store beside the LBR (`bts`, `bts_user`, `bts_print`), if asked for.
+    pub(crate) bts: Option<BtsOptions>,
+}
+
+/// What the `bts` parameters ask for (checked at load, lbr_dump.rs `prepare`).
+#[derive(Clone, Copy)]
+pub(crate) struct BtsOptions {
+    /// Bytes per buffer: a power of two from 4 KiB to 4 MiB (one page allocation).
+    pub(crate) size: usize,
+    /// Store user-mode branches too (`bts_user`).
+    pub(crate) user: bool,
+    /// Records the oops prints, newest first (`bts_print`).
+    pub(crate) print: u32,
+}
+
+/// BTS buffers per CPU: the one recording and three kept by the newest captures (a WARN, then an
+/// oops that panics: its exception and its panic() entry are two captures); a capture reuses the
+/// oldest kept one. Fixed-up kernel faults that are captured (an rdmsr_safe() #GP, a nofault
+/// read) take one too.
+pub(crate) const BTS_POOL: usize = 4;
+
+impl BtsOptions {
+    /// Records a buffer holds.
+    pub(crate) fn records(&self) -> usize {
+        self.size / layout::BTS_RECORD_SIZE
+    }
+
+    /// Bytes per buffer the hardware uses: whole records (the absolute maximum's offset).
+    pub(crate) fn used(&self) -> usize {
+        self.records() * layout::BTS_RECORD_SIZE
+    }
+}
+
+/// Snapshots kept per CPU (a power of two).
+const RING: usize = 4;
+/// Exported symbol whose runtime address the area records (the decoder's KASLR anchor).
+const ANCHOR: &CStr = c"_printk";
+
+/// Which rings' branches are recorded (parameter `all_rings`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rings {
+    /// Branches that end in the kernel only (the default).
+    Kernel,
+    /// Branches of every ring.
+    All,
+}
+
+/// ARCH_LBR_CTL: LBREn (bit 0), OS (1), USR (2); the branch types (bits 16..22) are the
+/// filter's ([`Filter::arch_type_bits`]).
+const ARCH_CTL_LBREN: u64 = 1 << 0;
+const ARCH_CTL_OS: u64 = 1 << 1;
+const ARCH_CTL_USR: u64 = 1 << 2;
+
+/// How the recorder is switched on: the MSR writes of arming, per flavour.
+#[derive(Clone, Copy)]
+pub(crate) struct Control {
+    /// The control MSR and its enable mask.
+    pub(crate) switch: Switch,
+    /// A filter MSR written when arming (LBR_SELECT), with its armed value.
+    filter: Option<(u32, u64)>,
+    /// Arch LBR: ARCH_LBR_CTL's armed value is written whole (not OR-ed into the old one).
+    whole: Option<u64>,
+    /// BTS: the DEBUGCTL bits it sets beside the LBR switch (TR, BTS, and BTS_OFF_USR for
+    /// kernel-only); 0 without BTS. The control MSR is DEBUGCTL (legacy LBR only).
+    bts: u64,
+}
+
+impl Control {
+    /// The arming writes for a recorder that records the branches of `rings` that `branches`
+    /// keeps. The caller checked that the recorder can apply `branches`
+    /// ([`Filter::unsupported_by`]).
+    pub(crate) fn new(recorder: &Recorder, rings: Rings, branches: Filter) -> Self {
+        let sw = recorder.switch();
+        let kernel_only = rings == Rings::Kernel;
+        // LBR_SELECT (Intel legacy, AMD LbrExtV2) suppresses what a set bit names.
+        let ring = if kernel_only { select::USER } else { 0 };
+        let select = ring | branches.select_bits();
+        let (filter, whole) = match recorder {
+            // Core 2 and Bonnell have no LBR_SELECT (then branches of every ring are recorded).
+            Recorder::IntelLegacy(l) => (l.select.map(|m| (m, select)), None),
+            Recorder::AmdLbrV2 { .. } => (Some((msr::AMD_LBR_SELECT, select)), None),
+            Recorder::IntelArch(_) => {
+                let usr = if kernel_only { 0 } else { ARCH_CTL_USR };
+                let types = branches.arch_type_bits();
+                (None, Some(ARCH_CTL_LBREN | ARCH_CTL_OS | usr | types))
+            }
+            Recorder::AmdSingle => (None, None),
+        };
+        Control {
+            switch: sw,
+            filter,
+            whole,
+            bts: 0,
+        }
+    }
+
+    /// The same with the branch trace store on (the caller checked that the recorder is legacy
+    /// LBR, whose switch is DEBUGCTL.LBR): TR and BTS, BTINT clear (circular), and BTS_OFF_USR
+    /// unless `user`.
+    pub(crate) fn with_bts(self, user: bool) -> Self {
+        let off = if user { 0 } else { debugctl::BTS_OFF_USR };
+        Control {
+            bts: debugctl::TR | debugctl::BTS | off,
+            ..self
+        }
+    }
+
+    /// The control value once armed, given the value before.
+    fn armed(&self, before: u64) -> u64 {
+        match self.bts {
+            0 => self.whole.unwrap_or(before | self.switch.mask),
+            bits => {
+                let clear = debugctl::BTINT | debugctl::BTS_OFF_OS | debugctl::BTS_OFF_USR;
+                (before & !clear) | self.switch.mask | bits
+            }
+        }
+    }
+
+    /// The bits a capture clears to freeze: the LBR switch, and TR and BTS with BTS.
+    pub(crate) fn freeze_mask(&self) -> u64 {
+        self.switch.mask | (self.bts & (debugctl::TR | debugctl::BTS))
+    }
+
+    /// Whether arming filters by ring (LBR_SELECT, or ARCH_LBR_CTL's OS/USR bits); the AMD
+    /// single record and models without LBR_SELECT record every ring.
+    pub(crate) fn filters_rings(&self) -> bool {
+        self.filter.is_some() || self.whole.is_some()
+    }
+}
+
+/// What the hotplug and resume callbacks need (they get only a CPU number, or nothing).
+struct Saved {
+    control: Control,
+    /// The control value lbr-dump writes (the same on every CPU: the boot CPU's value before
+    /// arming with the enable bits set; Arch LBR: a whole value).
+    armed: u64,
+    /// Every MSR a capture reads, checked on each CPU before recording goes on there.
+    msrs: KVec<u32>,
+    /// (control, filter, DS_AREA) before lbr-dump armed each CPU, by CPU number.
+    before: KVec<[AtomicU64; 3]>,
+    /// BTS: (address of CPU 0's debug store, bytes between CPUs' debug stores): what
+    /// IA32_DS_AREA gets on each CPU.
+    ds: Option<(u64, u64)>,
+    /// Set while arming runs the online callback on every CPU: another owner's debug store then
+    /// refuses arming; on a CPU that comes online later, it only keeps BTS off there.
+    arming: AtomicBool,
+    /// Intel legacy LBR: what [`lend`] needs to keep KVM guests and lbr-dump apart.
+    vlbr: Option<Vlbr>,
+}
+
+/// Lending the LBR to KVM guests (Intel legacy LBR, the one kind KVM gives guests: see
+/// [`lend`]).
+struct Vlbr {
+    /// (address of CPU 0's block in the snapshot area, bytes between CPU blocks): each block's
+    /// `layout::cpu::LENT` counts the guest LBR events scheduled on that CPU, and the stubs read
+    /// it.
+    blocks: (u64, u64),
+    /// The record MSRs (FROM, TO, INFO of every entry), zeroed when a guest gets the LBR and
+    /// when it gives it back.
+    records: KVec<u32>,
+}
+
+/// Everything that exists while lbr-dump is armed. Dropping it disarms, in reverse order.
+pub(crate) struct Armed {
+    /// The panic path's trampolines (detached first when disarming).
+    panic: PanicPath,
+    /// glue.c's NMI handler is registered (`nmi_freeze`).
+    nmi_handler: bool,
+    hooks: Option<Hooks>,
+    hp_state: i32,
+    resume: bool,
+    saved: Option<KBox<Saved>>,
+    pub(crate) area: Area,
+    /// The stop stubs' register save areas (layout.rs `stop`), not part of the dump.
+    stop_save: Option<Pages>,
+    /// The BTS buffers (the area's table describes them), freed after recording is off.
+    bts: Option<BtsBuffers>,
+    /// BTS records an oops prints (`bts_print`; 0 without BTS).
+    pub(crate) bts_print: u32,
+    /// glue.c's BTS callbacks are registered (perf's reserve_ds_buffers(), CPUs stopping).
+    perf_watch: bool,
+    /// glue.c's callbacks at perf's LBR event scheduling are registered (Intel legacy LBR: a
+    /// KVM guest may be lent the LBR, [`lend`]).
+    vlbr_watch: bool,
+    /// The vectors whose gates point at stubs.
+    pub(crate) hooked: Vectors,
+}
+
+impl Armed {
+    /// Whether the panic path is all there: both trampolines, and both stop gates prepared.
+    fn panic_complete(&self) -> bool {
+        // SAFETY: a field of the stubs' configuration, written by `attach_panic_path` while no
+        // trampoline was attached; read here under the state lock.
+        let (nmi, ipi) = unsafe {
+            let c = ptr::addr_of!(ffi::lbr_dump_capture.cfg);
+            (
+                ptr::addr_of!((*c).nmi_gate).read_volatile(),
+                ptr::addr_of!((*c).ipi_gate).read_volatile(),
+            )
+        };
+        self.panic.panic && self.panic.kexec && self.panic.stop && nmi != 0 && ipi != 0
+    }
+
+    /// Which of the panic path's trampolines are attached.
+    pub(crate) fn panic_path(&self) -> PanicPath {
+        self.panic
+    }
+
+    /// How recording was switched on.
+    pub(crate) fn control(&self) -> Option<&Control> {
+        self.saved.as_deref().map(|s| &s.control)
+    }
+}
+
+/// Whether the system lets lbr-dump arm at all: ftrace gave back the panic path's call sites, and
+/// the environment is one whose exception entry lbr-dump knows (glue.c).
+fn may_arm() -> Result {
+    if DETACH_FAILED.load(Ordering::Relaxed) {
+        pr_err!("refusing to arm: ftrace could not detach the panic path's trampolines when disarming (see above); reboot to arm again\n");
+        return Err(EBUSY);
+    }
+    // SAFETY: no preconditions; the result is NULL or a static string.
+    let why = unsafe { ffi::lbr_dump_environment_refusal() };
+    if !why.is_null() {
+        // SAFETY: a static NUL-terminated string from glue.c.
+        pr_err!("refusing to arm: {}\n", unsafe { CStr::from_char_ptr(why) });
+        return Err(ENODEV);
+    }
+    Ok(())
+}
+
+impl Saved {
+    /// The callbacks' state for `nr_cpus` CPUs: how recording is switched on, the armed control
+    /// value and the MSRs a capture reads.
+    fn new(
+        control: Control,
+        armed: u64,
+        msrs: &[u32],
+        nr_cpus: usize,
+        ds: Option<(u64, u64)>,
+        vlbr: Option<Vlbr>,
+    ) -> Result<KBox<Saved>> {
+        let mut list = KVec::with_capacity(msrs.len(), GFP_KERNEL)?;
+        for &m in msrs {
+            list.push(m, GFP_KERNEL)?;
+        }
+        let mut before = KVec::with_capacity(nr_cpus, GFP_KERNEL)?;
+        for _ in 0..nr_cpus {
+            before.push(
+                [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(KBox::new(
+            Saved {
+                control,
+                armed,
+                msrs: list,
+                before,
+                ds,
+                arming: AtomicBool::new(true),
+                vlbr,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+}
+
+/// Arms lbr-dump for `recorder`. `text_base` is the module's text address (for the dump header).
+/// The caller holds the state lock (control.rs).
+pub(crate) fn arm(
+    recorder: &Recorder,
+    options: Options,
+    text_base: u64,
+) -> Result<KBox<Armed>, Error> {
+    let Options {
+        rings,
+        filter,
+        vectors,
+        nmi_freeze,
+        bts,
+    } = options;
+    may_arm()?;
+    // Before any callback that writes the configuration is registered (perf_takes_ds).
+    window::map_config().inspect_err(|e| {
+        pr_err!("refusing to arm: cannot map a window onto the stubs' configuration page ({e:?})\n")
+    })?;
+    // SAFETY: no preconditions.
+    if bts.is_some() && unsafe { ffi::lbr_dump_pti_active() } {
+        pr_err!("refusing to arm: {}\n", BTS_PTI_REFUSAL);
+        return Err(ENODEV);
+    }
+    // TSX is not enumerated yet: format 4's IN_TX/ABORT (FROM bits 62:61) are not reported, as
+    // the kernel reads them as off on parts without TSX (lbr_from_signext_quirk_rd()); the
+    // address is bits 60:0 either way. The probe refused unsupported recorders already (`force`
+    // skips only its switch check), so this names the reason again for a forced arm.
+    let layout = record::layout(recorder, Tsx::Absent).map_err(|why| {
+        pr_err!("refusing to arm: {}\n", format_args!("{why}"));
+        ENODEV
+    })?;
+    let control = Control::new(recorder, rings, filter);
+    let control = match bts {
+        Some(b) => control.with_bts(b.user),
+        None => control,
+    };
+    let (msrs, n) = capture_msrs(recorder, &layout, &control);
+    if n == 0 {
+        pr_err!("refusing to arm: the recorder has no records to capture\n");
+        return Err(ENODEV);
+    }
+    let nr_cpus = kernel::cpu::nr_cpu_ids() as usize;
+    let geometry = Geometry {
+        nr_cpus,
+        ring: RING,
+        nr_values: n,
+        bts_pool: bts.map_or(0, |_| BTS_POOL),
+        bts_size: bts.map_or(0, |b| b.used()),
+    };
+    let area = Area::new(geometry, layout).inspect_err(|_| {
+        pr_err!(
+            "refusing to arm: cannot allocate the snapshot area: {} KiB of contiguous memory for \
+             {} CPUs, {} snapshots each of {} bytes\n",
+            geometry.area_size() / 1024,
+            geometry.nr_cpus,
+            geometry.ring,
+            geometry.snap_size()
+        )
+    })?;
+    let armed_value = control.armed(rdmsr_on_this_cpu(control.switch.msr)?);
+    write_header(
+        &area,
+        &control,
+        armed_value,
+        &msrs[..n],
+        recorder.last_exception(),
+        filter,
+        text_base,
+        bts,
+    );
+    let bts_buffers = match bts {
+        Some(b) => Some(BtsBuffers::new(&area, &b).inspect_err(|_| {
+            pr_err!(
+                "refusing to arm: cannot allocate the BTS buffers: {} of {} KiB for each of {} CPUs\n",
+                BTS_POOL,
+                b.size / 1024,
+                nr_cpus
+            )
+        })?),
+        None => None,
+    };
+    let ds = bts.map(|_| {
+        let g = &area.geometry;
+        (
+            area.at(g.cpu_block(0) + layout::cpu::DS) as u64,
+            g.cpu_block_size() as u64,
+        )
+    });
+    let vlbr = match recorder {
+        Recorder::IntelLegacy(l) => {
+            let g = &area.geometry;
+            Some(Vlbr::new(
+                l,
+                (area.at(g.cpu_block(0)) as u64, g.cpu_block_size() as u64),
+            )?)
+        }
+        _ => None,
+    };
+    let saved = Saved::new(control, armed_value, &msrs[..n], nr_cpus, ds, vlbr)?;
+    let stop_save = Pages::new(nr_cpus * layout::stop::CPU_SIZE).inspect_err(|_| {
+        pr_err!("refusing to arm: cannot allocate the stop stubs' save areas\n")
+    })?;
+    let mut armed = KBox::new(
+        Armed {
+            panic: PanicPath::default(),
+            nmi_handler: false,
+            hooks: None,
+            hp_state: 0,
+            resume: false,
+            saved: Some(saved),
+            area,
+            stop_save: Some(stop_save),
+            bts: bts_buffers,
+            bts_print: bts.map_or(0, |b| b.print),
+            perf_watch: false,
+            vlbr_watch: false,
+            hooked: vectors,
+        },
+        GFP_KERNEL,
+    )?;
+    // From here on, dropping `armed` undoes whatever was done.
+    BTS_GONE.store(false, Ordering::SeqCst);
+    if bts.is_some() {
+        // Before BTS goes on anywhere: perf reserving the debug store from then on is seen, and
+        // every CPU that stops for good switches BTS off.
+        let mut what: *const kernel::ffi::c_char = ptr::null();
+        // SAFETY: `perf_takes_ds` and `stopping` are valid for the module's lifetime;
+        // unregistered in `Armed::drop`. Sleeps (ftrace), under the state lock.
+        let r = unsafe { ffi::lbr_dump_bts_watch(perf_takes_ds, stopping, &mut what) };
+        if r != 0 {
+            // SAFETY: glue.c set `what` to a static NUL-terminated string.
+            let what = unsafe { CStr::from_char_ptr(what) };
+            pr_err!(
+                "refusing to arm: bts: cannot trace {what} ({:?}): BTS needs it switched off where perf takes the debug store over (reserve_ds_buffers(), wrmsrq_on_cpu()) and where a CPU stops for good (stop_this_cpu(), crash_nmi_callback())\n",
+                Error::from_errno(r)
+            );
+            return Err(ENODEV);
+        }
+        armed.perf_watch = true;
+    }
+    if let Some(v) = armed.saved.as_ref().and_then(|s| s.vlbr.as_ref()) {
+        // No CPU is armed yet (`Vlbr::OFF`): `lend` switches nothing on before `arm_cpu` has.
+        for cpu in 0..nr_cpus as u32 {
+            v.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
+        }
+        // Before recording goes on anywhere: every guest LBR event scheduled from then on is
+        // seen (`lend`).
+        // SAFETY: `lend` is valid for the module's lifetime; unregistered in `Armed::drop`.
+        // Sleeps (ftrace), under the state lock.
+        let r = unsafe { ffi::lbr_dump_vlbr_watch(lend) };
+        if r == 0 {
+            armed.vlbr_watch = true;
+        } else if cfg!(CONFIG_KVM_INTEL) {
+            pr_err!(
+                "refusing to arm: cannot trace intel_pmu_lbr_add()/_del() ({:?}): a KVM guest given the LBR (vLBR) would read and write the host's records\n",
+                Error::from_errno(r)
+            );
+            return Err(ENODEV);
+        }
+    }
+    start_recording(&mut armed)?;
+    configure_stubs(&armed, &control, armed_value, &msrs[..n])?;
+    // The plain store of the re-arm target above before the check below (x86 may otherwise
+    // let the load pass the store): either the check sees `perf_takes_ds`'s flag, or its
+    // fetch_and comes after the store.
+    core::sync::atomic::fence(Ordering::SeqCst);
+    if BTS_GONE.load(Ordering::SeqCst) {
+        // Perf reserved the debug store while arming: the re-arm target written just now had
+        // TR|BTS.
+        rearm_without_bts();
+    }
+    hook_gates(&mut armed, vectors)?;
+    attach_panic_path(&mut armed, nmi_freeze)?;
+    if bts.is_some() && !armed.panic_complete() {
+        // The panic path is what switches BTS off before kdump's kexec (the panic entry and the
+        // stop stubs, asm/stubs.S LBR_BTS_OFF): without all of it, a crash kernel could start
+        // with another CPU's TR|BTS on and lbr-dump's debug store unmapped.
+        pr_err!("refusing to arm: bts: the panic path is not complete (see above), and it is what switches BTS off before a crash kernel starts\n");
+        return Err(ENODEV);
+    }
+    Ok(armed)
+}
+
+/// Points the gates of `vectors` at their stubs, skipping (and saying so) vectors the kernel has
+/// no gate for; refuses if that leaves no captured vector.
+fn hook_gates(armed: &mut Armed, vectors: Vectors) -> Result {
+    let mut list = [0; HOOKABLE.len()];
+    let n = vectors.list(&mut list);
+    let refuse = |(v, why): (usize, crate::idt::GateRefusal)| {
+        pr_err!(
+            "refusing to arm: vector {v} ({}): {}\n",
+            vector_name(v as u32),
+            why.reason()
+        );
+        ENODEV
+    };
+    let (mut hooks, plan) = Hooks::plan(&list[..n]).map_err(refuse)?;
+    let mut hooked = vectors;
+    for &v in plan.skipped.iter() {
+        pr_info!(
+            "skipping {v}({}): {}\n",
+            vector_name(v as u32),
+            crate::idt::GateRefusal::Absent.reason()
+        );
+        hooked = hooked.without(v);
+    }
+    let Some(hooked) = Vectors::new(hooked.0) else {
+        pr_err!("refusing to arm: none of the chosen vectors has a gate to hook\n");
+        return Err(ENODEV);
+    };
+    let r = hooks.hook(&plan);
+    armed.hooks = Some(hooks);
+    r.map_err(refuse)?;
+    armed.hooked = hooked;
+    Ok(())
+}
+
+fn rdmsr_on_this_cpu(m: u32) -> Result<u64> {
+    read_msr(CpuId::current(), m).map_err(|e| {
+        pr_err!("refusing to arm: {}\n", format_args!("{e}"));
+        ENODEV
+    })
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        // The trampolines first (ftrace waits until no CPU is inside them), then the gates
+        // (and wait for every CPU to leave the stubs), then recording, then memory.
+        detach_panic_path(&mut self.panic);
+        self.hooks = None;
+        if self.nmi_handler {
+            // SAFETY: registered in `freeze_at_nmi`; the NMI gate is the kernel's again, and
+            // unregistering waits for running handlers.
+            unsafe { ffi::lbr_dump_nmi_handler(false) };
+            self.nmi_handler = false;
+        }
+        if self.resume {
+            // SAFETY: registered in `start_recording`.
+            unsafe { ffi::lbr_dump_syscore_unregister() };
+        }
+        if self.hp_state > 0 {
+            // SAFETY: removes the dynamic state registered in `start_recording`, running
+            // `cpu_offline` on every online CPU.
+            unsafe { bindings::__cpuhp_remove_state(self.hp_state as bindings::cpuhp_state, true) };
+        }
+        if self.perf_watch {
+            // BTS is off on every CPU now (`cpu_offline`).
+            // SAFETY: registered in `arm`; waits for running callbacks.
+            unsafe { ffi::lbr_dump_bts_unwatch() };
+            self.perf_watch = false;
+        }
+        if self.vlbr_watch {
+            // Recording is off on every CPU now (`cpu_offline`), which no guest event leaving
+            // switches back on (`Vlbr::OFF`).
+            // SAFETY: registered in `arm`; waits for running callbacks.
+            unsafe { ffi::lbr_dump_vlbr_unwatch() };
+            self.vlbr_watch = false;
+        }
+        RECORDING.store(ptr::null_mut(), Ordering::Release);
+        self.saved = None;
+        self.stop_save = None;
+        // Recording (BTS included) is off on every CPU and no stub runs: the buffers can go.
+        self.bts = None;
+    }
+}

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The panic path: the stop gates prepared, the panic and stop trampolines attached (ftrace
+//! direct calls), `nmi_freeze`'s NMI watch, and their detaching.
+
+use super::*;
+
+/// What the panic path does while armed: which trampolines are attached (each detached first
+/// when disarming; one the kernel refused was reported with its reason).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct PanicPath {
+    /// asm/stubs.S `lbr_dump_panic_entry` at panic(), vpanic(), crash_kexec(): the panicking
+    /// CPU is captured.
+    pub(crate) panic: bool,
+    /// The panic trampoline is at crash_kexec() too (or the kernel has no crash_kexec()): an
+    /// oops that goes to kdump is captured there and switches BTS off before machine_kexec().
+    pub(crate) kexec: bool,
+    /// asm/stubs.S `lbr_dump_stop_entry` at native_stop_other_cpus(), nmi_shootdown_cpus(): the
+    /// stop gates are switched there, and the other CPUs are captured as they stop.
+    pub(crate) stop: bool,
+}
+
+/// The panic path: prepares the stop gates, then attaches the panic and stop trampolines. A
+/// kernel that refuses them leaves lbr-dump armed for exceptions, with a line that says what is
+/// missing.
+pub(super) fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
+    let Some(hooks) = armed.hooks.as_mut() else {
+        return Ok(());
+    };
+    let mut cfg_gates = [(0u64, 0u64); 2];
+    let mut nmi_refusal = None;
+    for (i, r) in hooks.prepare_stop().into_iter().enumerate() {
+        match r {
+            // PANIC: none, `i < 2`.
+            Ok(g) => cfg_gates[i] = (g.slot as u64, g.hook),
+            Err(why) => {
+                if i == 0 {
+                    nmi_refusal = Some(why);
+                }
+                let v = [crate::idt::NMI_VECTOR, crate::idt::REBOOT_VECTOR][i];
+                pr_warn!(
+                    "panic path: vector {v} ({}) will not be captured: {}\n",
+                    vector_name(v as u32),
+                    why.reason()
+                )
+            }
+        }
+    }
+    let save = armed.stop_save.as_ref().map_or(0, |p| p.base as u64);
+    // The trampolines, the only readers of these fields, are not attached yet (they are
+    // attached below and detached before the configuration is written again).
+    configure_panic_path(save, hooks.gate_window(), cfg_gates);
+    let mut kexec = false;
+    // SAFETY: `kexec` is valid for writes; sleeps (ftrace), under the state lock.
+    let r = unsafe { ffi::lbr_dump_panic_attach(&mut kexec) };
+    if r == 0 {
+        armed.panic.panic = true;
+        armed.panic.kexec = kexec;
+        if !kexec {
+            pr_warn!(
+                "panic path: cannot attach to crash_kexec(): an oops that goes to kdump is captured by its exception alone\n"
+            );
+        }
+    } else {
+        pr_warn!(
+            "panic path: cannot attach to panic() and vpanic() ({:?}): panics without an exception are not captured{}\n",
+            Error::from_errno(r),
+            match r {
+                -19 => " (the kernel has no DYNAMIC_FTRACE_WITH_DIRECT_CALLS)",
+                -16 => " (another ftrace direct call is attached to one of them)",
+                _ => "",
+            }
+        );
+        if nmi_freeze {
+            pr_err!("refusing to arm: nmi_freeze needs the panic path\n");
+            return Err(ENODEV);
+        }
+        return Ok(());
+    }
+    if nmi_freeze {
+        freeze_at_nmi(armed, nmi_refusal)?;
+    }
+    // SAFETY: as above.
+    let r = unsafe { ffi::lbr_dump_stop_attach() };
+    if r == 0 {
+        armed.panic.stop = true;
+    } else {
+        pr_warn!(
+            "panic path: cannot attach to the functions that stop the other CPUs ({:?}): only the panicking CPU is captured\n",
+            Error::from_errno(r)
+        );
+    }
+    Ok(())
+}
+
+/// `nmi_freeze`: lbr-dump's NMI handler first (it thaws what the watch stub freezes), then the
+/// NMI gate to the watch stub (its static call was prepared with the stop gates). A gate that
+/// cannot be hooked refuses arming: the parameter asked for it.
+pub(super) fn freeze_at_nmi(armed: &mut Armed, refusal: Option<crate::idt::GateRefusal>) -> Result {
+    if let Some(why) = refusal {
+        pr_err!(
+            "refusing to arm: nmi_freeze: vector 2 (NMI): {}\n",
+            why.reason()
+        );
+        return Err(ENODEV);
+    }
+    // SAFETY: registers glue.c's NMI handler; undone in `Armed::drop` after the gate is restored.
+    let r = unsafe { ffi::lbr_dump_nmi_handler(true) };
+    if r != 0 {
+        pr_err!(
+            "refusing to arm: nmi_freeze: cannot register an NMI handler ({:?})\n",
+            Error::from_errno(r)
+        );
+        return Err(Error::from_errno(r));
+    }
+    armed.nmi_handler = true;
+    let Some(hooks) = armed.hooks.as_mut() else {
+        return Err(ENODEV);
+    };
+    hooks.hook_nmi_watch().map_err(|why| {
+        pr_err!(
+            "refusing to arm: nmi_freeze: vector 2 (NMI): {}\n",
+            why.reason()
+        );
+        ENODEV
+    })
+}
+
+/// Detaches the panic path's trampolines. If ftrace cannot (it was shut down after an ftrace
+/// bug: the call sites stay patched), glue.c pinned the module, and the trampolines are made
+/// inert: the panic is marked claimed (the panic trampoline only freezes and puts the recorder
+/// back) and the gate addresses cleared (the stop trampoline writes nothing), since the IDT alias
+/// and the save areas go away with the rest of the armed state.
+pub(super) fn detach_panic_path(path: &mut PanicPath) {
+    let mut failed = false;
+    if path.stop {
+        // SAFETY: attached in `attach_panic_path`.
+        failed |= unsafe { ffi::lbr_dump_stop_detach() } != 0;
+        path.stop = false;
+    }
+    if path.panic {
+        // SAFETY: attached in `attach_panic_path`.
+        failed |= unsafe { ffi::lbr_dump_panic_detach() } != 0;
+        path.panic = false;
+    }
+    if failed {
+        pr_err!("panic path: ftrace cannot detach lbr-dump's trampolines: they stay, inert, the module stays loaded and cannot be armed again\n");
+        DETACH_FAILED.store(true, Ordering::Relaxed);
+        make_trampolines_inert();
+    }
+}
+
+/// Set when ftrace could not detach the panic path's trampolines: they stay attached, and
+/// arming again would write the configuration they read while they run. Arming is refused.
+pub(super) static DETACH_FAILED: AtomicBool = AtomicBool::new(false);

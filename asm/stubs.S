@@ -577,21 +577,26 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	 * The instruction at RIP, for the tests below: its first 4 bytes (after one DS or REX
 	 * prefix: 3 bytes), read only where they cannot fault, else zeros (lbr_dump_no_frame).
 	 * RIP was fetched, so its page is mapped; it is read only when it is kernel or module
-	 * text (the top 2 GiB: canonical in any paging mode) and not in the last 3 bytes of its
-	 * page (an instruction there may end at the page's end). Chosen with cmov: no branch.
+	 * text (the top 2 GiB: canonical in any paging mode, and all of it is kernel text or
+	 * execmem, readable: x86 has no supervisor execute-only pages), and never past its page
+	 * (an instruction may end at the page's end): in a page's last 3 bytes, the page's last
+	 * dword is read and shifted down, the missing bytes zero. Chosen with cmov: no branch.
 	 */
 	movq	32(%rsp), %rcx			/* saved RIP */
 	leaq	lbr_dump_no_frame(%rip), %rax
 	movq	%rcx, %rdx
 	sarq	$31, %rdx
 	cmpq	$-1, %rdx			/* RIP >= 0xffffffff80000000? */
-	cmoveq	%rcx, %rax
-	movl	%eax, %edx
-	andl	$0xfff, %edx
-	cmpl	$0xffc, %edx			/* the last 3 bytes of a page? */
-	leaq	lbr_dump_no_frame(%rip), %rdx
-	cmovaq	%rdx, %rax
-	movl	(%rax), %eax			/* eax = bytes 0-3 */
+	cmoveq	%rcx, %rax			/* rax = RIP, or the zeros */
+	movq	%rax, %rdx
+	orq	$0xfff, %rdx
+	subq	$3, %rdx			/* rdx = the page's last dword */
+	cmpq	%rdx, %rax
+	cmovaq	%rdx, %rax			/* RIP in the page's last 3 bytes: that dword */
+	subl	%eax, %ecx			/* cl = RIP - rax: 0, or 1-3 (the zeros: any) */
+	shlb	$3, %cl
+	movl	(%rax), %eax
+	shrl	%cl, %eax			/* eax = bytes 0-3 */
 	movzbl	%al, %ecx
 	subl	$0x40, %ecx
 	cmpl	$0x10, %ecx
@@ -623,10 +628,12 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	jnz	.Lpass_\vec
 .if \vec == 13
 	/*
-	 * A #GP the kernel fixes up by the instruction alone: every RDMSR, WRMSR and WRMSRNS has an
-	 * exception-table entry (arch/x86/include/asm/msr.h; ex_handler_msr() warns for the
-	 * unchecked ones and goes on), and a KVM guest's MSR writes reach wrmsr_safe() at will
-	 * (SPEC_CTRL with a reserved bit). FXRSTOR and XRSTOR (0F AE /1, /5, a memory operand)
+	 * A #GP the kernel fixes up by the instruction alone: every RDMSR, WRMSR and WRMSRNS of
+	 * arch/x86/include/asm/msr.h's accessors has an exception-table entry (ex_handler_msr()
+	 * warns for the unchecked ones and goes on), and a KVM guest's MSR writes reach
+	 * wrmsr_safe() at will (SPEC_CTRL with a reserved bit). The few raw ones without an entry
+	 * (IBRS_ENTER/EXIT, write_ibpb, KVM's SPEC_CTRL switch in vmenter.h, Hyper-V's crash path,
+	 * SEV's #VC) oops there uncaptured: README "How capture works". FXRSTOR and XRSTOR (0F AE /1, /5, a memory operand)
 	 * with the saved RFLAGS.AC set restore a user's signal frame inside a user-access region
 	 * (fxrstor_from_user_sigframe(), xrstor_from_user_sigframe(): a bad frame is the user's
 	 * SIGSEGV). Not captured. Other instructions with AC set (a wild kernel pointer inside a
@@ -1038,11 +1045,26 @@ SYM_FUNC_START(lbr_dump_stop_entry)
 	movl	$1, %eax
 	xchgq	%rax, lbr_dump_live+LBR_LIVE_GATES_SWITCHED(%rip)
 	testq	%rax, %rax
-	jnz	.Lstop_entry_done		/* switched, or being switched, by another CPU */
+	jnz	.Lstop_entry_wait		/* switched, or being switched, by another CPU */
 	LBR_GATE_WINDOW LBR_CFG_GATE_PTE_RW
 	LBR_SET_GATE LBR_CFG_NMI_GATE, LBR_CFG_NMI_HOOK
 	LBR_SET_GATE LBR_CFG_IPI_GATE, LBR_CFG_IPI_HOOK
 	LBR_GATE_WINDOW LBR_CFG_GATE_PTE_RO
+	movq	$2, lbr_dump_live+LBR_LIVE_GATES_SWITCHED(%rip)	/* done */
+	jmp	.Lstop_entry_done
+.Lstop_entry_wait:
+	/*
+	 * The other CPU's stores may not be done: wait for them, so that this CPU's stop
+	 * interrupts find the stop stubs. Bounded (a million PAUSEs, well under a second): the
+	 * other CPU may itself have been stopped halfway.
+	 */
+	movl	$1000000, %eax
+.Lstop_entry_spin:
+	cmpq	$2, lbr_dump_live+LBR_LIVE_GATES_SWITCHED(%rip)
+	je	.Lstop_entry_done
+	pause
+	decl	%eax
+	jnz	.Lstop_entry_spin
 .Lstop_entry_done:
 	popq	%rdx
 	popq	%rax

@@ -280,8 +280,9 @@ pub mod live {
     /// 0 until a panic is captured, then the capturing CPU's number plus one (the panic
     /// trampoline claims it with a locked compare-and-exchange: one panic capture per arming).
     pub const PANIC_CPU: usize = 0x08;
-    /// Set (xchg) by the first CPU whose stop trampoline switches the stop gates after a panic
-    /// was claimed: only it opens and closes the stop switch's window.
+    /// Set to 1 (xchg) by the first CPU whose stop trampoline switches the stop gates after a
+    /// panic was claimed, 2 when it is done: only it opens and closes the stop switch's window;
+    /// another waits for 2 (bounded).
     pub const GATES_SWITCHED: usize = 0x10;
     /// Size of the structure.
     pub const SIZE: usize = 0x18;

@@ -18,6 +18,7 @@ use kernel::{cpu::CpuId, new_mutex, prelude::*, sync::Mutex};
 
 mod capture;
 mod control;
+mod entry;
 pub mod facility;
 mod ffi;
 pub mod hypervisor;

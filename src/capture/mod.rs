@@ -41,9 +41,9 @@ use kernel::{
 
 use kernel::cpu::CpuId;
 
+use crate::entry::{self, Entry};
 use crate::facility::{debugctl, msr, select, Filter, Recorder, Switch};
 use crate::ffi;
-use crate::idt::Hooks;
 use crate::layout::{self, hdr, Geometry};
 use crate::probe::{read_msr, write_msr, write_msr_here};
 use crate::record::{self, Encoding, Tsx, MAX_VALUES};
@@ -86,11 +86,6 @@ impl Vectors {
     /// Every hookable vector, as a set.
     pub(crate) fn all() -> Self {
         Vectors(Self::ALL)
-    }
-
-    /// The set without vector `v` (may break the invariant: pass it through [`Vectors::new`]).
-    fn without(self, v: usize) -> Self {
-        Vectors(self.0 & !(1 << v))
     }
 
     /// The vectors of the set, in order; `out` holds them, the count is returned.
@@ -306,7 +301,7 @@ pub(crate) struct Armed {
     panic: PanicPath,
     /// glue.c's NMI handler is registered (`nmi_freeze`).
     nmi_handler: bool,
-    hooks: Option<Hooks>,
+    entry: Option<Entry>,
     hp_state: i32,
     resume: bool,
     saved: Option<KBox<Saved>>,
@@ -513,7 +508,7 @@ pub(crate) fn arm(
         Armed {
             panic: PanicPath::default(),
             nmi_handler: false,
-            hooks: None,
+            entry: None,
             hp_state: 0,
             resume: false,
             saved: Some(saved),
@@ -595,32 +590,22 @@ pub(crate) fn arm(
 fn hook_gates(armed: &mut Armed, vectors: Vectors) -> Result {
     let mut list = [0; HOOKABLE.len()];
     let n = vectors.list(&mut list);
-    let refuse = |(v, why): (usize, crate::idt::GateRefusal)| {
-        pr_err!(
-            "refusing to arm: vector {v} ({}): {}\n",
-            vector_name(v as u32),
-            why.reason()
-        );
-        ENODEV
-    };
-    let (mut hooks, plan) = Hooks::plan(&list[..n]).map_err(refuse)?;
-    let mut hooked = vectors;
-    for &v in plan.skipped.iter() {
-        pr_info!(
-            "skipping {v}({}): {}\n",
-            vector_name(v as u32),
-            crate::idt::GateRefusal::Absent.reason()
-        );
-        hooked = hooked.without(v);
-    }
-    let Some(hooked) = Vectors::new(hooked.0) else {
-        pr_err!("refusing to arm: none of the chosen vectors has a gate to hook\n");
-        return Err(ENODEV);
-    };
-    let r = hooks.hook(&plan);
-    armed.hooks = Some(hooks);
-    r.map_err(refuse)?;
-    armed.hooked = hooked;
+    let mask = |l: &[usize]| l.iter().fold(0u32, |m, &v| m | 1 << v);
+    let (entry, list) =
+        Entry::arm(&list[..n], |l| Vectors::new(mask(l)).is_some()).map_err(|e| {
+            match e {
+                Some((v, why)) => pr_err!(
+                    "refusing to arm: vector {v} ({}): {}\n",
+                    vector_name(v as u32),
+                    why.reason()
+                ),
+                None => pr_err!("refusing to arm: none of the chosen vectors has a gate to hook\n"),
+            }
+            ENODEV
+        })?;
+    armed.entry = Some(entry);
+    // A set `Vectors::new` accepted (the entry's `accept` above).
+    armed.hooked = Vectors::new(mask(&list)).unwrap_or(vectors);
     Ok(())
 }
 
@@ -636,7 +621,7 @@ impl Drop for Armed {
         // The trampolines first (ftrace waits until no CPU is inside them), then the gates
         // (and wait for every CPU to leave the stubs), then recording, then memory.
         detach_panic_path(&mut self.panic);
-        self.hooks = None;
+        self.entry = None;
         if self.nmi_handler {
             // SAFETY: registered in `freeze_at_nmi`; the NMI gate is the kernel's again, and
             // unregistering waits for running handlers.

@@ -24,32 +24,14 @@ pub(crate) struct PanicPath {
 /// kernel that refuses them leaves lbr-dump armed for exceptions, with a line that says what is
 /// missing.
 pub(super) fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
-    let Some(hooks) = armed.hooks.as_mut() else {
+    let Some(entry) = armed.entry.as_mut() else {
         return Ok(());
     };
-    let mut cfg_gates = [(0u64, 0u64); 2];
-    let mut nmi_refusal = None;
-    for (i, r) in hooks.prepare_stop().into_iter().enumerate() {
-        match r {
-            // PANIC: none, `i < 2`.
-            Ok(g) => cfg_gates[i] = (g.slot as u64, g.hook),
-            Err(why) => {
-                if i == 0 {
-                    nmi_refusal = Some(why);
-                }
-                let v = [crate::idt::NMI_VECTOR, crate::idt::REBOOT_VECTOR][i];
-                pr_warn!(
-                    "panic path: vector {v} ({}) will not be captured: {}\n",
-                    vector_name(v as u32),
-                    why.reason()
-                )
-            }
-        }
-    }
+    let (stop, nmi_refusal) = entry.prepare_stop();
     let save = armed.stop_save.as_ref().map_or(0, |p| p.base as u64);
     // The trampolines, the only readers of these fields, are not attached yet (they are
     // attached below and detached before the configuration is written again).
-    configure_panic_path(save, hooks.gate_window(), cfg_gates);
+    configure_panic_path(save, stop.window, stop.gates);
     let mut kexec = false;
     // SAFETY: `kexec` is valid for writes; sleeps (ftrace), under the state lock.
     let r = unsafe { ffi::lbr_dump_panic_attach(&mut kexec) };
@@ -96,7 +78,7 @@ pub(super) fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
 /// `nmi_freeze`: lbr-dump's NMI handler first (it thaws what the watch stub freezes), then the
 /// NMI gate to the watch stub (its static call was prepared with the stop gates). A gate that
 /// cannot be hooked refuses arming: the parameter asked for it.
-pub(super) fn freeze_at_nmi(armed: &mut Armed, refusal: Option<crate::idt::GateRefusal>) -> Result {
+pub(super) fn freeze_at_nmi(armed: &mut Armed, refusal: Option<entry::Refusal>) -> Result {
     if let Some(why) = refusal {
         pr_err!(
             "refusing to arm: nmi_freeze: vector 2 (NMI): {}\n",
@@ -114,10 +96,10 @@ pub(super) fn freeze_at_nmi(armed: &mut Armed, refusal: Option<crate::idt::GateR
         return Err(Error::from_errno(r));
     }
     armed.nmi_handler = true;
-    let Some(hooks) = armed.hooks.as_mut() else {
+    let Some(entry) = armed.entry.as_mut() else {
         return Err(ENODEV);
     };
-    hooks.hook_nmi_watch().map_err(|why| {
+    entry.watch_nmi().map_err(|why| {
         pr_err!(
             "refusing to arm: nmi_freeze: vector 2 (NMI): {}\n",
             why.reason()

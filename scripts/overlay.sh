@@ -17,11 +17,13 @@ put() { # put SRC DST: copy when different
 }
 put "$REPO/Kbuild" "$dst/Makefile"
 put "$REPO/Kconfig" "$dst/Kconfig"
-for f in "$REPO"/src/*.rs "$REPO"/src/*.c "$REPO"/asm/*.S "$REPO"/asm/*.h "$REPO"/asm/*.awk; do
+for f in "$REPO"/src/*.rs "$REPO"/src/*/*.rs "$REPO"/src/*.c "$REPO"/asm/*.S "$REPO"/asm/*.h "$REPO"/asm/*.awk; do
+	mkdir -p "$(dirname "$dst/${f#"$REPO"/}")"
 	put "$f" "$dst/${f#"$REPO"/}"
 done
-# Files removed from the repository go from the tree too.
-for f in "$dst"/src/* "$dst"/asm/*; do
+# Files removed from the repository go from the tree too (a directory's files as well).
+for f in "$dst"/src/* "$dst"/src/*/* "$dst"/asm/*; do
+	[ -d "$f" ] && continue
 	[ -e "$REPO/${f#"$dst"/}" ] || rm -f "$f"
 done
 

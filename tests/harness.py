@@ -16,8 +16,16 @@ from pathlib import Path
 # tests/run.py, the runner, puts tests/ and scripts/ on the module path (the one place that does).
 from vm import REPO, TARGET, Result, Vm, kernel_dir, prepare_initramfs, scenario_cpio, sh
 
+# Paths and commands inside the test VM, one definition for every scenario.
 MODULE = "/lib/lbr-dump/lbr_dump.ko"
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
+CHECK = "/lib/lbr-dump/lbr_check.ko"
+LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
+SYSFS = "/sys/kernel/lbr_dump"
+# lbr_crash crash=idt prints the handler of every gate lbr_dump hooks (compare before/after).
+IDT = f"insmod {CRASH} crash=idt && rmmod lbr_crash"
+# Sets $cfg to the address of the stubs' configuration (lbr_crash's capture_cfg=).
+CFG = "cfg=$(grep -w lbr_dump_capture /proc/kallsyms | cut -d' ' -f1)\n"
 
 
 @functools.cache

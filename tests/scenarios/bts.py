@@ -10,7 +10,7 @@ way: IA32_DS_AREA pointed at its own debug store)."""
 import json
 import re
 
-from harness import CRASH, MODULE, assert_clean, boot, decode, in_root, kdump, kernel_lines, kexec, symbols
+from harness import CRASH, LKDTM, MODULE, assert_clean, boot, decode, in_root, kdump, kernel_lines, kexec, symbols
 from vm import kernel_dir
 
 EMU = "model=skylake"
@@ -465,7 +465,7 @@ def test_exception_bts_records_are_the_newest_stored(r):
     # itself (the faulting instruction into the #PF stub: no record of lbr-dump's own).
     vm = boot(finish=False, name="bts-exception", cpu="Skylake-Client", accel="tcg", emulate=EMU + ",bts_recent=1024",
               timeout=300, script=f"insmod {MODULE} bts=8 bts_print=400 enable=1\n"
-                                  "echo EXCEPTION > /sys/kernel/debug/provoke-crash/DIRECT\n")
+                                  f"echo EXCEPTION > {LKDTM}\n")
     con = vm.console
     m = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=14 .* rip=(0x[0-9a-f]+)", con)
     assert m, "no #PF snapshot printed"
@@ -522,7 +522,7 @@ def test_memory_dump_holds_the_whole_1mib_history_of_cpu1(r):
     vm = boot(finish=False, name="bts-dump", cpu="Skylake-Client", accel="tcg", emulate=EMU + ",bts_recent=65536",
               smp=2, timeout=600, dump_after="---[ end trace",
               script=f"insmod {MODULE} bts=1024 enable=1\n"
-                     "taskset -c 1 sh -c 'echo EXCEPTION > /sys/kernel/debug/provoke-crash/DIRECT' || true\n"
+                     f"taskset -c 1 sh -c 'echo EXCEPTION > {LKDTM}' || true\n"
                      "sleep 600\n")
     con = vm.console
     m = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=14 ", con)

@@ -4,7 +4,7 @@ initcall. Under plain QEMU TCG that is the refusal, once, and the boot goes on."
 
 import re
 
-from harness import assert_clean, boot, kernel_lines
+from harness import CFG, CRASH, assert_clean, boot, kernel_lines
 
 
 def test_builtin_probes_at_boot(r):
@@ -54,10 +54,8 @@ def test_built_in_stub_settings_are_read_only(r):
     # write primitive of lbr_crash crash=write (hardening.py's test, here for the built-in
     # driver armed at boot) lands nowhere.
     vm = boot(name="builtin-write", kernel="builtin", cpu="EPYC-Genoa", accel="tcg",
-              append="lbr_dump=on lbr_dump.force=1", script="""
-cfg=$(grep -w lbr_dump_capture /proc/kallsyms | cut -d' ' -f1)
-insmod /lib/lbr-dump/lbr_crash.ko crash=write capture_cfg=0x$cfg && rmmod lbr_crash
-""")
+              append="lbr_dump=on lbr_dump.force=1",
+              script=CFG + f"insmod {CRASH} crash=write capture_cfg=0x$cfg && rmmod lbr_crash\n")
     assert kernel_lines(vm.console, "lbr_dump: armed"), "lbr_dump=on did not arm at boot"
     assert "lbr_crash: write: done" in vm.console, kernel_lines(vm.console, "lbr_crash")
     writes = re.findall(r"lbr_crash: write: (\w+) (0x[0-9a-f]+) \S+ = (-?\d+)", vm.console)

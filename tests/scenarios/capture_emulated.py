@@ -18,12 +18,10 @@ the recorder was lbr-dump's (state=complete).
 import json
 import re
 
-from harness import MODULE, boot, decode, kernel_lines, snapshot_heads, symbols, tail
+from harness import CRASH, LKDTM, MODULE, boot, decode, kernel_lines, snapshot_heads, symbols, tail
 from records import (assert_equals_freeze, assert_ler_equals_freeze, freeze_records, printed_lers, printed_records,
                      sext)
 
-LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
-CRASH = "/lib/lbr-dump/lbr_crash.ko"
 ARM = f"insmod {MODULE} enable=1\n"
 
 CRASHES = {  # name: (guest command, vector)

@@ -14,12 +14,9 @@ lbr_dump's output."""
 
 import re
 
-from harness import MODULE, assert_clean, boot, kernel_lines, snapshot_heads
+from harness import CRASH, IDT, LKDTM, MODULE, SYSFS, assert_clean, boot, kernel_lines, snapshot_heads
 
-CRASH = "/lib/lbr-dump/lbr_crash.ko"
 ARM = f"insmod {MODULE} force=1 enable=1\n"
-LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
-SYSFS = "/sys/kernel/lbr_dump"
 
 
 def headers(console):
@@ -93,7 +90,6 @@ def gates(console, tag):
     return dict(re.findall(r"lbr_crash: gate (\d+) ([0-9a-f]{16})", part.split("==")[0]))
 
 
-IDT = f"insmod {CRASH} crash=idt && rmmod lbr_crash"
 
 
 def test_sysfs_enable_disable_and_bad_input(r):

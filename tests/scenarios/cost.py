@@ -18,9 +18,8 @@ means no entry reached lbr-dump.
 
 import re
 
-from harness import MODULE, boot
+from harness import LKDTM, MODULE, boot
 
-LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 SCRIPT = f"""insmod {MODULE} enable=1
 grep -E 'lbr_dump_(stub|rearm)_[0-9]+| asm_exc_(page_fault|invalid_op)$' /proc/kallsyms
 lbr-marker 1; lbr-faults; lbr-marker 2

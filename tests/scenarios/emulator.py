@@ -12,10 +12,9 @@ log says it returned.
 import re
 import time
 
-from harness import assert_clean, boot, kernel_lines
+from harness import CHECK, assert_clean, boot, kernel_lines
 from records import NOT_A_BRANCH, decode_slot, freeze_records
 
-CHECK = "/lib/lbr-dump/lbr_check.ko"
 # seq.S, newest first: ret r3 -> a3, call c3 -> leaf, jz j2 -> t2, jmp j1 -> t1.
 SEQUENCE = [("r3", "a3", "ret"), ("c3", "leaf", "call"), ("j2", "t2", "jcc"), ("j1", "t1", "jmp")]
 def guest_view(console):

@@ -10,15 +10,10 @@ import re
 import shutil
 import subprocess
 
-from harness import MODULE, assert_clean, boot, kernel_lines, snapshot_heads, tail
+from harness import CFG, CRASH, IDT, LKDTM, MODULE, SYSFS, assert_clean, boot, kernel_lines, snapshot_heads, tail
 from records import assert_equals_freeze, printed_records
 from vm import REPO
 
-CRASH = "/lib/lbr-dump/lbr_crash.ko"
-SYSFS = "/sys/kernel/lbr_dump"
-LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
-IDT = f"insmod {CRASH} crash=idt && rmmod lbr_crash"
-CFG = "cfg=$(grep -w lbr_dump_capture /proc/kallsyms | cut -d' ' -f1)\n"
 
 
 def gates(console, tag):

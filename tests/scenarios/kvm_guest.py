@@ -28,11 +28,10 @@ import sys
 from pathlib import Path
 
 import kvmhost
-from harness import CRASH, MODULE, assert_clean, boot, decode, kernel_lines, snapshot_heads, symbols, tail
+from harness import CRASH, LKDTM, MODULE, assert_clean, boot, decode, kernel_lines, snapshot_heads, symbols, tail
 from records import assert_equals_freeze, printed_records
 from vm import REPO, kernel_dir
 
-LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 PANIC = 256
 STOPS = {2: "lbr_dump_stop_nmi", 248: "lbr_dump_stop_ipi"}
 

@@ -11,9 +11,8 @@ recorder as those MSR reads see it, never from lbr-dump's output."""
 
 import re
 
-from harness import CRASH, MODULE, boot, kernel_lines, tail
+from harness import CRASH, LKDTM, MODULE, boot, kernel_lines, tail
 
-LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 LBR = 1
 
 

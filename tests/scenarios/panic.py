@@ -12,10 +12,9 @@ tests/records.py; the printed records must equal them record for record.
 import json
 import re
 
-from harness import CRASH, MODULE, assert_clean, boot, decode, kdump, kernel_lines, symbols, tail
+from harness import CRASH, LKDTM, MODULE, assert_clean, boot, decode, kdump, kernel_lines, symbols, tail
 from records import assert_decoded_equals_freeze, assert_equals_freeze, printed_records
 
-LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 ARM = f"insmod {MODULE} enable=1\n"
 MODEL = "skylake"
 PANIC, NMI, REBOOT = 256, 2, 248

@@ -187,7 +187,7 @@ fn bts_options(found: &probe::Found) -> Result<Option<capture::BtsOptions>> {
     }
     if !matches!(found.recorder, facility::Recorder::IntelLegacy(_)) {
         pr_err!(
-            "bts={kib}: BTS is switched in DEBUGCTL, and this recorder's switch is not DEBUGCTL.LBR ({}): one WRMSR could not freeze both at a crash\n",
+            "bts={kib}: this recorder's switch is not DEBUGCTL.LBR ({}): one WRMSR must freeze both\n",
             found.recorder.switch().name
         );
         return Err(ENODEV);

@@ -30,7 +30,7 @@ pub(super) unsafe extern "C" fn perf_takes_ds() {
     }
     rearm_without_bts();
     if recording().is_some() {
-        pr_warn!("perf is reserving the debug store (a hardware perf event): BTS is switched off on every CPU for good; the LBR records on\n");
+        pr_warn!("perf is reserving the debug store: BTS is switched off on every CPU for good; the LBR records on\n");
         // SAFETY: `bts_off_ipi` is a valid IPI callback that ignores its argument; process
         // context, interrupts on. Waits: perf writes IA32_DS_AREA only after this returns.
         unsafe { ffi::lbr_dump_on_each_cpu(bts_off_ipi, ptr::null_mut(), true) };
@@ -107,8 +107,14 @@ pub(super) unsafe extern "C" fn shutdown() {
     }
 }
 
-/// Why BTS refuses page-table isolation (README "Branch trace store").
-pub(super) const BTS_PTI_REFUSAL: &str = "bts: page-table isolation is active: the processor writes each BTS record through the page tables in use at the branch, and the kernel's entry and exit code takes branches at CPL 0 under the user CR3, where lbr-dump's buffers are not mapped (perf keeps its BTS buffers in the cpu_entry_area for this reason); bts_user=0 does not lift this, since BTS_OFF_USR skips only branches at CPL > 0 (SDM vol. 3B, \"CPL-Qualified Branch Trace Store\"); boot with pti=off or load without bts";
+/// Why BTS is refused under page-table isolation (Documentation/admin-guide/lbr-dump.rst): the
+/// processor writes each BTS record through the page tables in use at the branch, and the
+/// kernel's entry and exit code takes branches at CPL 0 under the user CR3, where lbr-dump's
+/// buffers are not mapped (perf keeps its BTS buffers in the cpu_entry_area for this reason);
+/// bts_user=0 does not lift this, since BTS_OFF_USR skips only branches at CPL > 0 (SDM vol. 3B,
+/// "CPL-Qualified Branch Trace Store").
+pub(super) const BTS_PTI_REFUSAL: &str =
+    "bts: page-table isolation is active (records written under the user CR3; bts_user=0 does not lift this): boot with pti=off or load without bts";
 
 /// The BTS buffers of every CPU's pool: `BTS_POOL` per CPU, CPU 0's first.
 pub(super) struct BtsBuffers {

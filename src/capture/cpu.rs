@@ -160,10 +160,8 @@ impl core::fmt::Display for ArmCpuError {
             Self::Msr(e) => e.fmt(f),
             Self::DsTaken(v) => write!(
                 f,
-                "IA32_DS_AREA is {v:#x}: another owner has the debug store (perf points it at \
-                 its own for any hardware event, the NMI watchdog among them, and never gives it \
-                 back: boot with nmi_watchdog=0 and run no perf hardware event before arming, or \
-                 load without bts)"
+                "IA32_DS_AREA is {v:#x}: another owner has the debug store (perf's: boot with \
+                 nmi_watchdog=0, or load without bts)"
             ),
             Self::Call(e) => write!(
                 f,

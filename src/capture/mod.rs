@@ -535,7 +535,7 @@ pub(crate) fn arm(
             // SAFETY: glue.c set `what` to a static NUL-terminated string.
             let what = unsafe { CStr::from_char_ptr(what) };
             pr_err!(
-                "refusing to arm: bts: cannot trace {what} ({:?}): BTS needs it switched off where perf takes the debug store over (reserve_ds_buffers(), wrmsrq_on_cpu()) and where a CPU stops for good (stop_this_cpu(), crash_nmi_callback())\n",
+                "refusing to arm: bts: cannot trace {what} ({:?}), where BTS must be switched off\n",
                 Error::from_errno(r)
             );
             return Err(ENODEV);
@@ -556,7 +556,7 @@ pub(crate) fn arm(
             armed.vlbr_watch = true;
         } else if cfg!(CONFIG_KVM_INTEL) {
             pr_err!(
-                "refusing to arm: cannot trace intel_pmu_lbr_add()/_del() ({:?}): a KVM guest given the LBR (vLBR) would read and write the host's records\n",
+                "refusing to arm: cannot trace intel_pmu_lbr_add()/_del() ({:?}): a KVM guest would see host records\n",
                 Error::from_errno(r)
             );
             return Err(ENODEV);
@@ -579,7 +579,7 @@ pub(crate) fn arm(
         // The panic path is what switches BTS off before kdump's kexec (the panic entry and the
         // stop stubs, asm/stubs.S LBR_BTS_OFF): without all of it, a crash kernel could start
         // with another CPU's TR|BTS on and lbr-dump's debug store unmapped.
-        pr_err!("refusing to arm: bts: the panic path is not complete (see above), and it is what switches BTS off before a crash kernel starts\n");
+        pr_err!("refusing to arm: bts: the panic path is not complete (see above): it switches BTS off for kdump\n");
         return Err(ENODEV);
     }
     Ok(armed)

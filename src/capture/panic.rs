@@ -126,7 +126,7 @@ pub(super) fn detach_panic_path(path: &mut PanicPath) {
         path.panic = false;
     }
     if failed {
-        pr_err!("panic path: ftrace cannot detach lbr-dump's trampolines: they stay, inert, the module stays loaded and cannot be armed again\n");
+        pr_err!("panic path: ftrace cannot detach the trampolines: they stay, inert; arming refused until reboot\n");
         DETACH_FAILED.store(true, Ordering::Relaxed);
         make_trampolines_inert();
     }

@@ -37,7 +37,7 @@ pub(super) fn configure_stubs(
     let iret = unsafe { ffi::lbr_dump_iret_address() } as u64;
     if iret == 0 {
         pr_warn!(
-            "cannot find the kernel's IRET to user mode (native_irq_return_iret): a user's faulting return is captured like a crash\n"
+            "cannot find native_irq_return_iret: a user's faulting IRET is captured like a crash\n"
         );
     }
     let cfg = ffi::CaptureConfig {

@@ -5,7 +5,7 @@
  * the kernel's original handler with every register and the stack as the CPU left them.
  *
  * The IDT gates of the hooked vectors point here only while lbr-dump is armed (src/idt.rs). The
- * rules (README "How capture works"):
+ * rules (Documentation/lbr-dump/design.rst "How capture works"):
  *  - no compiled code is called and the exception and stop stubs never use %gs (the two
  *    trampolines called from C, on the kernel's GS, use it through CALL_DEPTH_ACCOUNT): the CPU
  *    is found with `lsl` of the CPUNODE segment (asm/cpu.S), the snapshot area through
@@ -146,7 +146,7 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
  * a kernel-mode exception under the user CR3 is, in a working kernel, an IRET fault the kernel
  * fixes up (#GP/#SS/#NP at native_irq_return_iret, or the espfix #DF it promotes): not a crash.
  * A real crash there (a bug in the entry code's user-CR3 window itself) is not captured either
- * (README "Page-table isolation"). Clobbers rax and flags.
+ * (Documentation/lbr-dump/design.rst "Page-table isolation"). Clobbers rax and flags.
  */
 .macro LBR_SKIP_IF_USER_CR3 label:req
 #if !defined(MODULE) && defined(CONFIG_MITIGATION_PAGE_TABLE_ISOLATION)
@@ -633,7 +633,7 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	 * warns for the unchecked ones and goes on), and a KVM guest's MSR writes reach
 	 * wrmsr_safe() at will (SPEC_CTRL with a reserved bit). The few raw ones without an entry
 	 * (IBRS_ENTER/EXIT, write_ibpb, KVM's SPEC_CTRL switch in vmenter.h, Hyper-V's crash path,
-	 * SEV's #VC) oops there uncaptured: README "How capture works". FXRSTOR and XRSTOR (0F AE /1, /5, a memory operand)
+	 * SEV's #VC) oops there uncaptured: Documentation/lbr-dump/design.rst "How capture works". FXRSTOR and XRSTOR (0F AE /1, /5, a memory operand)
 	 * with the saved RFLAGS.AC set restore a user's signal frame inside a user-access region
 	 * (fxrstor_from_user_sigframe(), xrstor_from_user_sigframe(): a bad frame is the user's
 	 * SIGSEGV). Not captured. Other instructions with AC set (a wild kernel pointer inside a
@@ -787,7 +787,7 @@ LBR_NOKPROBE_WAY_ON \vec
  * bits), go straight on. A data breakpoint on lbr-dump's own data (perf mem:, kgdb) would fire
  * on that load and re-enter this stub on the same IST stack (7.3 does not shift #DB's IST),
  * forever; the kernel's handler clears DR7 first (local_db_save()). Recording then stays off
- * until the next capture re-arms it (README "Recording").
+ * until the next capture re-arms it (Documentation/lbr-dump/design.rst "Recording").
  *
  * Page-table isolation (built in): a #DB in user mode, or in the kernel's exit path after it
  * loaded the user CR3, finds lbr-dump's data unmapped: LBR_KERNEL_CR3 loads the kernel page
@@ -1103,7 +1103,7 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
  * Any mode, user or kernel: the capture uses neither %gs nor the interrupted stack; but with
  * page-table isolation (built in) a CPU that takes the stop interrupt under the user CR3 (in user
  * mode, or in the kernel's exit path) is not captured: lbr-dump's data is not mapped there
- * (LBR_SKIP_IF_USER_CR3; README "Page-table isolation"). No
+ * (LBR_SKIP_IF_USER_CR3; Documentation/lbr-dump/design.rst "Page-table isolation"). No
  * clac/cld: nothing here depends on AC or DF (no user access, no string instruction), and the
  * kernel's handler clears both.
  * Stack at entry: SS, RSP, RFLAGS, CS, RIP (no error code). Every register is live.

@@ -220,7 +220,7 @@ unsigned long lbr_dump_iret_address(void)
 }
 #endif
 
-/* Why lbr-dump cannot run here, or NULL. See README "Refusals". */
+/* Why lbr-dump cannot run here, or NULL. See Documentation/admin-guide/lbr-dump.rst "Refusals". */
 const char *lbr_dump_environment_refusal(void)
 {
 #ifdef MODULE
@@ -268,7 +268,7 @@ unsigned long lbr_dump_virt_to_phys(void *addr)
 	return virt_to_phys(addr);
 }
 
-/* Whether page-table isolation is on (BTS refuses it: README "Branch trace store"). */
+/* Whether page-table isolation is on (BTS refuses it: Documentation/lbr-dump/design.rst "Branch trace store"). */
 bool lbr_dump_pti_active(void)
 {
 	return boot_cpu_has(X86_FEATURE_PTI);

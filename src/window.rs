@@ -4,7 +4,7 @@
 //! change it (src/glue.c `lbr_dump_window_write`): the IDT page, whose gates point at the stubs
 //! while armed, and the stubs' configuration page (asm/stubs.S `lbr_dump_capture`, read-only once
 //! init is done). lbr-dump keeps no standing writable view of either: a kernel write primitive
-//! finds nothing to write through that steers the stubs (issue 22; README "How capture works").
+//! finds nothing to write through that steers the stubs (issue 22; Documentation/lbr-dump/design.rst "How capture works").
 
 use core::{
     ptr,

@@ -121,7 +121,7 @@ PRINTED_LER = re.compile(r"lbr_dump: ler 0x([0-9a-f]{16}) -> 0x([0-9a-f]{16}) \|
 
 
 def printed_lers(text):
-    """lbr-dump's last exception record lines (README: "What an oops shows") in `text`: dicts
+    """lbr-dump's last exception record lines (Documentation/lbr-dump/formats.rst "What an oops shows") in `text`: dicts
     with from, to and the two symbols."""
     return [{"from": int(m[1], 16), "to": int(m[2], 16), "from_sym": m[3], "to_sym": m[4]}
             for m in PRINTED_LER.finditer(text)]
@@ -131,7 +131,7 @@ PRINTED = re.compile(r"lbr_dump: #(\d+) 0x([0-9a-f]+) -> 0x([0-9a-f]+)((?: [a-z_
 
 
 def printed_records(text):
-    """lbr-dump's record lines (README: "What an oops shows"), in order: dicts with from, to,
+    """lbr-dump's record lines (Documentation/lbr-dump/formats.rst "What an oops shows"), in order: dicts with from, to,
     the flags printed, and the two symbols."""
     out = []
     for m in PRINTED.finditer(text):

@@ -4,14 +4,14 @@
 //! hooked gates, the panic path and the printers, in that order; disarming undoes them in
 //! reverse.
 //!
-//! The panic path (README "What a panic shows"): the panic trampoline (asm/stubs.S) is attached
+//! The panic path (Documentation/lbr-dump/design.rst "What a panic shows"): the panic trampoline (asm/stubs.S) is attached
 //! to the entry of panic(), vpanic() and crash_kexec() as an ftrace direct call and captures the
 //! panicking CPU; the stop trampoline, at the entry of the functions that stop the other CPUs,
 //! switches the NMI and REBOOT_VECTOR gates to the stop stubs, whose static calls and gate values
 //! are prepared here (text patching cannot happen in a panic). Those gates are the kernel's until
 //! a panic stops the other CPUs: no cost for the NMIs and IPIs of a running system.
 //!
-//! Re-arm policy (README "Recording"): recording is switched on by a CPU-hotplug callback on
+//! Re-arm policy (Documentation/lbr-dump/design.rst "Recording"): recording is switched on by a CPU-hotplug callback on
 //! every CPU that is online or comes online later (a dynamic AP state, after perf's online
 //! callback, which clears LBR), and on the boot CPU at resume from suspend (syscore resume: the
 //! boot CPU never goes through hotplug, and its MSRs come back from a reset). #DB clears the

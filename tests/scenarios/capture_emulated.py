@@ -418,7 +418,7 @@ def test_control_changed_during_capture_is_torn(r):
     # The capture left the control value it found: after the other owner switched recording on
     # inside the capture, nothing of lbr_dump's switched it off again. (Later #DBs from the
     # breakpoint, still armed, clear it by their delivery; with DR7 armed, the #DB stub leaves
-    # that alone: README "Speculation and debug registers".)
+    # that alone: Documentation/lbr-dump/design.rst "Speculation and debug registers".)
     switches = [e for e in res.emu_events() if e["event"] == "switch"]
     assert switches and (switches[-1]["on"] or switches[-1]["cause"] == "#DB"), \
         f"a write switched recording off after the torn capture: {switches[-3:]}"

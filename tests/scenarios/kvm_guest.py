@@ -70,7 +70,7 @@ def host_kvm() -> Platform:
     return Platform(f"kvm-{g.vendor}", "kvm", g.cpu, None, g.vendor, g.flavour, g.fmt, g.depth)
 
 
-# What lbr-dump must say in a KVM guest (src/hypervisor.rs; README "KVM guests"): the probe's line
+# What lbr-dump must say in a KVM guest (src/hypervisor.rs; Documentation/lbr-dump/design.rst "KVM guests"): the probe's line
 # (and /sys/kernel/lbr_dump/facility) ends with the short note, the armed line with the long one.
 PROBE_NOTE = {"intel": "; KVM guest: virtual LBR, a host perf event the host can take back",
               "amd": "; KVM guest: AMD LBRV, the single record"}
@@ -199,7 +199,7 @@ def sysrq_body(p: Platform) -> None:
     entry (#0 the call into lbr-dump's panic trampoline, from panic()/vpanic(); rip in
     sysrq_handle_crash, which called panic()), the other CPU's as the panic stops it (#0 the stop
     interrupt, from where it was). A run in which an interrupt reached the panicking CPU between
-    the call into the trampoline and its freeze (#0 or #1 an IRET; README "What a panic shows")
+    the call into the trampoline and its freeze (#0 or #1 an IRET; Documentation/lbr-dump/design.rst "What a panic shows")
     is checked as far as it goes and run again, at most 3 times in all, as panic.py does: under
     TCG a pending interrupt is delivered at a block boundary, such as the trampoline's first."""
     for attempt in range(1, 4):
@@ -243,7 +243,7 @@ RECORD_MSRS = {"intel": (0x680, 0x6c0), "amd": (0x1db, 0x1dc)}
 
 
 def no_host_address_body(p: Platform) -> None:
-    """No host address is ever readable from the guest's LBR MSRs (README "KVM hosts"): on 2
+    """No host address is ever readable from the guest's LBR MSRs (Documentation/lbr-dump/design.rst "KVM hosts"): on 2
     vCPUs with lbr-dump armed in the guest, while the guest runs user and kernel work, every
     record address read from the LBR MSRs, 20 times over, is zero, a user address, or an address
     the guest's own kernel or modules have a symbol at (lbr_crash crash=lbr_addrs). A host

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 """lbr-dump on a KVM host: no host branch record reaches a guest that KVM gives the LBR (vLBR),
-and no such guest writes the host's recorder (src/capture/cpu.rs `lend`; README "KVM hosts").
+and no such guest writes the host's recorder (src/capture/cpu.rs `lend`; Documentation/lbr-dump/design.rst "KVM hosts").
 
 QEMU's TCG has no VMX: KVM itself cannot run here. What KVM does to the host's LBR is played by
 lbr_crash crash=vlbr (tests/modules/lbr_crash): it schedules a guest LBR event with KVM's own

@@ -4,7 +4,7 @@
 lbr-dump's panic trampoline freezes the recorder at the entry of panic()/vpanic() (an ftrace
 direct call, asm/stubs.S), and the panic switches the NMI and REBOOT_VECTOR gates to the stop
 stubs, which capture each other CPU as vpanic() stops it. The panic notifier prints them all
-(README "Panics"). As in capture_emulated.py, the expected records are the emulator's record stack
+(Documentation/lbr-dump/design.rst "Panics"). As in capture_emulated.py, the expected records are the emulator's record stack
 at the freeze each capture made (its `freeze` event on that CPU), decoded from the manuals by
 tests/records.py; the printed records must equal them record for record.
 """
@@ -83,7 +83,7 @@ def check_panic_snapshot(res, snap, caller):
 def interrupted(records):
     """An interrupt was delivered between panic()'s first instruction and the trampoline's
     freeze: its return (`iret`) is among the two newest records, and the caller's call was
-    pushed out by its handler's branches (README "What a panic shows")."""
+    pushed out by its handler's branches (Documentation/lbr-dump/design.rst "What a panic shows")."""
     return any(p["from_sym"].startswith("native_irq_return_iret") for p in records[:2])
 
 

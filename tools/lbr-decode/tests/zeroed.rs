@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A snapshot whose records were taken away (`state=zeroed`: recording was on, every record read
-//! 0, as in a KVM guest whose host took the LBR back; README "KVM guests") reads back from a log
+//! 0, as in a KVM guest whose host took the LBR back; Documentation/lbr-dump/design.rst "KVM guests") reads back from a log
 //! with its state and no records, in JSON and text, beside an ordinary snapshot.
 
 use std::process::Command;

@@ -4,10 +4,10 @@
 //! (the attributes are in glue.c, which calls the functions exported here).
 //!
 //! Every change of lbr-dump's state (arming at load, the `enabled` attribute, disarming at
-//! unload) happens on [`State`] under one lock, the `Mutex<State>` of the pinned module object
+//! unload) happens on [`Controls`] under one lock, the `Mutex<Controls>` of the pinned module object
 //! (lbr_dump.rs). kernfs serializes writes per open file, not per attribute, so two writers of
 //! `enabled` do run concurrently: the lock, not kernfs, keeps them from arming twice. Nothing
-//! here hands out a `&mut State` but the lock's guard.
+//! here hands out a `&mut Controls` but the lock's guard.
 
 use core::fmt::Write;
 use core::pin::Pin;
@@ -26,7 +26,7 @@ use crate::printer::{self, Notifier};
 use crate::probe::Found;
 
 /// lbr-dump's state between load and unload, behind the module's lock.
-pub(crate) struct State {
+pub(crate) struct Controls {
     pub(crate) found: Found,
     /// What arming is asked for (the `all_rings`, `vectors` and `nmi_freeze` parameters).
     pub(crate) options: Options,
@@ -35,9 +35,9 @@ pub(crate) struct State {
     armed: Option<(Notifier, KBox<Armed>)>,
 }
 
-impl State {
+impl Controls {
     pub(crate) fn new(found: Found, options: Options, text_base: u64) -> Self {
-        State {
+        Controls {
             found,
             options,
             text_base,
@@ -58,7 +58,7 @@ impl State {
                         return Err(e);
                     }
                 };
-                let unfiltered = armed.control().is_some_and(|c| !c.filters_rings());
+                let unfiltered = armed.arm_values().is_some_and(|c| !c.filters_rings());
                 let backing = self.found.hypervisor.backing(&self.found.recorder);
                 pr_info!(
                     "armed: vectors {}, recording {} ({}), panic path {}{}{}{}{}\n",
@@ -170,7 +170,7 @@ impl<T: core::fmt::Display> core::fmt::Display for Opt<T> {
 }
 
 /// The state the sysfs callbacks use.
-static CONTROL: AtomicPtr<Mutex<State>> = AtomicPtr::new(ptr::null_mut());
+static CONTROL: AtomicPtr<Mutex<Controls>> = AtomicPtr::new(ptr::null_mut());
 
 /// Makes `module`'s state the one the sysfs callbacks use. Safe: `module` is pinned, so its
 /// drop, which calls [`withdraw`] (lbr_dump.rs), runs before its memory can be reused.
@@ -188,7 +188,7 @@ pub(crate) fn withdraw(module: Pin<&crate::LbrDump>) {
 }
 
 /// The published state.
-fn control() -> Option<&'static Mutex<State>> {
+fn control() -> Option<&'static Mutex<Controls>> {
     // SAFETY: published only while the module object lives (pinned), and the attributes that
     // call this are removed (waiting for running callbacks) before the module object is dropped.
     unsafe { CONTROL.load(Ordering::Acquire).as_ref() }

@@ -92,7 +92,7 @@ module! {
 #[pin_data(PinnedDrop)]
 pub(crate) struct LbrDump {
     #[pin]
-    pub(crate) state: Mutex<control::State>,
+    pub(crate) state: Mutex<control::Controls>,
 }
 
 fn text_base(module: &'static ThisModule) -> u64 {
@@ -119,7 +119,7 @@ fn arm_at_init() -> bool {
 }
 
 /// What loading decides before the module object exists: the vector set and the recorder.
-fn prepare(module: &'static ThisModule) -> Result<control::State> {
+fn prepare(module: &'static ThisModule) -> Result<control::Controls> {
     let mask = module_parameters::vectors.value();
     let Some(vectors) = capture::Vectors::new(mask) else {
         pr_err!(
@@ -166,7 +166,7 @@ fn prepare(module: &'static ThisModule) -> Result<control::State> {
         nmi_freeze: module_parameters::nmi_freeze.value(),
         bts,
     };
-    Ok(control::State::new(found, options, text_base(module)))
+    Ok(control::Controls::new(found, options, text_base(module)))
 }
 
 /// The `bts` parameters, checked against what the probe found: `None` for `bts=0`.

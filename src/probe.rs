@@ -218,7 +218,7 @@ fn probe_recorder(cpu: CpuId, hypervisor: Hypervisor) -> Result<Found, Why> {
         }
     }
     read_msr(cpu, recorder.first_record_msr()).map_err(access)?;
-    record::layout(&recorder, Tsx::Absent)
+    record::encoding(&recorder, Tsx::Absent)
         .map_err(|why| Why::Unsupported(facility, recorder, why))?;
     Ok(Found {
         facility,

@@ -166,7 +166,7 @@ impl core::fmt::Display for Unsupported {
 }
 
 /// The encoding for a recorder, or why lbr-dump cannot capture its records.
-pub fn layout(recorder: &Recorder, tsx: Tsx) -> Result<Encoding, Unsupported> {
+pub fn encoding(recorder: &Recorder, tsx: Tsx) -> Result<Encoding, Unsupported> {
     Ok(match recorder {
         Recorder::IntelLegacy(l) => {
             let format = l.format.ok_or(Unsupported::NoFormat)?;

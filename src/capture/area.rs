@@ -66,7 +66,7 @@ impl Area {
         u64::from_le(unsafe { ptr::read_volatile(self.at(off).cast::<u64>()) })
     }
 
-    /// The control value lbr-dump writes when arming, as the header records it.
+    /// The values value lbr-dump writes when arming, as the header records it.
     pub(crate) fn ctl_armed(&self) -> u64 {
         self.u64_at(hdr::CTL_ARMED)
     }
@@ -166,7 +166,7 @@ const _: () = assert!(
 pub(super) fn capture_msrs(
     recorder: &Recorder,
     layout: &Encoding,
-    control: &Control,
+    values: &ArmValues,
 ) -> ([u32; MAX_MSRS], usize) {
     let mut msrs = [0u32; MAX_MSRS];
     let mut n = record::capture_list(recorder, layout, &mut msrs);
@@ -174,7 +174,7 @@ pub(super) fn capture_msrs(
     let extra = [
         ler.map(|(from, _)| from),
         ler.map(|(_, to)| to),
-        control.filter.map(|(m, _)| m),
+        values.filter.map(|(m, _)| m),
     ];
     for m in extra.into_iter().flatten() {
         // PANIC: none: capture_list fills at most MAX_VALUES entries, the array has three more.
@@ -193,7 +193,7 @@ pub(super) fn capture_msrs(
 )]
 pub(super) fn write_header(
     area: &Area,
-    control: &Control,
+    values: &ArmValues,
     armed_value: u64,
     msrs: &[u32],
     ler: Option<(u32, u32)>,
@@ -223,8 +223,8 @@ pub(super) fn write_header(
         (hdr::MSR_LIST, g.msr_list() as u32),
         (hdr::CPU_OFFSET, g.cpu_offset() as u32),
         (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
-        (hdr::CTL_MSR, control.switch.msr),
-        (hdr::FILTER_MSR, control.filter.map_or(0, |(m, _)| m)),
+        (hdr::CTL_MSR, values.switch.msr),
+        (hdr::FILTER_MSR, values.filter.map_or(0, |(m, _)| m)),
         (hdr::LER_FROM_MSR, ler.map_or(0, |(from, _)| from)),
         (hdr::LER_TO_MSR, ler.map_or(0, |(_, to)| to)),
         (hdr::BRANCH_FILTER, branches as u32),
@@ -245,7 +245,7 @@ pub(super) fn write_header(
     }
     area.put(
         hdr::FILTER_ARMED,
-        &control.filter.map_or(0, |(_, v)| v).to_le_bytes(),
+        &values.filter.map_or(0, |(_, v)| v).to_le_bytes(),
     );
     area.put(hdr::BTS_BUFFER_SIZE, &(g.bts_size as u64).to_le_bytes());
     area.put(

@@ -39,10 +39,10 @@ pub(super) unsafe extern "C" fn perf_takes_ds() {
 
 /// BTS off on this CPU and its debug store given back (interrupts off: an IPI callback, a
 /// syscore callback, or `cpu_offline`'s smp_call_function_single()).
-pub(super) fn bts_off_here(s: &Saved) {
+pub(super) fn bts_off_here(s: &Recording) {
     let cpu = CpuId::current().as_u32();
     let Some(ds) = s.ds(cpu) else { return };
-    let c = &s.control;
+    let c = &s.values;
     wrmsr_here(
         c.switch.msr,
         rdmsr_here(c.switch.msr) & !(debugctl::TR | debugctl::BTS),
@@ -67,7 +67,7 @@ pub(super) fn bts_off_here(s: &Saved) {
 /// Called only by glue.c's ftrace callback, on the CPU that stops, while it is registered.
 pub(super) unsafe extern "C" fn stopping() {
     if let Some(s) = recording().filter(|s| s.ds.is_some()) {
-        let m = s.control.switch.msr;
+        let m = s.values.switch.msr;
         let v = rdmsr_here(m);
         if v & (debugctl::TR | debugctl::BTS) != 0 {
             wrmsr_here(m, v & !(debugctl::TR | debugctl::BTS));

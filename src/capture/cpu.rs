@@ -30,7 +30,7 @@ pub(super) fn rdmsr_here(msr: u32) -> u64 {
 impl Vlbr {
     /// `layout::cpu::LENT` of a CPU that is not armed: not yet (every CPU's, before the
     /// callbacks are registered), or not any more (`cpu_offline`): nothing to give back there.
-    /// Arming a CPU sets 0 (`Saved::armed_here`).
+    /// Arming a CPU sets 0 (`Recording::armed_here`).
     pub(super) const OFF: u32 = u32::MAX;
 
     pub(super) fn new(l: &crate::facility::LegacyLbr, blocks: (u64, u64)) -> Result<Self> {
@@ -51,7 +51,7 @@ impl Vlbr {
         let addr = cpu0 + stride * u64::from(cpu) + layout::cpu::LENT as u64;
         // SAFETY: `cpu` is below the area's CPU count (the callers' CPU numbers come from
         // `CpuId`, below nr_cpu_ids, for which the area has blocks); an aligned u32 of the area,
-        // which lives as long as the `Saved` that holds this; the stubs only read it.
+        // which lives as long as the `Recording` that holds this; the stubs only read it.
         unsafe { AtomicU32::from_ptr(addr as *mut u32) }
     }
 
@@ -74,7 +74,7 @@ impl Vlbr {
 /// this CPU (`layout::cpu::LENT`), and a capture here says `lent`. A CPU not armed (yet, or any
 /// more) is `Vlbr::OFF`: a guest event coming there has the records wiped and recording switched
 /// off all the same, one leaving switches nothing on; arming sets 0 in the same interrupts-off
-/// step as its write of the control MSR ([`lbr_on_here`], [`arm_here`]), in this CPU's hotplug
+/// step as its write of the values MSR ([`lbr_on_here`], [`arm_here`]), in this CPU's hotplug
 /// thread, where no vCPU's event is scheduled.
 ///
 /// # Safety
@@ -89,7 +89,7 @@ pub(super) unsafe extern "C" fn lend(lent: bool) {
         return;
     }
     let count = v.lent(cpu);
-    let c = &s.control;
+    let c = &s.values;
     let n = count.load(Ordering::Relaxed);
     if lent {
         // The count first: an NMI from here on neither thaws nor re-arms. A CPU being disarmed
@@ -120,9 +120,9 @@ pub(super) unsafe extern "C" fn lend(lent: bool) {
     }
 }
 
-impl Saved {
+impl Recording {
     /// This CPU is armed: from now on [`lend`] gives its LBR to a KVM guest and back (interrupts
-    /// off, right after the control MSR's armed write).
+    /// off, right after the values MSR's armed write).
     pub(super) fn armed_here(&self) {
         if let Some(v) = self.vlbr.as_ref() {
             let cpu = CpuId::current().as_u32();
@@ -173,13 +173,13 @@ impl core::fmt::Display for ArmCpuError {
 
 /// The recording state the callbacks use; set while the hotplug state and the resume callback
 /// are registered.
-pub(super) static RECORDING: AtomicPtr<Saved> = AtomicPtr::new(ptr::null_mut());
+pub(super) static RECORDING: AtomicPtr<Recording> = AtomicPtr::new(ptr::null_mut());
 
 /// The recording state, if armed.
-pub(super) fn recording() -> Option<&'static Saved> {
-    // SAFETY: `RECORDING` points at the `Saved` owned by the live `Armed`; it is cleared after
+pub(super) fn recording() -> Option<&'static Recording> {
+    // SAFETY: `RECORDING` points at the `Recording` owned by the live `Armed`; it is cleared after
     // the hotplug state and the resume callback are removed, which wait for running callbacks,
-    // and before the `Saved` is freed.
+    // and before the `Recording` is freed.
     unsafe { RECORDING.load(Ordering::Acquire).as_ref() }
 }
 
@@ -201,7 +201,7 @@ pub(super) unsafe extern "C" fn cpu_online(cpu: c_uint) -> i32 {
     }
 }
 
-pub(super) fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
+pub(super) fn arm_cpu(s: &Recording, cpu: Option<CpuId>) -> Result<(), ArmCpuError> {
     let Some(cpu) = cpu else { return Ok(()) };
     let Some(slot) = s.before.get(cpu.as_u32() as usize) else {
         return Ok(());
@@ -209,7 +209,7 @@ pub(super) fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> 
     for &m in s.msrs.iter() {
         read_msr(cpu, m)?;
     }
-    let c = &s.control;
+    let c = &s.values;
     let ctl = read_msr(cpu, c.switch.msr)?;
     // BTS: the debug store is lbr-dump's only if nobody else's is in place. A first look (and
     // the check that the MSR does not fault): at arming, another owner's debug store refuses
@@ -290,17 +290,17 @@ pub(super) fn arm_cpu(s: &Saved, cpu: Option<CpuId>) -> Result<(), ArmCpuError> 
 
 /// [`lbr_on_here`]'s inputs and result.
 pub(super) struct LbrOn<'a> {
-    pub(super) s: &'a Saved,
+    pub(super) s: &'a Recording,
     pub(super) value: u64,
     pub(super) r: Option<Result<(), crate::probe::MsrError>>,
 }
 
-/// Writes the control value `value` on `cpu`, and marks it armed for [`lend`] in the same
+/// Writes the values value `value` on `cpu`, and marks it armed for [`lend`] in the same
 /// interrupts-off step there.
-pub(super) fn lbr_on(s: &Saved, cpu: CpuId, value: u64) -> Result<(), ArmCpuError> {
+pub(super) fn lbr_on(s: &Recording, cpu: CpuId, value: u64) -> Result<(), ArmCpuError> {
     let mut a = LbrOn { s, value, r: None };
     // SAFETY: `lbr_on_here` is a valid callback for an `LbrOn`, which lives until the call
-    // returns (wait); it runs on `cpu` with interrupts off and writes the control MSR with a
+    // returns (wait); it runs on `cpu` with interrupts off and writes the values MSR with a
     // fault check.
     let r = unsafe {
         ffi::smp_call_function_single(
@@ -321,7 +321,7 @@ pub(super) fn lbr_on(s: &Saved, cpu: CpuId, value: u64) -> Result<(), ArmCpuErro
 pub(super) unsafe extern "C" fn lbr_on_here(info: *mut c_void) {
     // SAFETY: `lbr_on` passes a live `LbrOn` and waits for this call; nothing else uses it.
     let a = unsafe { &mut *info.cast::<LbrOn<'_>>() };
-    let r = write_msr_here(a.s.control.switch.msr, a.value);
+    let r = write_msr_here(a.s.values.switch.msr, a.value);
     if r.is_ok() {
         a.s.armed_here();
     }
@@ -342,10 +342,10 @@ pub(super) enum BtsArming {
 
 /// [`arm_here`]'s inputs and result.
 pub(super) struct ArmHere<'a> {
-    pub(super) s: &'a Saved,
+    pub(super) s: &'a Recording,
     /// This CPU's debug store.
     pub(super) ds: u64,
-    /// The control value to write (with TR|BTS).
+    /// The values value to write (with TR|BTS).
     pub(super) armed: u64,
     /// What it did; an MSR write that faulted leaves both MSRs as they were.
     pub(super) found: Option<Result<BtsArming, crate::probe::MsrError>>,
@@ -353,7 +353,7 @@ pub(super) struct ArmHere<'a> {
 
 /// The last step of arming a CPU with BTS, on that CPU with interrupts off
 /// (`smp_call_function_single`): the check of `BTS_GONE` and IA32_DS_AREA, the write of the
-/// debug store and of the control MSR. `perf_takes_ds` sets `BTS_GONE` before it sends its IPIs,
+/// debug store and of the values MSR. `perf_takes_ds` sets `BTS_GONE` before it sends its IPIs,
 /// and perf writes IA32_DS_AREA only after they ran: either this sees the flag, or its IPI comes
 /// after this and finds lbr-dump's debug store to give back.
 ///
@@ -365,7 +365,7 @@ pub(super) unsafe extern "C" fn arm_here(info: *mut c_void) {
     // SAFETY: `arm_cpu` passes a live `ArmHere` and waits for this call; nothing else uses it
     // meanwhile.
     let a = unsafe { &mut *info.cast::<ArmHere<'_>>() };
-    let ctl = a.s.control.switch.msr;
+    let ctl = a.s.values.switch.msr;
     if BTS_GONE.load(Ordering::SeqCst) {
         let r = write_msr_here(ctl, a.armed & !(debugctl::TR | debugctl::BTS));
         if r.is_ok() {
@@ -415,7 +415,7 @@ pub(super) unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
         // when it leaves (`lend`), and the stubs no longer re-arm here.
         v.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
     }
-    let c = &s.control;
+    let c = &s.values;
     if let Ok(now) = read_msr(id, c.switch.msr) {
         let before = slot[0].load(Ordering::Relaxed);
         // Also lbr-dump's value frozen whole (an NMI watch window), and its value without TR|BTS
@@ -448,7 +448,7 @@ pub(super) unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
         // debug store back where it is lbr-dump's, in one step with interrupts off on the CPU
         // (an IPI of perf's writing IA32_DS_AREA comes before or after it, not between).
         // SAFETY: `bts_off_ipi` is a valid callback that ignores its argument; it touches only
-        // the control MSR and IA32_DS_AREA, which arming read without fault on this CPU.
+        // the values MSR and IA32_DS_AREA, which arming read without fault on this CPU.
         let _ = unsafe {
             ffi::smp_call_function_single(cpu as c_int, bts_off_ipi, ptr::null_mut(), true)
         };
@@ -477,7 +477,7 @@ pub(super) unsafe extern "C" fn suspend() {
 /// Called only by the syscore resume callback glue.c registers, while it is registered.
 pub(super) unsafe extern "C" fn resume() {
     let Some(s) = recording() else { return };
-    if let Some((m, v)) = s.control.filter {
+    if let Some((m, v)) = s.values.filter {
         wrmsr_here(m, v);
     }
     // BTS: the debug store first (the reset cleared IA32_DS_AREA; BTS must not run without it),
@@ -495,13 +495,16 @@ pub(super) unsafe extern "C" fn resume() {
             }
         }
     }
-    wrmsr_here(s.control.switch.msr, armed);
+    wrmsr_here(s.values.switch.msr, armed);
 }
 
 /// Recording on, on every CPU now and later (hotplug), and on the boot CPU at resume.
 pub(super) fn start_recording(armed: &mut Armed) -> Result {
-    let saved_ptr = armed.saved.as_deref().map_or(ptr::null(), ptr::from_ref);
-    RECORDING.store(saved_ptr.cast_mut(), Ordering::Release);
+    let recording_ptr = armed
+        .recording
+        .as_deref()
+        .map_or(ptr::null(), ptr::from_ref);
+    RECORDING.store(recording_ptr.cast_mut(), Ordering::Release);
     // SAFETY: the name is a static string; the callbacks are valid for the module's lifetime
     // and the state is removed in `Armed::drop`.
     let st = unsafe {
@@ -519,9 +522,9 @@ pub(super) fn start_recording(armed: &mut Armed) -> Result {
         return Err(Error::from_errno(st));
     }
     armed.hp_state = st;
-    if let Some(saved) = armed.saved.as_deref() {
+    if let Some(r) = armed.recording.as_deref() {
         // Every online CPU is armed: a CPU coming online from now on is a hotplug.
-        saved.arming.store(false, Ordering::Relaxed);
+        r.arming.store(false, Ordering::Relaxed);
     }
     // SAFETY: `resume` and `shutdown` are valid for the module's lifetime; unregistered in
     // `Armed::drop`.

@@ -25,7 +25,7 @@
 //! have no LBR_SELECT) or a hypervisor that faults it refuses arming with a one-line reason,
 //! instead of a #GP in the hotplug thread or inside a stub.
 //!
-//! Serialization: arming and disarming run under the module's state lock (control.rs). The
+//! Serialization: arming and disarming run under the module's state lock (values.rs). The
 //! hotplug callbacks do not take it (arming holds it while the hotplug core runs them): the
 //! hotplug core serializes them against `__cpuhp_setup_state()` / `__cpuhp_remove_state()`, and
 //! each touches only its own CPU's atomics. The resume callback runs on one CPU with IRQs off.
@@ -188,19 +188,19 @@ const ARCH_CTL_USR: u64 = 1 << 2;
 
 /// How the recorder is switched on: the MSR writes of arming, per flavour.
 #[derive(Clone, Copy)]
-pub(crate) struct Control {
-    /// The control MSR and its enable mask.
+pub(crate) struct ArmValues {
+    /// The values MSR and its enable mask.
     pub(crate) switch: Switch,
     /// A filter MSR written when arming (LBR_SELECT), with its armed value.
     filter: Option<(u32, u64)>,
     /// Arch LBR: ARCH_LBR_CTL's armed value is written whole (not OR-ed into the old one).
     whole: Option<u64>,
     /// BTS: the DEBUGCTL bits it sets beside the LBR switch (TR, BTS, and BTS_OFF_USR for
-    /// kernel-only); 0 without BTS. The control MSR is DEBUGCTL (legacy LBR only).
+    /// kernel-only); 0 without BTS. The values MSR is DEBUGCTL (legacy LBR only).
     bts: u64,
 }
 
-impl Control {
+impl ArmValues {
     /// The arming writes for a recorder that records the branches of `rings` that `branches`
     /// keeps. The caller checked that the recorder can apply `branches`
     /// ([`Filter::unsupported_by`]).
@@ -221,7 +221,7 @@ impl Control {
             }
             Recorder::AmdSingle => (None, None),
         };
-        Control {
+        ArmValues {
             switch: sw,
             filter,
             whole,
@@ -234,13 +234,13 @@ impl Control {
     /// unless `user`.
     pub(crate) fn with_bts(self, user: bool) -> Self {
         let off = if user { 0 } else { debugctl::BTS_OFF_USR };
-        Control {
+        ArmValues {
             bts: debugctl::TR | debugctl::BTS | off,
             ..self
         }
     }
 
-    /// The control value once armed, given the value before.
+    /// The values value once armed, given the value before.
     fn armed(&self, before: u64) -> u64 {
         match self.bts {
             0 => self.whole.unwrap_or(before | self.switch.mask),
@@ -264,14 +264,14 @@ impl Control {
 }
 
 /// What the hotplug and resume callbacks need (they get only a CPU number, or nothing).
-struct Saved {
-    control: Control,
-    /// The control value lbr-dump writes (the same on every CPU: the boot CPU's value before
+struct Recording {
+    values: ArmValues,
+    /// The values value lbr-dump writes (the same on every CPU: the boot CPU's value before
     /// arming with the enable bits set; Arch LBR: a whole value).
     armed: u64,
     /// Every MSR a capture reads, checked on each CPU before recording goes on there.
     msrs: KVec<u32>,
-    /// (control, filter, DS_AREA) before lbr-dump armed each CPU, by CPU number.
+    /// (values, filter, DS_AREA) before lbr-dump armed each CPU, by CPU number.
     before: KVec<[AtomicU64; 3]>,
     /// BTS: (address of CPU 0's debug store, bytes between CPUs' debug stores): what
     /// IA32_DS_AREA gets on each CPU.
@@ -304,7 +304,7 @@ pub(crate) struct Armed {
     entry: Option<Entry>,
     hp_state: i32,
     resume: bool,
-    saved: Option<KBox<Saved>>,
+    recording: Option<KBox<Recording>>,
     pub(crate) area: Area,
     /// The stop stubs' register save areas (layout.rs `stop`), not part of the dump.
     stop_save: Option<Pages>,
@@ -342,8 +342,8 @@ impl Armed {
     }
 
     /// How recording was switched on.
-    pub(crate) fn control(&self) -> Option<&Control> {
-        self.saved.as_deref().map(|s| &s.control)
+    pub(crate) fn arm_values(&self) -> Option<&ArmValues> {
+        self.recording.as_deref().map(|s| &s.values)
     }
 }
 
@@ -364,17 +364,17 @@ fn may_arm() -> Result {
     Ok(())
 }
 
-impl Saved {
-    /// The callbacks' state for `nr_cpus` CPUs: how recording is switched on, the armed control
+impl Recording {
+    /// The callbacks' state for `nr_cpus` CPUs: how recording is switched on, the armed values
     /// value and the MSRs a capture reads.
     fn new(
-        control: Control,
+        values: ArmValues,
         armed: u64,
         msrs: &[u32],
         nr_cpus: usize,
         ds: Option<(u64, u64)>,
         vlbr: Option<Vlbr>,
-    ) -> Result<KBox<Saved>> {
+    ) -> Result<KBox<Recording>> {
         let mut list = KVec::with_capacity(msrs.len(), GFP_KERNEL)?;
         for &m in msrs {
             list.push(m, GFP_KERNEL)?;
@@ -387,8 +387,8 @@ impl Saved {
             )?;
         }
         Ok(KBox::new(
-            Saved {
-                control,
+            Recording {
+                values,
                 armed,
                 msrs: list,
                 before,
@@ -402,7 +402,7 @@ impl Saved {
 }
 
 /// Arms lbr-dump for `recorder`. `text_base` is the module's text address (for the dump header).
-/// The caller holds the state lock (control.rs).
+/// The caller holds the state lock (values.rs).
 pub(crate) fn arm(
     recorder: &Recorder,
     options: Options,
@@ -429,16 +429,16 @@ pub(crate) fn arm(
     // the kernel reads them as off on parts without TSX (lbr_from_signext_quirk_rd()); the
     // address is bits 60:0 either way. The probe refused unsupported recorders already (`force`
     // skips only its switch check), so this names the reason again for a forced arm.
-    let layout = record::layout(recorder, Tsx::Absent).map_err(|why| {
+    let layout = record::encoding(recorder, Tsx::Absent).map_err(|why| {
         pr_err!("refusing to arm: {}\n", format_args!("{why}"));
         ENODEV
     })?;
-    let control = Control::new(recorder, rings, filter);
-    let control = match bts {
-        Some(b) => control.with_bts(b.user),
-        None => control,
+    let values = ArmValues::new(recorder, rings, filter);
+    let values = match bts {
+        Some(b) => values.with_bts(b.user),
+        None => values,
     };
-    let (msrs, n) = capture_msrs(recorder, &layout, &control);
+    let (msrs, n) = capture_msrs(recorder, &layout, &values);
     if n == 0 {
         pr_err!("refusing to arm: the recorder has no records to capture\n");
         return Err(ENODEV);
@@ -461,10 +461,10 @@ pub(crate) fn arm(
             geometry.snap_size()
         )
     })?;
-    let armed_value = control.armed(rdmsr_on_this_cpu(control.switch.msr)?);
+    let armed_value = values.armed(rdmsr_on_this_cpu(values.switch.msr)?);
     write_header(
         &area,
-        &control,
+        &values,
         armed_value,
         &msrs[..n],
         recorder.last_exception(),
@@ -500,7 +500,7 @@ pub(crate) fn arm(
         }
         _ => None,
     };
-    let saved = Saved::new(control, armed_value, &msrs[..n], nr_cpus, ds, vlbr)?;
+    let recording = Recording::new(values, armed_value, &msrs[..n], nr_cpus, ds, vlbr)?;
     let stop_save = Pages::new(nr_cpus * layout::stop::CPU_SIZE).inspect_err(|_| {
         pr_err!("refusing to arm: cannot allocate the stop stubs' save areas\n")
     })?;
@@ -511,7 +511,7 @@ pub(crate) fn arm(
             entry: None,
             hp_state: 0,
             resume: false,
-            saved: Some(saved),
+            recording: Some(recording),
             area,
             stop_save: Some(stop_save),
             bts: bts_buffers,
@@ -542,7 +542,7 @@ pub(crate) fn arm(
         }
         armed.perf_watch = true;
     }
-    if let Some(v) = armed.saved.as_ref().and_then(|s| s.vlbr.as_ref()) {
+    if let Some(v) = armed.recording.as_ref().and_then(|s| s.vlbr.as_ref()) {
         // No CPU is armed yet (`Vlbr::OFF`): `lend` switches nothing on before `arm_cpu` has.
         for cpu in 0..nr_cpus as u32 {
             v.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
@@ -563,7 +563,7 @@ pub(crate) fn arm(
         }
     }
     start_recording(&mut armed)?;
-    configure_stubs(&armed, &control, armed_value, &msrs[..n])?;
+    configure_stubs(&armed, &values, armed_value, &msrs[..n])?;
     // The plain store of the re-arm target above before the check below (x86 may otherwise
     // let the load pass the store): either the check sees `perf_takes_ds`'s flag, or its
     // fetch_and comes after the store.
@@ -651,7 +651,7 @@ impl Drop for Armed {
             self.vlbr_watch = false;
         }
         RECORDING.store(ptr::null_mut(), Ordering::Release);
-        self.saved = None;
+        self.recording = None;
         self.stop_save = None;
         // Recording (BTS included) is off on every CPU and no stub runs: the buffers can go.
         self.bts = None;

@@ -25,7 +25,7 @@ pub(super) fn rearm_without_bts() {
 /// they read, written through the configuration page's window.
 pub(super) fn configure_stubs(
     armed: &Armed,
-    control: &Control,
+    values: &ArmValues,
     armed_value: u64,
     msrs: &[u32],
 ) -> Result {
@@ -50,9 +50,9 @@ pub(super) fn configure_stubs(
         // SAFETY: takes the address of a static of asm/stubs.S, reading nothing.
         msrs: unsafe { ptr::addr_of!(ffi::lbr_dump_capture.msrs) } as u64,
         nr_values: msrs.len() as u64,
-        ctl_msr: u64::from(control.switch.msr),
-        mask: control.freeze_mask(),
-        rearm_mask: control.switch.mask,
+        ctl_msr: u64::from(values.switch.msr),
+        mask: values.freeze_mask(),
+        rearm_mask: values.switch.mask,
         bts_pool: g.bts_pool as u64,
         bts_table: if g.bts_pool > 0 {
             armed.area.at(g.bts_table()) as u64

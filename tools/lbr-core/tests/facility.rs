@@ -306,11 +306,11 @@ fn arch_lbr_without_a_supported_depth_is_no_recorder() {
     // And a layout is never made for a depth-0 recorder, however it was obtained.
     let arch = Recorder::IntelArch(arch_lbr(0));
     assert_eq!(
-        lbr_core::record::layout(&arch, lbr_core::record::Tsx::Absent),
+        lbr_core::record::encoding(&arch, lbr_core::record::Tsx::Absent),
         Err(lbr_core::record::Unsupported::NoDepth)
     );
     assert_eq!(
-        lbr_core::record::layout(
+        lbr_core::record::encoding(
             &Recorder::AmdLbrV2 { depth: 0 },
             lbr_core::record::Tsx::Absent
         ),
@@ -367,7 +367,7 @@ fn arch_lbr(depths: u8) -> ArchLbr {
 
 #[test]
 fn a_recorder_and_its_encoding_are_the_same_flavour() {
-    use lbr_core::record::{layout, Tsx};
+    use lbr_core::record::{encoding, Tsx};
     let skylake = identify(&skylake(), Some(5)).recorder.unwrap();
     let all = [
         skylake,
@@ -376,7 +376,7 @@ fn a_recorder_and_its_encoding_are_the_same_flavour() {
         Recorder::AmdSingle,
     ];
     for r in all {
-        let e = layout(&r, Tsx::Absent).unwrap();
+        let e = encoding(&r, Tsx::Absent).unwrap();
         assert_eq!(r.flavour(), e.flavour(), "{r}");
         assert!(r.to_string().starts_with(r.flavour().title()), "{r}");
     }

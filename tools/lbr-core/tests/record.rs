@@ -167,15 +167,15 @@ fn format0_and_unknown_formats_have_no_layout() {
         })
     };
     assert_eq!(
-        layout(&r(Some(LbrFormat::Bits32)), Tsx::Absent),
+        encoding(&r(Some(LbrFormat::Bits32)), Tsx::Absent),
         Err(Unsupported::Format32)
     );
     assert_eq!(
-        layout(&r(Some(LbrFormat::Unknown(9))), Tsx::Absent),
+        encoding(&r(Some(LbrFormat::Unknown(9))), Tsx::Absent),
         Err(Unsupported::UnknownFormat(9))
     );
-    assert_eq!(layout(&r(None), Tsx::Absent), Err(Unsupported::NoFormat));
-    assert!(layout(&r(Some(LbrFormat::Lip)), Tsx::Absent).is_ok());
+    assert_eq!(encoding(&r(None), Tsx::Absent), Err(Unsupported::NoFormat));
+    assert!(encoding(&r(Some(LbrFormat::Lip)), Tsx::Absent).is_ok());
     assert_eq!(Encoding::from_codes(1, 0, 4, 0), None);
     assert!(Encoding::from_codes(1, 1, 4, 0).is_some());
     assert!(Unsupported::Format32
@@ -285,7 +285,7 @@ fn skylake_capture_list() {
         select: Some(0x1c8),
         format: Some(LbrFormat::Info),
     });
-    let l = layout(&sk, Tsx::Absent).unwrap();
+    let l = encoding(&sk, Tsx::Absent).unwrap();
     assert_eq!(l, legacy(5, 32, true, false));
     let mut msrs = [0u32; MAX_VALUES];
     let n = capture_list(&sk, &l, &mut msrs);
@@ -301,7 +301,7 @@ fn skylake_capture_list() {
 fn amd_v2_and_arch_capture_lists() {
     let mut msrs = [0u32; MAX_VALUES];
     let r = Recorder::AmdLbrV2 { depth: 16 };
-    let n = capture_list(&r, &layout(&r, Tsx::Absent).unwrap(), &mut msrs);
+    let n = capture_list(&r, &encoding(&r, Tsx::Absent).unwrap(), &mut msrs);
     assert_eq!(
         (n, msrs[0], msrs[1], msrs[2], msrs[31]),
         (32, 0xc001_0300, 0xc001_0301, 0xc001_0302, 0xc001_031f)

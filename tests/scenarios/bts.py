@@ -36,11 +36,11 @@ def test_arming_takes_the_debug_store_and_disarming_gives_it_back(r):
     # MSRs as before on every CPU. Three load/arm/disarm/arm/unload cycles of 2 CPUs x 4 x 1 MiB
     # leave the free memory where it was (a leak of one arming's buffers would be 8 MiB).
     vm = boot(name="bts-disarm", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=600, script=f"""
-echo ==before==; {MSRS}; echo ==
+echo ==before== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 insmod {MODULE} bts=1024 enable=1
-echo ==armed==; {MSRS}; echo ==
+echo ==armed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 echo 0 > /sys/kernel/lbr_dump/enabled
-echo ==disarmed==; {MSRS}; echo ==
+echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 rmmod lbr_dump
 grep MemAvailable /proc/meminfo | sed 's/^/mem-start /'
 i=0
@@ -49,7 +49,7 @@ while [ $i -lt 3 ]; do
   i=$((i+1))
 done
 grep MemAvailable /proc/meminfo | sed 's/^/mem-end /'
-echo ==unloaded==; {MSRS}; echo ==
+echo ==unloaded== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
     before, armed, disarmed, unloaded = (msrs(con, t) for t in ("before", "armed", "disarmed", "unloaded"))
@@ -80,7 +80,7 @@ def test_another_owners_debug_store_refuses_arming(r):
 insmod {CRASH} crash=ds_owner
 insmod {MODULE} bts=4 enable=1 || echo refused=$?
 rmmod lbr_crash
-echo ==after==; {MSRS}; echo ==
+echo ==after== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 insmod {MODULE} bts=4 enable=1 && echo armed-now
 """)
     con = vm.console
@@ -190,9 +190,9 @@ addr=$(grep -w reserve_ds_buffers /proc/kallsyms | cut -d' ' -f1)
 insmod {CRASH} crash=perf_reserve target=0x$addr
 (while :; do :; done) & ls -R /sys >/dev/null; lbr-singlestep || true; ls -R /sys >/dev/null
 kill %1
-echo ==taken==; rmmod lbr_crash; echo ==
+echo ==taken== >/dev/kmsg; rmmod lbr_crash; echo == >/dev/kmsg
 echo 0 > /sys/kernel/lbr_dump/enabled
-echo ==disarmed==; {MSRS}; echo ==
+echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
     assert_perf_kept_its_store(con)
@@ -215,9 +215,9 @@ sym() {{ grep -w "$1" /proc/kallsyms | cut -d' ' -f1; }}
 insmod {MODULE} bts=4 nmi_freeze=1 enable=1
 insmod {CRASH} crash=nmi_lost target=0x$(sym reserve_ds_buffers) handler=0x$(sym lbr_dump_nmi)
 ls -R /sys >/dev/null
-echo ==taken==; rmmod lbr_crash; echo ==
+echo ==taken== >/dev/kmsg; rmmod lbr_crash; echo == >/dev/kmsg
 echo 0 > /sys/kernel/lbr_dump/enabled
-echo ==disarmed==; {MSRS}; echo ==
+echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
     steps = dict(re.findall(r"lbr_crash: nmi_lost: (.+?): cpu=1 debugctl=(0x[0-9a-f]+)", con))
@@ -251,9 +251,9 @@ addr=$(grep -w reserve_ds_buffers /proc/kallsyms | cut -d' ' -f1)
 insmod {CRASH} crash=perf_mid_arm target=0x$addr
 echo 1 > /sys/kernel/lbr_dump/enabled; echo "enable exit $?"
 (while :; do :; done) & LOOP=$!; ls -R /sys >/dev/null; kill $LOOP; wait
-echo ==taken==; rmmod lbr_crash; echo ==
+echo ==taken== >/dev/kmsg; rmmod lbr_crash; echo == >/dev/kmsg
 echo 0 > /sys/kernel/lbr_dump/enabled
-echo ==disarmed==; {MSRS}; echo ==
+echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
     held = kernel_lines(con, "lbr_crash: perf_mid_arm: CPU 1 read IA32_DS_AREA for arming")
@@ -280,11 +280,11 @@ def test_perf_reservation_begun_before_arming_switches_bts_off(r):
 sym() {{ grep -w "$1" /proc/kallsyms | cut -d' ' -f1; }}
 insmod {CRASH} crash=perf_prepare target=0x$(sym reserve_ds_buffers) fini=0x$(sym fini_debug_store_on_cpu) && rmmod lbr_crash
 insmod {MODULE} bts=4 enable=1
-echo ==armed==; {MSRS}; echo ==
+echo ==armed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 ds=$(dmesg | sed -n 's/.*lbr_crash: perf_prepare: cpu=[0-9]* ds_area=\\(0x[0-9a-f]*\\).*/\\1/p' | tr '\\n' ',')
 insmod {CRASH} crash=perf_tail text=${{ds%,}} && rmmod lbr_crash
 echo 0 > /sys/kernel/lbr_dump/enabled
-echo ==disarmed==; {MSRS}; echo ==
+echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
     assert "lbr_crash: perf_prepare: reserve_ds_buffers() and fini_debug_store_on_cpu() called" in con, \
@@ -341,17 +341,17 @@ def test_cpu_hotplug_while_armed_with_bts(r):
     # owner's debug store is still in place. Disarming: DEBUGCTL without LBR, TR and BTS.
     vm = boot(name="bts-hotplug", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=300, script=f"""
 insmod {MODULE} bts=4 enable=1
-echo ==armed==; {MSRS}; echo ==
+echo ==armed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 echo 0 > /sys/devices/system/cpu/cpu1/online
-echo ==offline==; {MSRS}; echo ==
+echo ==offline== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 echo 1 > /sys/devices/system/cpu/cpu1/online
-echo ==online==; {MSRS}; echo ==
+echo ==online== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 insmod {CRASH} crash=ds_owner
 echo 0 > /sys/devices/system/cpu/cpu1/online
 echo 1 > /sys/devices/system/cpu/cpu1/online
-echo ==owner==; rmmod lbr_crash; echo ==
+echo ==owner== >/dev/kmsg; rmmod lbr_crash; echo == >/dev/kmsg
 echo 0 > /sys/kernel/lbr_dump/enabled
-echo ==disarmed==; {MSRS}; echo ==
+echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
     armed, offline, online, owner_msrs = (msrs(con, t) for t in ("armed", "offline", "online", "owner"))

@@ -101,17 +101,17 @@ def test_sysfs_enable_disable_and_bad_input(r):
         f"echo state=$(cat {SYSFS}/enabled)\n" for name, cmd in bad.items())
     vm = boot(name="forced-sysfs", cpu="EPYC-Genoa", accel="tcg", script=f"""
 head -c 4096 /dev/zero | tr '\\0' x > /tmp/junk
-echo ==kernel==; {IDT}; echo ==
+echo ==kernel== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 insmod {MODULE} force=1
 echo loaded=$(cat {SYSFS}/enabled)
 echo 1 > {SYSFS}/enabled
-echo ==armed==; {IDT}; echo ==
+echo ==armed== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 echo state=$(cat {SYSFS}/enabled)
 {writes}
 printf '' > {SYSFS}/enabled
 echo state=$(cat {SYSFS}/enabled)
 echo 0 > {SYSFS}/enabled
-echo ==disarmed==; {IDT}; echo ==
+echo ==disarmed== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 echo final=$(cat {SYSFS}/enabled)
 cat {SYSFS}/vectors
 rmmod lbr_dump
@@ -149,7 +149,7 @@ def test_user_and_uaccess_faults_are_not_captured_with_smap(r):
 
 def test_twenty_load_unload_cycles(r):
     vm = boot(name="forced-cycles", cpu="EPYC-Genoa", accel="tcg", smp=2, script=f"""
-echo ==kernel==; {IDT}; echo ==
+echo ==kernel== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 i=0
 while [ $i -lt 20 ]; do
   insmod {MODULE} force=1 enable=1
@@ -157,7 +157,7 @@ while [ $i -lt 20 ]; do
   rmmod lbr_dump
   i=$((i+1))
 done
-echo ==after==; {IDT}; echo ==
+echo ==after== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 """)
     assert len(kernel_lines(vm.console, "lbr_dump: armed")) == 20
     assert len(kernel_lines(vm.console, "lbr_dump: unloaded")) == 20
@@ -182,7 +182,7 @@ def test_stress_enable_disable_on_four_cpus(r):
     # race this once lost about one run in ten, a gate read half switched, is watched for
     # directly by gates_are_never_seen_half_switched: 100 cycles, not 200.)
     vm = boot(name="forced-stress", cpu="EPYC-Genoa,-smap", accel="tcg", smp=4, timeout=900, script=f"""
-echo ==kernel==; {IDT}; echo ==
+echo ==kernel== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 insmod {MODULE} force=1
 for n in 1 2 3 4; do
   (while :; do dd if=/dev/zero of=/dev/null bs=64k count=16 2>/dev/null; ls /sys >/dev/null; done) &
@@ -199,7 +199,7 @@ sleep 1
 echo captures=$(cat {SYSFS}/captures)
 echo 0 > {SYSFS}/enabled
 kill $(jobs -p) 2>/dev/null; wait 2>/dev/null
-echo ==after==; {IDT}; echo ==
+echo ==after== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 rmmod lbr_dump
 """)
     assert "cycles=100" in vm.console
@@ -252,12 +252,12 @@ def test_vector_set_is_configurable(r):
     vm = boot(name="forced-vectors", cpu="EPYC-Genoa", accel="tcg", script=f"""
 if insmod {MODULE} force=1 vectors=0x4; then echo nmi=loaded; rmmod lbr_dump; else echo nmi=refused; fi
 if insmod {MODULE} force=1 vectors=0x2; then echo db-only=loaded; rmmod lbr_dump; else echo db-only=refused; fi
-echo ==kernel==; {IDT}; echo ==
+echo ==kernel== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 insmod {MODULE} force=1 enable=1 vectors=0x4000
 echo "vectors=[$(cat {SYSFS}/vectors)]"
-echo ==armed==; {IDT}; echo ==
+echo ==armed== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 rmmod lbr_dump
-echo ==unloaded==; {IDT}; echo ==
+echo ==unloaded== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 """)
     assert "nmi=refused" in vm.console and "db-only=refused" in vm.console, "a bad vectors= mask was accepted"
     assert "lbr_dump: vectors=0x4: not a set of hookable vectors" in vm.console, "no reason given for vectors=0x4"

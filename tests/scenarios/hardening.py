@@ -96,7 +96,7 @@ def test_concurrent_writers_arm_once(r):
     # on `enabled` while faults happen on both CPUs. Each arming must hook the gates once; at the
     # end the IDT is the kernel's, the machine alive, the log clean.
     vm = boot(name="hard-writers", cpu="EPYC-Genoa,-smap", accel="tcg", smp=2, timeout=600, script=f"""
-echo ==kernel==; {IDT}; echo ==
+echo ==kernel== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 insmod {MODULE} force=1
 for w in 1 2 3 4 5 6; do
   (i=0; while [ $i -lt 60 ]; do echo $((w % 2)) > {SYSFS}/enabled; ls /sys >/dev/null; i=$((i+1)); done) &
@@ -106,9 +106,9 @@ echo writers-done enabled=$(cat {SYSFS}/enabled)
 echo 1 > {SYSFS}/enabled
 dd if=/dev/zero of=/dev/null bs=64k count=16 2>/dev/null
 echo 0 > {SYSFS}/enabled
-echo ==after==; {IDT}; echo ==
+echo ==after== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 rmmod lbr_dump
-echo ==unloaded==; {IDT}; echo ==
+echo ==unloaded== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 """)
     assert "writers-done" in vm.console
     kernel = gates(vm.console, "kernel")
@@ -133,7 +133,7 @@ def test_no_indirect_branch_in_live_stubs(r):
     # on the kernel's original handler of that vector (read from the IDT before arming), directly
     # or through a direct-jump trampoline.
     vm = boot(name="hard-text", cpu="EPYC-Genoa", accel="tcg", script=f"""
-echo ==kernel==; {IDT}; echo ==
+echo ==kernel== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 insmod {MODULE} force=1 enable=1
 pat=' (lbr_dump_stub_[0-9]+|lbr_dump_rearm_1|__SCT__lbr_dump_[a-z_0-9]+)([[:space:]]|$)'
 addrs=$(grep -E "$pat" /proc/kallsyms | cut -d' ' -f1 | sed 's/^/0x/' | tr '\\n' ',' | sed 's/,$//')
@@ -195,11 +195,11 @@ def test_kernel_without_cet_arms_with_default_vectors(r):
     # handler (in init text, freed after boot). The default set arms without it and says so;
     # every gate hooked is restored.
     vm = boot(name="hard-nocet", kernel="nocet", cpu="EPYC-Genoa", accel="tcg", script=f"""
-echo ==kernel==; {IDT}; echo ==
+echo ==kernel== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 insmod {MODULE} force=1 enable=1 && echo armed-ok
 echo "vectors=[$(cat {SYSFS}/vectors)]"
 rmmod lbr_dump
-echo ==unloaded==; {IDT}; echo ==
+echo ==unloaded== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 """)
     assert "armed-ok" in vm.console, "\n".join(kernel_lines(vm.console, "lbr_dump"))
     assert re.search(r"lbr_crash: gate 21 [0-9a-f]{16} early_idt_handler_array", vm.console), \
@@ -307,12 +307,12 @@ def test_a_write_primitive_reaches_no_gate_and_no_stub_setting(r):
     vm = boot(finish=False, name="hard-write", cpu="Skylake-Client", accel="tcg", smp=2, timeout=300,
               emulate="model=skylake", script=f"""
 insmod {MODULE} enable=1
-{CFG}echo ==armed==; {IDT}; echo ==
+{CFG}echo ==armed== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 echo 1 > /proc/sys/kernel/kptr_restrict  # vmallocinfo's addresses unhashed, for root
 vmaps=$(grep -E '\\[lbr_dump\\]' /proc/vmallocinfo | grep -v 'module_alloc\\|execmem' | cut -d- -f1 | paste -sd,)
 echo "vmallocinfo: $(grep -E '\\[lbr_dump\\]' /proc/vmallocinfo | paste -sd'|')"
 insmod {CRASH} crash=write capture_cfg=0x$cfg vmaps=$vmaps; rmmod lbr_crash
-echo ==written==; {IDT}; echo ==
+echo ==written== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 insmod {CRASH} crash=gp
 """)
     con = vm.console
@@ -337,7 +337,7 @@ def test_stress_whole_life_cycle_on_four_cpus(r):
     # Everything at once on 4 vCPUs: racing enable/disable writers, CPU hotplug of CPUs 1-3,
     # user and kernel faults on every CPU, data breakpoints on the stubs' data, unload and reload.
     vm = boot(name="hard-stress", cpu="EPYC-Genoa,-smap", accel="tcg", smp=4, timeout=900, script=f"""
-echo ==kernel==; {IDT}; echo ==
+echo ==kernel== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 insmod {MODULE} force=1 enable=1
 for n in 1 2 3 4; do (while :; do lbr-faults; ls /sys >/dev/null; done) & done
 round=0
@@ -352,14 +352,14 @@ while [ $round -lt 4 ]; do
   wait $writers
   rmmod lbr_crash
   echo 0 > {SYSFS}/enabled
-  echo ==disarmed-$round==; {IDT}; echo ==
+  echo ==disarmed-$round==; {IDT}; echo == >/dev/kmsg
   rmmod lbr_dump
   insmod {MODULE} force=1 enable=1
   round=$((round+1))
 done
 kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
 rmmod lbr_dump
-echo ==after==; {IDT}; echo ==
+echo ==after== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 echo online=$(cat /sys/devices/system/cpu/online)
 """)
     kernel = gates(vm.console, "kernel")

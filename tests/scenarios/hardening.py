@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Defects of the capture path a kernel reviewer finds (issue 9), one scenario each.
+"""Defects of the capture path a kernel reviewer finds, one scenario each (the harness's own
+checks are in selftest.py).
 
 Each test was first run against the code it was written for and failed there (the commit that
 adds it says how); the expected values come from the kernel (its IDT read by lbr_crash, its oops
@@ -7,13 +8,11 @@ text, /proc), from an independent disassembler (LLVM's, on the host) and from th
 ground truth, never from lbr_dump's own output."""
 
 import re
-import shutil
 import subprocess
 
 from harness import CFG, CRASH, IDT, LKDTM, MODULE, SYSFS, assert_clean, boot, kernel_lines, snapshot_heads, tail
 from records import assert_equals_freeze, printed_records
 from vm import REPO
-
 
 
 def gates(console, tag):
@@ -24,71 +23,6 @@ def gates(console, tag):
 
 def headers(console):
     return [dict(re.findall(r"(\w+)=(\S+)", l)) | {"line": l} for l in snapshot_heads(console)]
-
-
-def test_every_vcpu_is_brought_up(r):
-    # boot() fails any run whose guest brought up fewer CPUs than it was given; this one also
-    # reads the kernel's own view after boot.
-    vm = boot(name="hard-smp4", cpu="EPYC-Genoa", accel="tcg", smp=4,
-              script="echo online=$(cat /sys/devices/system/cpu/online)\n")
-    assert "online=0-3" in vm.console, re.findall(r"online=\S*", vm.console)
-
-
-def test_a_cpu_waiting_with_interrupts_off_is_let_go(r):
-    """The harness's guests cannot deadlock in kernel 7.3's clocksource watchdog. Its check of
-    another CPU's TSC (watchdog_check_skew()) sends that CPU an IPI and waits for it with
-    interrupts off, and gives up by ktime_get_raw_fast_ns(), which counts jiffies while
-    timekeeping runs on jiffies (at boot, until the switch to tsc-early). A CPU that waits with
-    interrupts off for the watchdog's CPU, as stop_machine() makes every CPU do (the switch to
-    tsc-early is one), then never takes the IPI, no CPU ticks, and neither wait ends: a guest hung
-    at ~2 s of boot in CI, vCPU 0 in watchdog_check_skew(), vCPU 1 in multi_cpu_stop() (found by
-    scripts/vm.py's hang report, 1 boot in 36 six at a time here). The harness boots with
-    tsc=nowatchdog. This plays it after boot, where it happens every time: timekeeping kept on
-    jiffies (clocksource=jiffies, allowed with this kernel's periodic tick), CPU 1 waits with
-    interrupts off for 3 s of CPU 0's sleeping (lbr_crash crash=irqs_off_wait), long enough for
-    the watchdog's check of CPU 1 (every other 0.5 s round)."""
-    vm = boot(name="hard-irqs-off-wait", cpu="Skylake-Client", accel="tcg", smp=2,
-              append="clocksource=jiffies",
-              script="echo cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)\n"
-                     f"insmod {CRASH} crash=irqs_off_wait\n")
-    assert "cs=jiffies" in vm.console, re.findall(r"cs=\S*", vm.console)
-    lines = kernel_lines(vm.console, "lbr_crash: irqs_off_wait:")
-    assert len(lines) == 1, tail(vm.console)
-    m = re.search(r"CPU 1 released after (\d+) ms", lines[0])
-    assert m is not None, lines[0]
-    # The release comes after CPU 0's msleep(3000): a wait the watchdog held would have given up.
-    assert int(m[1]) >= 3000, lines[0]
-
-
-def test_a_hung_guest_is_failed_with_where_its_cpus_are(r):
-    """A VM that times out fails in boot() with the hang report of scripts/vm.py: each vCPU's
-    RIP named in vmlinux, interrupt flag and halt state, sampled twice, and QEMU's threads. The
-    hang is the one above with the TSC watchdog back on (tsc=watchdog after the harness's
-    tsc=nowatchdog; the last one counts): CPU 1 waits with interrupts off (giving up only after
-    600 s) and the VM is killed at 90 s. The report must find vCPU 0 in the watchdog's wait for
-    CPU 1, interrupts off, which also shows the kernel's deadlock itself; and CPU 1 with
-    interrupts off, outside vmlinux (in lbr_crash)."""
-    try:
-        boot(name="hard-hang-report", cpu="Skylake-Client", accel="tcg", smp=2, timeout=90,
-             append="clocksource=jiffies tsc=watchdog",
-             script=f"insmod {CRASH} crash=irqs_off_wait giveup=600\n")
-    except AssertionError as e:
-        msg = str(e)
-    else:
-        raise AssertionError("the guest did not hang: the TSC watchdog was not on, or did not wait for CPU 1")
-    assert msg.startswith("VM timed out after") and "the guest hung" in msg, msg
-    # (its own lines may not reach the console: the printer thread does not run after the hang)
-    assert "lbr_crash: " in msg, f"the guest hung before lbr_crash was loaded:\n{msg}"
-    samples = re.findall(r"^sample (\d): vCPU (\d) RIP 0x[0-9a-f]+ (\S*) CPL (\d) interrupts (on|off)",
-                         msg, re.M)
-    assert {(n, c) for n, c, *_ in samples} == {("1", "0"), ("1", "1"), ("2", "0"), ("2", "1")}, msg
-    assert all(cpl == "0" and irqs == "off" for *_, cpl, irqs in samples), msg
-    assert any(w.startswith("watchdog_check_skew+") for _, c, w, *_ in samples if c == "0"), msg
-    assert all(w == "?" for _, c, w, *_ in samples if c == "1"), msg
-    if shutil.which("gdb"):
-        assert re.search(r"^Thread \d+ CPU 0/TCG: ", msg, re.M) and re.search(r"^Thread \d+ CPU 1/TCG: ", msg, re.M), msg
-    else:
-        assert "no gdb on this machine" in msg, msg
 
 
 def test_concurrent_writers_arm_once(r):

@@ -66,7 +66,7 @@ impl Area {
         u64::from_le(unsafe { ptr::read_volatile(self.at(off).cast::<u64>()) })
     }
 
-    /// The values value lbr-dump writes when arming, as the header records it.
+    /// The control value lbr-dump writes when arming, as the header records it.
     pub(crate) fn ctl_armed(&self) -> u64 {
         self.u64_at(hdr::CTL_ARMED)
     }

@@ -74,7 +74,7 @@ impl Vlbr {
 /// this CPU (`layout::cpu::LENT`), and a capture here says `lent`. A CPU not armed (yet, or any
 /// more) is `Vlbr::OFF`: a guest event coming there has the records wiped and recording switched
 /// off all the same, one leaving switches nothing on; arming sets 0 in the same interrupts-off
-/// step as its write of the values MSR ([`lbr_on_here`], [`arm_here`]), in this CPU's hotplug
+/// step as its write of the control MSR ([`lbr_on_here`], [`arm_here`]), in this CPU's hotplug
 /// thread, where no vCPU's event is scheduled.
 ///
 /// # Safety
@@ -122,7 +122,7 @@ pub(super) unsafe extern "C" fn lend(lent: bool) {
 
 impl Recording {
     /// This CPU is armed: from now on [`lend`] gives its LBR to a KVM guest and back (interrupts
-    /// off, right after the values MSR's armed write).
+    /// off, right after the control MSR's armed write).
     pub(super) fn armed_here(&self) {
         if let Some(v) = self.vlbr.as_ref() {
             let cpu = CpuId::current().as_u32();
@@ -295,12 +295,12 @@ pub(super) struct LbrOn<'a> {
     pub(super) r: Option<Result<(), crate::probe::MsrError>>,
 }
 
-/// Writes the values value `value` on `cpu`, and marks it armed for [`lend`] in the same
+/// Writes the control value `value` on `cpu`, and marks it armed for [`lend`] in the same
 /// interrupts-off step there.
 pub(super) fn lbr_on(s: &Recording, cpu: CpuId, value: u64) -> Result<(), ArmCpuError> {
     let mut a = LbrOn { s, value, r: None };
     // SAFETY: `lbr_on_here` is a valid callback for an `LbrOn`, which lives until the call
-    // returns (wait); it runs on `cpu` with interrupts off and writes the values MSR with a
+    // returns (wait); it runs on `cpu` with interrupts off and writes the control MSR with a
     // fault check.
     let r = unsafe {
         ffi::smp_call_function_single(
@@ -345,7 +345,7 @@ pub(super) struct ArmHere<'a> {
     pub(super) s: &'a Recording,
     /// This CPU's debug store.
     pub(super) ds: u64,
-    /// The values value to write (with TR|BTS).
+    /// The control value to write (with TR|BTS).
     pub(super) armed: u64,
     /// What it did; an MSR write that faulted leaves both MSRs as they were.
     pub(super) found: Option<Result<BtsArming, crate::probe::MsrError>>,
@@ -353,7 +353,7 @@ pub(super) struct ArmHere<'a> {
 
 /// The last step of arming a CPU with BTS, on that CPU with interrupts off
 /// (`smp_call_function_single`): the check of `BTS_GONE` and IA32_DS_AREA, the write of the
-/// debug store and of the values MSR. `perf_takes_ds` sets `BTS_GONE` before it sends its IPIs,
+/// debug store and of the control MSR. `perf_takes_ds` sets `BTS_GONE` before it sends its IPIs,
 /// and perf writes IA32_DS_AREA only after they ran: either this sees the flag, or its IPI comes
 /// after this and finds lbr-dump's debug store to give back.
 ///
@@ -448,7 +448,7 @@ pub(super) unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
         // debug store back where it is lbr-dump's, in one step with interrupts off on the CPU
         // (an IPI of perf's writing IA32_DS_AREA comes before or after it, not between).
         // SAFETY: `bts_off_ipi` is a valid callback that ignores its argument; it touches only
-        // the values MSR and IA32_DS_AREA, which arming read without fault on this CPU.
+        // the control MSR and IA32_DS_AREA, which arming read without fault on this CPU.
         let _ = unsafe {
             ffi::smp_call_function_single(cpu as c_int, bts_off_ipi, ptr::null_mut(), true)
         };

@@ -25,7 +25,7 @@
 //! have no LBR_SELECT) or a hypervisor that faults it refuses arming with a one-line reason,
 //! instead of a #GP in the hotplug thread or inside a stub.
 //!
-//! Serialization: arming and disarming run under the module's state lock (values.rs). The
+//! Serialization: arming and disarming run under the module's state lock (control.rs). The
 //! hotplug callbacks do not take it (arming holds it while the hotplug core runs them): the
 //! hotplug core serializes them against `__cpuhp_setup_state()` / `__cpuhp_remove_state()`, and
 //! each touches only its own CPU's atomics. The resume callback runs on one CPU with IRQs off.
@@ -189,14 +189,14 @@ const ARCH_CTL_USR: u64 = 1 << 2;
 /// How the recorder is switched on: the MSR writes of arming, per flavour.
 #[derive(Clone, Copy)]
 pub(crate) struct ArmValues {
-    /// The values MSR and its enable mask.
+    /// The control MSR and its enable mask.
     pub(crate) switch: Switch,
     /// A filter MSR written when arming (LBR_SELECT), with its armed value.
     filter: Option<(u32, u64)>,
     /// Arch LBR: ARCH_LBR_CTL's armed value is written whole (not OR-ed into the old one).
     whole: Option<u64>,
     /// BTS: the DEBUGCTL bits it sets beside the LBR switch (TR, BTS, and BTS_OFF_USR for
-    /// kernel-only); 0 without BTS. The values MSR is DEBUGCTL (legacy LBR only).
+    /// kernel-only); 0 without BTS. The control MSR is DEBUGCTL (legacy LBR only).
     bts: u64,
 }
 
@@ -240,7 +240,7 @@ impl ArmValues {
         }
     }
 
-    /// The values value once armed, given the value before.
+    /// The control value once armed, given the value before.
     fn armed(&self, before: u64) -> u64 {
         match self.bts {
             0 => self.whole.unwrap_or(before | self.switch.mask),
@@ -266,12 +266,12 @@ impl ArmValues {
 /// What the hotplug and resume callbacks need (they get only a CPU number, or nothing).
 struct Recording {
     values: ArmValues,
-    /// The values value lbr-dump writes (the same on every CPU: the boot CPU's value before
+    /// The control value lbr-dump writes (the same on every CPU: the boot CPU's value before
     /// arming with the enable bits set; Arch LBR: a whole value).
     armed: u64,
     /// Every MSR a capture reads, checked on each CPU before recording goes on there.
     msrs: KVec<u32>,
-    /// (values, filter, DS_AREA) before lbr-dump armed each CPU, by CPU number.
+    /// (control, filter, DS_AREA) before lbr-dump armed each CPU, by CPU number.
     before: KVec<[AtomicU64; 3]>,
     /// BTS: (address of CPU 0's debug store, bytes between CPUs' debug stores): what
     /// IA32_DS_AREA gets on each CPU.
@@ -365,7 +365,7 @@ fn may_arm() -> Result {
 }
 
 impl Recording {
-    /// The callbacks' state for `nr_cpus` CPUs: how recording is switched on, the armed values
+    /// The callbacks' state for `nr_cpus` CPUs: how recording is switched on, the armed control
     /// value and the MSRs a capture reads.
     fn new(
         values: ArmValues,
@@ -402,7 +402,7 @@ impl Recording {
 }
 
 /// Arms lbr-dump for `recorder`. `text_base` is the module's text address (for the dump header).
-/// The caller holds the state lock (values.rs).
+/// The caller holds the state lock (control.rs).
 pub(crate) fn arm(
     recorder: &Recorder,
     options: Options,

@@ -12,7 +12,7 @@
 use core::fmt::Write;
 use core::pin::Pin;
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use kernel::{
     ffi::{c_char, c_int},
@@ -22,6 +22,7 @@ use kernel::{
 
 use crate::capture::{self, Armed, Options, PanicPath, Rings, Vectors};
 use crate::facility::Filter;
+use crate::live::{Live, Published};
 use crate::printer::{self, Notifier};
 use crate::probe::Found;
 
@@ -31,8 +32,15 @@ pub(crate) struct Controls {
     /// What arming is asked for (the `all_rings`, `vectors` and `nmi_freeze` parameters).
     pub(crate) options: Options,
     text_base: u64,
-    /// While armed: the oops printer (dropped first), then the armed state.
-    armed: Option<(Notifier, KBox<Armed>)>,
+    /// While armed: the oops printer and the armed state it reads.
+    armed: Option<Active>,
+}
+
+/// Armed, with the oops printer on. Dropped in field order: the notifiers first (unregistering
+/// waits for running ones), then the armed state they read.
+struct Active {
+    _printer: Notifier,
+    armed: Published<Armed>,
 }
 
 impl Controls {
@@ -50,15 +58,11 @@ impl Controls {
         match (on, self.armed.is_some()) {
             (true, false) => {
                 let armed = capture::arm(&self.found.recorder, self.options, self.text_base)?;
-                printer::ARMED.store(ptr::from_ref(&*armed).cast_mut(), Ordering::Release);
-                let notifier = match Notifier::register() {
-                    Ok(n) => n,
-                    Err(e) => {
-                        printer::ARMED.store(ptr::null_mut(), Ordering::Release);
-                        return Err(e);
-                    }
-                };
-                let unfiltered = armed.arm_values().is_some_and(|c| !c.filters_rings());
+                // SAFETY: the notifiers, the only readers of `printer::ARMED`, are unregistered
+                // before this drops (`Active`'s field order; on error, they were not registered).
+                let armed = unsafe { Published::new(&printer::ARMED, armed) };
+                let printer = Notifier::register()?;
+                let unfiltered = !armed.arm_values().filters_rings();
                 let backing = self.found.hypervisor.backing(&self.found.recorder);
                 pr_info!(
                     "armed: vectors {}, recording {} ({}), panic path {}{}{}{}{}\n",
@@ -108,14 +112,13 @@ impl Controls {
                     if backing.is_some() { "; " } else { "" },
                     format_args!("{}", Opt(backing))
                 );
-                self.armed = Some((notifier, armed));
+                self.armed = Some(Active {
+                    _printer: printer,
+                    armed,
+                });
             }
             (false, true) => {
-                if let Some((notifier, armed)) = self.armed.take() {
-                    drop(notifier);
-                    printer::ARMED.store(ptr::null_mut(), Ordering::Release);
-                    drop(armed);
-                }
+                self.armed = None;
                 pr_info!("disarmed\n");
             }
             _ => {}
@@ -127,7 +130,7 @@ impl Controls {
     fn shown_vectors(&self) -> Vectors {
         self.armed
             .as_ref()
-            .map_or(self.options.vectors, |(_, a)| a.hooked)
+            .map_or(self.options.vectors, |a| a.armed.hooked)
     }
 }
 
@@ -170,28 +173,26 @@ impl<T: core::fmt::Display> core::fmt::Display for Opt<T> {
 }
 
 /// The state the sysfs callbacks use.
-static CONTROL: AtomicPtr<Mutex<Controls>> = AtomicPtr::new(ptr::null_mut());
+static CONTROL: Live<Mutex<Controls>> = Live::new();
 
-/// Makes `module`'s state the one the sysfs callbacks use. Safe: `module` is pinned, so its
-/// drop, which calls [`withdraw`] (lbr_dump.rs), runs before its memory can be reused.
+/// Makes `module`'s state the one the sysfs callbacks use.
 pub(crate) fn publish(module: Pin<&crate::LbrDump>) {
-    CONTROL.store(
-        ptr::from_ref(&module.get_ref().state).cast_mut(),
-        Ordering::Release,
-    );
+    // SAFETY: `module` is pinned, so its drop runs before its memory can be reused, and that
+    // drop removes the attributes (waiting for running callbacks) before anything else
+    // (lbr_dump.rs).
+    unsafe { CONTROL.publish(&module.get_ref().state) };
 }
 
 /// Undoes [`publish`] for `module` (if it is the published one).
 pub(crate) fn withdraw(module: Pin<&crate::LbrDump>) {
-    let me = ptr::from_ref(&module.get_ref().state).cast_mut();
-    let _ = CONTROL.compare_exchange(me, ptr::null_mut(), Ordering::AcqRel, Ordering::Relaxed);
+    CONTROL.withdraw(&module.get_ref().state);
 }
 
-/// The published state.
+/// The published state. Called only from the attributes' callbacks.
 fn control() -> Option<&'static Mutex<Controls>> {
-    // SAFETY: published only while the module object lives (pinned), and the attributes that
-    // call this are removed (waiting for running callbacks) before the module object is dropped.
-    unsafe { CONTROL.load(Ordering::Acquire).as_ref() }
+    // SAFETY: the callers are the attributes' callbacks, removed before the module object is
+    // dropped (`publish`).
+    unsafe { CONTROL.get() }
 }
 
 /// The `filter` parameter's value (`Filter as u8`); glue.c's param ops set it (at load, or at

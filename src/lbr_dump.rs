@@ -23,6 +23,7 @@ pub mod facility;
 mod ffi;
 pub mod hypervisor;
 mod idt;
+mod live;
 pub mod layout;
 mod printer;
 mod probe;

@@ -42,11 +42,12 @@ use kernel::{
 use crate::capture::Armed;
 use crate::ffi;
 use crate::layout::{self, snap};
+use crate::live::Live;
 use crate::record;
 use crate::report::{Header, Kind, LerLine, RecordLine};
 
-/// The armed state the notifiers read; set after arming, cleared before disarming.
-pub(crate) static ARMED: AtomicPtr<Armed> = AtomicPtr::new(ptr::null_mut());
+/// The armed state the notifiers read: published while armed (control.rs `Active`).
+pub(crate) static ARMED: Live<Armed> = Live::new();
 
 /// The task the die notifier last printed an oops for, and the stubs' sequence counter then: a
 /// panic of the same task whose capture at panic() entry is the next one follows that oops (panic_on_oops, an oops in interrupt context), and the oops' exception snapshot is
@@ -448,9 +449,8 @@ unsafe extern "C" fn on_die(
     }
     // SAFETY: the die chain passes a `struct die_args` for DIE_OOPS.
     let args = unsafe { &*data.cast::<ffi::DieArgs>() };
-    // SAFETY: `ARMED` is set only while the pointee lives (cleared before it is dropped, and the
-    // notifier is unregistered first).
-    if let Some(a) = unsafe { ARMED.load(Ordering::Acquire).as_ref() } {
+    // SAFETY: a notifier, unregistered before the armed state it reads is dropped.
+    if let Some(a) = unsafe { ARMED.get() } {
         print_for(a, args.regs);
         OOPS_SEQ.store(captures(), Ordering::Relaxed);
         // SAFETY: `current` of this CPU; only its address is kept, for comparison.
@@ -470,7 +470,7 @@ unsafe extern "C" fn on_panic(
     _data: *mut c_void,
 ) -> c_int {
     // SAFETY: as in `on_die`.
-    if let Some(a) = unsafe { ARMED.load(Ordering::Acquire).as_ref() } {
+    if let Some(a) = unsafe { ARMED.get() } {
         print_panic(a);
     }
     ffi::NOTIFY_DONE

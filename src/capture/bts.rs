@@ -9,6 +9,39 @@ use super::*;
 /// good (a CPU coming online again, or a resume, leaves it off).
 pub(super) static BTS_GONE: AtomicBool = AtomicBool::new(false);
 
+/// glue.c's BTS callbacks ([`perf_takes_ds`] at perf's reserve_ds_buffers(), [`stopping`] where
+/// CPUs stop for good); unregistered on drop, once BTS is off on every CPU (`cpu_offline`).
+pub(super) struct PerfWatch(());
+
+impl PerfWatch {
+    /// Registers the callbacks: perf reserving the debug store from then on is seen, and every
+    /// CPU that stops for good switches BTS off.
+    pub(super) fn register() -> Result<Self> {
+        let mut what: *const kernel::ffi::c_char = ptr::null();
+        // SAFETY: `perf_takes_ds` and `stopping` are valid for the module's lifetime and read
+        // `RECORDING`, published before; unregistered on drop. Sleeps (ftrace), under the state
+        // lock.
+        let r = unsafe { ffi::lbr_dump_bts_watch(perf_takes_ds, stopping, &mut what) };
+        if r != 0 {
+            // SAFETY: glue.c set `what` to a static NUL-terminated string.
+            let what = unsafe { CStr::from_char_ptr(what) };
+            pr_err!(
+                "refusing to arm: bts: cannot trace {what} ({:?}), where BTS must be switched off\n",
+                Error::from_errno(r)
+            );
+            return Err(ENODEV);
+        }
+        Ok(PerfWatch(()))
+    }
+}
+
+impl Drop for PerfWatch {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`; waits for running callbacks.
+        unsafe { ffi::lbr_dump_bts_unwatch() };
+    }
+}
+
 /// Perf is reserving the debug store for its first hardware event (glue.c's ftrace callbacks at
 /// the entry of reserve_ds_buffers(), and at wrmsrq_on_cpu() writing a debug store into
 /// IA32_DS_AREA with interrupts on, for a reservation already under way when the callbacks were

@@ -171,16 +171,16 @@ impl core::fmt::Display for ArmCpuError {
     }
 }
 
-/// The recording state the callbacks use; set while the hotplug state and the resume callback
-/// are registered.
-pub(super) static RECORDING: AtomicPtr<Recording> = AtomicPtr::new(ptr::null_mut());
+/// The recording state the callbacks use: published while `Armed` lives, and its callbacks (the
+/// hotplug state, the syscore callbacks, glue.c's BTS and LBR watches) are unregistered first.
+pub(super) static RECORDING: Live<Recording> = Live::new();
 
-/// The recording state, if armed.
+/// The recording state, if armed. Called only from the callbacks `Armed`'s guards register
+/// (and from arming, under the state lock, while `Armed` lives).
 pub(super) fn recording() -> Option<&'static Recording> {
-    // SAFETY: `RECORDING` points at the `Recording` owned by the live `Armed`; it is cleared after
-    // the hotplug state and the resume callback are removed, which wait for running callbacks,
-    // and before the `Recording` is freed.
-    unsafe { RECORDING.load(Ordering::Acquire).as_ref() }
+    // SAFETY: the callers are the callbacks unregistered before the `Recording` is freed
+    // (`Armed`'s field order), and arming, which holds the `Armed` that owns it.
+    unsafe { RECORDING.get() }
 }
 
 /// CPU coming online (and every online CPU at arming; runs on that CPU): check every MSR the
@@ -500,35 +500,97 @@ pub(super) unsafe extern "C" fn resume() {
 
 /// Recording on, on every CPU now and later (hotplug), and on the boot CPU at resume.
 pub(super) fn start_recording(armed: &mut Armed) -> Result {
-    let recording_ptr = armed
-        .recording
-        .as_deref()
-        .map_or(ptr::null(), ptr::from_ref);
-    RECORDING.store(recording_ptr.cast_mut(), Ordering::Release);
-    // SAFETY: the name is a static string; the callbacks are valid for the module's lifetime
-    // and the state is removed in `Armed::drop`.
-    let st = unsafe {
-        bindings::__cpuhp_setup_state(
-            bindings::cpuhp_state_CPUHP_AP_ONLINE_DYN,
-            c"lbr_dump:online".as_char_ptr(),
-            true,
-            Some(cpu_online),
-            Some(cpu_offline),
-            false,
-        )
-    };
-    if st < 0 {
-        pr_err!("refusing to arm: a CPU could not be armed ({st})\n");
-        return Err(Error::from_errno(st));
-    }
-    armed.hp_state = st;
-    if let Some(r) = armed.recording.as_deref() {
-        // Every online CPU is armed: a CPU coming online from now on is a hotplug.
-        r.arming.store(false, Ordering::Relaxed);
-    }
-    // SAFETY: `resume` and `shutdown` are valid for the module's lifetime; unregistered in
-    // `Armed::drop`.
-    unsafe { ffi::lbr_dump_syscore_register(resume, shutdown, suspend) };
-    armed.resume = true;
+    armed.hotplug = Some(Hotplug::setup()?);
+    // Every online CPU is armed: a CPU coming online from now on is a hotplug.
+    armed.recording.arming.store(false, Ordering::Relaxed);
+    armed.syscore = Some(Syscore::register());
     Ok(())
+}
+
+/// The CPU-hotplug state whose callbacks arm every CPU that comes online ([`cpu_online`]) and
+/// disarm every one that goes ([`cpu_offline`]); removed on drop, which runs `cpu_offline` on
+/// every online CPU.
+pub(super) struct Hotplug(bindings::cpuhp_state);
+
+impl Hotplug {
+    /// Registers the state; `cpu_online` runs on every online CPU before this returns.
+    fn setup() -> Result<Self> {
+        // SAFETY: the name is a static string; the callbacks are valid for the module's
+        // lifetime and read `RECORDING`, published before; removed on drop.
+        let st = unsafe {
+            bindings::__cpuhp_setup_state(
+                bindings::cpuhp_state_CPUHP_AP_ONLINE_DYN,
+                c"lbr_dump:online".as_char_ptr(),
+                true,
+                Some(cpu_online),
+                Some(cpu_offline),
+                false,
+            )
+        };
+        if st < 0 {
+            pr_err!("refusing to arm: a CPU could not be armed ({st})\n");
+            return Err(Error::from_errno(st));
+        }
+        Ok(Hotplug(st as bindings::cpuhp_state))
+    }
+}
+
+impl Drop for Hotplug {
+    fn drop(&mut self) {
+        // SAFETY: the dynamic state `setup` registered; runs `cpu_offline` on every online CPU
+        // and waits for running callbacks.
+        unsafe { bindings::__cpuhp_remove_state(self.0, true) };
+    }
+}
+
+/// glue.c's syscore callbacks ([`resume`], [`shutdown`], [`suspend`]); unregistered on drop.
+pub(super) struct Syscore(());
+
+impl Syscore {
+    fn register() -> Self {
+        // SAFETY: the callbacks are valid for the module's lifetime and read `RECORDING`,
+        // published before; unregistered on drop.
+        unsafe { ffi::lbr_dump_syscore_register(resume, shutdown, suspend) };
+        Syscore(())
+    }
+}
+
+impl Drop for Syscore {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`.
+        unsafe { ffi::lbr_dump_syscore_unregister() };
+    }
+}
+
+/// glue.c's ftrace callbacks at perf's LBR event scheduling ([`lend`]); unregistered on drop,
+/// once recording is off on every CPU (`cpu_offline`), which no guest event leaving switches
+/// back on (`Vlbr::OFF`).
+pub(super) struct VlbrWatch(());
+
+impl VlbrWatch {
+    /// Registers the callbacks. Without KVM_INTEL no guest is lent the LBR: a kernel that
+    /// refuses them is then no reason to refuse arming (`None`).
+    pub(super) fn register() -> Result<Option<Self>> {
+        // SAFETY: `lend` is valid for the module's lifetime and reads `RECORDING`, published
+        // before; unregistered on drop. Sleeps (ftrace), under the state lock.
+        let r = unsafe { ffi::lbr_dump_vlbr_watch(lend) };
+        if r == 0 {
+            Ok(Some(VlbrWatch(())))
+        } else if cfg!(CONFIG_KVM_INTEL) {
+            pr_err!(
+                "refusing to arm: cannot trace intel_pmu_lbr_add()/_del() ({:?}): a KVM guest would see host records\n",
+                Error::from_errno(r)
+            );
+            Err(ENODEV)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+impl Drop for VlbrWatch {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`; waits for running callbacks.
+        unsafe { ffi::lbr_dump_vlbr_unwatch() };
+    }
 }

@@ -31,7 +31,7 @@
 //! each touches only its own CPU's atomics. The resume callback runs on one CPU with IRQs off.
 
 use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{
     bindings,
@@ -45,6 +45,7 @@ use crate::entry::{self, Entry};
 use crate::facility::{debugctl, msr, select, Filter, Recorder, Switch};
 use crate::ffi;
 use crate::layout::{self, hdr, Geometry};
+use crate::live::{Live, Published};
 use crate::probe::{read_msr, write_msr, write_msr_here};
 use crate::record::{self, Encoding, Tsx, MAX_VALUES};
 use crate::window;
@@ -297,26 +298,35 @@ struct Vlbr {
 
 /// Everything that exists while lbr-dump is armed. Dropping it disarms, in reverse order.
 pub(crate) struct Armed {
+    // The teardown is the fields' drop order: the trampolines first (ftrace waits until no CPU
+    // is inside them), then the gates (and every CPU out of the stubs), the callbacks, recording
+    // off on every CPU (the hotplug state's removal), and the memory last.
     /// The panic path's trampolines (detached first when disarming).
-    panic: PanicPath,
-    /// glue.c's NMI handler is registered (`nmi_freeze`).
-    nmi_handler: bool,
+    panic: Trampolines,
+    /// The hooked gates.
     entry: Option<Entry>,
-    hp_state: i32,
-    resume: bool,
-    recording: Option<KBox<Recording>>,
-    pub(crate) area: Area,
+    /// glue.c's NMI handler (`nmi_freeze`), unregistered once the NMI gate is the kernel's.
+    nmi_handler: Option<NmiHandler>,
+    /// The resume, suspend and shutdown callbacks.
+    syscore: Option<Syscore>,
+    /// The CPU-hotplug state: removing it runs `cpu_offline` on every online CPU, which
+    /// switches recording off.
+    hotplug: Option<Hotplug>,
+    /// glue.c's BTS callbacks (perf's reserve_ds_buffers(), CPUs stopping).
+    perf_watch: Option<PerfWatch>,
+    /// glue.c's callbacks at perf's LBR event scheduling (Intel legacy LBR: a KVM guest may be
+    /// lent the LBR, [`lend`]).
+    vlbr_watch: Option<VlbrWatch>,
+    /// The callbacks' state, published to them (every callback above is gone when it drops).
+    recording: Published<Recording>,
     /// The stop stubs' register save areas (layout.rs `stop`), not part of the dump.
-    stop_save: Option<Pages>,
-    /// The BTS buffers (the area's table describes them), freed after recording is off.
-    bts: Option<BtsBuffers>,
+    stop_save: Pages,
+    /// The BTS buffers (the area's table describes them), held for their drop: freed after
+    /// recording is off.
+    _bts: Option<BtsBuffers>,
+    pub(crate) area: Area,
     /// BTS records an oops prints (`bts_print`; 0 without BTS).
     pub(crate) bts_print: u32,
-    /// glue.c's BTS callbacks are registered (perf's reserve_ds_buffers(), CPUs stopping).
-    perf_watch: bool,
-    /// glue.c's callbacks at perf's LBR event scheduling are registered (Intel legacy LBR: a
-    /// KVM guest may be lent the LBR, [`lend`]).
-    vlbr_watch: bool,
     /// The vectors whose gates point at stubs.
     pub(crate) hooked: Vectors,
 }
@@ -333,17 +343,18 @@ impl Armed {
                 ptr::addr_of!((*c).ipi_gate).read_volatile(),
             )
         };
-        self.panic.panic && self.panic.kexec && self.panic.stop && nmi != 0 && ipi != 0
+        let p = self.panic.attached;
+        p.panic && p.kexec && p.stop && nmi != 0 && ipi != 0
     }
 
     /// Which of the panic path's trampolines are attached.
     pub(crate) fn panic_path(&self) -> PanicPath {
-        self.panic
+        self.panic.attached
     }
 
     /// How recording was switched on.
-    pub(crate) fn arm_values(&self) -> Option<&ArmValues> {
-        self.recording.as_deref().map(|s| &s.values)
+    pub(crate) fn arm_values(&self) -> &ArmValues {
+        &self.recording.values
     }
 }
 
@@ -506,18 +517,20 @@ pub(crate) fn arm(
     })?;
     let mut armed = KBox::new(
         Armed {
-            panic: PanicPath::default(),
-            nmi_handler: false,
+            panic: Trampolines::default(),
             entry: None,
-            hp_state: 0,
-            resume: false,
-            recording: Some(recording),
+            nmi_handler: None,
+            syscore: None,
+            hotplug: None,
+            perf_watch: None,
+            vlbr_watch: None,
+            // SAFETY: the callbacks that read `RECORDING` are registered by the guards above,
+            // which drop first.
+            recording: unsafe { Published::new(&RECORDING, recording) },
+            stop_save,
+            _bts: bts_buffers,
             area,
-            stop_save: Some(stop_save),
-            bts: bts_buffers,
             bts_print: bts.map_or(0, |b| b.print),
-            perf_watch: false,
-            vlbr_watch: false,
             hooked: vectors,
         },
         GFP_KERNEL,
@@ -527,40 +540,16 @@ pub(crate) fn arm(
     if bts.is_some() {
         // Before BTS goes on anywhere: perf reserving the debug store from then on is seen, and
         // every CPU that stops for good switches BTS off.
-        let mut what: *const kernel::ffi::c_char = ptr::null();
-        // SAFETY: `perf_takes_ds` and `stopping` are valid for the module's lifetime;
-        // unregistered in `Armed::drop`. Sleeps (ftrace), under the state lock.
-        let r = unsafe { ffi::lbr_dump_bts_watch(perf_takes_ds, stopping, &mut what) };
-        if r != 0 {
-            // SAFETY: glue.c set `what` to a static NUL-terminated string.
-            let what = unsafe { CStr::from_char_ptr(what) };
-            pr_err!(
-                "refusing to arm: bts: cannot trace {what} ({:?}), where BTS must be switched off\n",
-                Error::from_errno(r)
-            );
-            return Err(ENODEV);
-        }
-        armed.perf_watch = true;
+        armed.perf_watch = Some(PerfWatch::register()?);
     }
-    if let Some(v) = armed.recording.as_ref().and_then(|s| s.vlbr.as_ref()) {
+    if let Some(v) = armed.recording.vlbr.as_ref() {
         // No CPU is armed yet (`Vlbr::OFF`): `lend` switches nothing on before `arm_cpu` has.
         for cpu in 0..nr_cpus as u32 {
             v.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
         }
         // Before recording goes on anywhere: every guest LBR event scheduled from then on is
         // seen (`lend`).
-        // SAFETY: `lend` is valid for the module's lifetime; unregistered in `Armed::drop`.
-        // Sleeps (ftrace), under the state lock.
-        let r = unsafe { ffi::lbr_dump_vlbr_watch(lend) };
-        if r == 0 {
-            armed.vlbr_watch = true;
-        } else if cfg!(CONFIG_KVM_INTEL) {
-            pr_err!(
-                "refusing to arm: cannot trace intel_pmu_lbr_add()/_del() ({:?}): a KVM guest would see host records\n",
-                Error::from_errno(r)
-            );
-            return Err(ENODEV);
-        }
+        armed.vlbr_watch = VlbrWatch::register()?;
     }
     start_recording(&mut armed)?;
     configure_stubs(&armed, &values, armed_value, &msrs[..n])?;
@@ -614,46 +603,4 @@ fn rdmsr_on_this_cpu(m: u32) -> Result<u64> {
         pr_err!("refusing to arm: {}\n", format_args!("{e}"));
         ENODEV
     })
-}
-
-impl Drop for Armed {
-    fn drop(&mut self) {
-        // The trampolines first (ftrace waits until no CPU is inside them), then the gates
-        // (and wait for every CPU to leave the stubs), then recording, then memory.
-        detach_panic_path(&mut self.panic);
-        self.entry = None;
-        if self.nmi_handler {
-            // SAFETY: registered in `freeze_at_nmi`; the NMI gate is the kernel's again, and
-            // unregistering waits for running handlers.
-            unsafe { ffi::lbr_dump_nmi_handler(false) };
-            self.nmi_handler = false;
-        }
-        if self.resume {
-            // SAFETY: registered in `start_recording`.
-            unsafe { ffi::lbr_dump_syscore_unregister() };
-        }
-        if self.hp_state > 0 {
-            // SAFETY: removes the dynamic state registered in `start_recording`, running
-            // `cpu_offline` on every online CPU.
-            unsafe { bindings::__cpuhp_remove_state(self.hp_state as bindings::cpuhp_state, true) };
-        }
-        if self.perf_watch {
-            // BTS is off on every CPU now (`cpu_offline`).
-            // SAFETY: registered in `arm`; waits for running callbacks.
-            unsafe { ffi::lbr_dump_bts_unwatch() };
-            self.perf_watch = false;
-        }
-        if self.vlbr_watch {
-            // Recording is off on every CPU now (`cpu_offline`), which no guest event leaving
-            // switches back on (`Vlbr::OFF`).
-            // SAFETY: registered in `arm`; waits for running callbacks.
-            unsafe { ffi::lbr_dump_vlbr_unwatch() };
-            self.vlbr_watch = false;
-        }
-        RECORDING.store(ptr::null_mut(), Ordering::Release);
-        self.recording = None;
-        self.stop_save = None;
-        // Recording (BTS included) is off on every CPU and no stub runs: the buffers can go.
-        self.bts = None;
-    }
 }

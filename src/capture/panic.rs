@@ -20,6 +20,44 @@ pub(crate) struct PanicPath {
     pub(crate) stop: bool,
 }
 
+/// The attached trampolines; detached on drop (see [`detach_panic_path`]).
+#[derive(Default)]
+pub(super) struct Trampolines {
+    pub(super) attached: PanicPath,
+}
+
+impl Drop for Trampolines {
+    fn drop(&mut self) {
+        detach_panic_path(&mut self.attached);
+    }
+}
+
+/// glue.c's NMI handler (`nmi_freeze`: it thaws what the watch stub freezes); unregistered on
+/// drop, after the NMI gate is the kernel's again (`Armed`'s field order).
+pub(super) struct NmiHandler(());
+
+impl NmiHandler {
+    fn register() -> Result<Self> {
+        // SAFETY: registers glue.c's NMI handler; unregistered on drop.
+        let r = unsafe { ffi::lbr_dump_nmi_handler(true) };
+        if r != 0 {
+            pr_err!(
+                "refusing to arm: nmi_freeze: cannot register an NMI handler ({:?})\n",
+                Error::from_errno(r)
+            );
+            return Err(Error::from_errno(r));
+        }
+        Ok(NmiHandler(()))
+    }
+}
+
+impl Drop for NmiHandler {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`; unregistering waits for running handlers.
+        unsafe { ffi::lbr_dump_nmi_handler(false) };
+    }
+}
+
 /// The panic path: prepares the stop gates, then attaches the panic and stop trampolines. A
 /// kernel that refuses them leaves lbr-dump armed for exceptions, with a line that says what is
 /// missing.
@@ -28,7 +66,7 @@ pub(super) fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
         return Ok(());
     };
     let (stop, nmi_refusal) = entry.prepare_stop();
-    let save = armed.stop_save.as_ref().map_or(0, |p| p.base as u64);
+    let save = armed.stop_save.base as u64;
     // The trampolines, the only readers of these fields, are not attached yet (they are
     // attached below and detached before the configuration is written again).
     configure_panic_path(save, stop.window, stop.gates);
@@ -36,8 +74,8 @@ pub(super) fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
     // SAFETY: `kexec` is valid for writes; sleeps (ftrace), under the state lock.
     let r = unsafe { ffi::lbr_dump_panic_attach(&mut kexec) };
     if r == 0 {
-        armed.panic.panic = true;
-        armed.panic.kexec = kexec;
+        armed.panic.attached.panic = true;
+        armed.panic.attached.kexec = kexec;
         if !kexec {
             pr_warn!(
                 "panic path: cannot attach to crash_kexec(): an oops that goes to kdump is captured by its exception alone\n"
@@ -65,7 +103,7 @@ pub(super) fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
     // SAFETY: as above.
     let r = unsafe { ffi::lbr_dump_stop_attach() };
     if r == 0 {
-        armed.panic.stop = true;
+        armed.panic.attached.stop = true;
     } else {
         pr_warn!(
             "panic path: cannot attach to the functions that stop the other CPUs ({:?}): only the panicking CPU is captured\n",
@@ -86,16 +124,7 @@ pub(super) fn freeze_at_nmi(armed: &mut Armed, refusal: Option<entry::Refusal>) 
         );
         return Err(ENODEV);
     }
-    // SAFETY: registers glue.c's NMI handler; undone in `Armed::drop` after the gate is restored.
-    let r = unsafe { ffi::lbr_dump_nmi_handler(true) };
-    if r != 0 {
-        pr_err!(
-            "refusing to arm: nmi_freeze: cannot register an NMI handler ({:?})\n",
-            Error::from_errno(r)
-        );
-        return Err(Error::from_errno(r));
-    }
-    armed.nmi_handler = true;
+    armed.nmi_handler = Some(NmiHandler::register()?);
     let Some(entry) = armed.entry.as_mut() else {
         return Err(ENODEV);
     };

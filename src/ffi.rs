@@ -298,3 +298,28 @@ unsafe extern "C" {
     /// asm/stubs.S: the REBOOT_VECTOR stop stub (an IDT entry point, never called from Rust).
     pub(crate) fn lbr_dump_stop_ipi();
 }
+
+#[kernel::prelude::kunit_tests(lbr_dump_ffi)]
+mod tests {
+    use kernel::cpu::CpuId;
+
+    /// The `%gs`-free CPU lookup that the entry stubs use (asm/cpu.S) agrees with the kernel's
+    /// CPU number. The two reads of the kernel's number bracket ours, so a migration in between
+    /// is detected and the check repeated.
+    #[test]
+    fn cpu_number_without_gs_matches_kernel() {
+        let mut checked = 0;
+        for _ in 0..1000 {
+            let before = CpuId::current().as_u32();
+            // SAFETY: `lbr_dump_cpu_number` (asm/cpu.S) reads a segment limit; no memory, no
+            // arguments, callable in any context.
+            let ours = unsafe { super::lbr_dump_cpu_number() };
+            let after = CpuId::current().as_u32();
+            if before == after {
+                assert_eq!(ours, before);
+                checked += 1;
+            }
+        }
+        assert!(checked > 0);
+    }
+}

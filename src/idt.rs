@@ -507,3 +507,20 @@ impl Drop for Hooks {
         // The windows are unmapped when the fields drop.
     }
 }
+
+#[kunit_tests(lbr_dump_idt)]
+mod tests {
+
+    /// Every vector of the one list (report.rs VECTORS) has a stub in asm/stubs.S and no other
+    /// vector has: the assembly's table agrees with the list.
+    #[test]
+    fn stub_table_matches_the_vector_list() {
+        // SAFETY: `lbr_dump_stubs` is an immutable table of 32 entries in asm/stubs.S.
+        let table = unsafe { &*core::ptr::addr_of!(crate::ffi::lbr_dump_stubs) };
+        for (v, &stub) in table.iter().enumerate() {
+            let listed = crate::report::VECTORS.iter().any(|&(l, _)| l as usize == v);
+            let has_stub = stub != 0;
+            assert_eq!(has_stub, listed);
+        }
+    }
+}

@@ -23,8 +23,8 @@ pub mod facility;
 mod ffi;
 pub mod hypervisor;
 mod idt;
-mod live;
 pub mod layout;
+mod live;
 mod printer;
 mod probe;
 pub mod record;
@@ -248,89 +248,5 @@ impl PinnedDrop for LbrDump {
         // Disarmed: nothing writes the stubs' configuration any more.
         window::unmap_config();
         pr_info!("unloaded ({})\n", state.found.recorder.flavour().title());
-    }
-}
-
-#[kunit_tests(lbr_dump)]
-mod tests {
-    use super::*;
-    use crate::facility::{msr, Cpuid};
-    use crate::probe::{read_msr, CpuidInsn};
-
-    /// The `%gs`-free CPU lookup that the entry stubs use (asm/cpu.S) agrees with the kernel's
-    /// CPU number. The two reads of the kernel's number bracket ours, so a migration in between
-    /// is detected and the check repeated.
-    #[test]
-    fn cpu_number_without_gs_matches_kernel() {
-        let mut checked = 0;
-        for _ in 0..1000 {
-            let before = CpuId::current().as_u32();
-            // SAFETY: `lbr_dump_cpu_number` (asm/cpu.S) reads a segment limit; no memory, no
-            // arguments, callable in any context.
-            let ours = unsafe { crate::ffi::lbr_dump_cpu_number() };
-            let after = CpuId::current().as_u32();
-            if before == after {
-                assert_eq!(ours, before);
-                checked += 1;
-            }
-        }
-        assert!(checked > 0);
-    }
-
-    /// An area too large for the page allocator (the most CPUs and snapshots a header may
-    /// announce, Arch LBR at depth 64) fails with ENOMEM and a message of ours, without the page
-    /// allocator's warning (kunit.py checks the log has none).
-    #[test]
-    fn area_too_large_fails_cleanly() {
-        let layout = crate::record::Encoding::IntelArch { depth: 64 };
-        let g = crate::layout::Geometry {
-            nr_cpus: crate::layout::MAX_CPUS,
-            ring: crate::layout::MAX_RING,
-            nr_values: layout.values(),
-            bts_pool: 0,
-            bts_size: 0,
-        };
-        assert!(matches!(crate::capture::Area::new(g, layout), Err(e) if e == ENOMEM));
-    }
-
-    /// Every vector of the one list (report.rs VECTORS) has a stub in asm/stubs.S and no other
-    /// vector has: the assembly's table agrees with the list.
-    #[test]
-    fn stub_table_matches_the_vector_list() {
-        // SAFETY: `lbr_dump_stubs` is an immutable table of 32 entries in asm/stubs.S.
-        let table = unsafe { &*core::ptr::addr_of!(crate::ffi::lbr_dump_stubs) };
-        for (v, &stub) in table.iter().enumerate() {
-            let listed = crate::report::VECTORS.iter().any(|&(l, _)| l as usize == v);
-            let has_stub = stub != 0;
-            assert_eq!(has_stub, listed);
-        }
-    }
-
-    /// The CPUID wrapper returns what the CPU says: leaf 0's vendor string is one of the
-    /// printable vendor strings, and the maximum basic leaf is at least 1 on x86-64.
-    #[test]
-    fn cpuid_instruction_reads_vendor() {
-        let l0 = CpuidInsn.cpuid(0, 0);
-        assert!(l0.eax >= 1);
-        for b in [l0.ebx, l0.edx, l0.ecx]
-            .iter()
-            .flat_map(|r| r.to_le_bytes())
-        {
-            assert!(b.is_ascii_graphic());
-        }
-    }
-
-    /// An exception-safe read of an MSR every x86-64 CPU has (IA32_EFER: long mode active) works
-    /// and returns its real value, proving the FFI declaration and error mapping.
-    #[test]
-    fn msr_read_is_real() {
-        let efer = read_msr(CpuId::current(), 0xc000_0080).expect("EFER is readable");
-        assert_ne!(
-            efer & (1 << 10),
-            0,
-            "EFER.LMA must be set in a 64-bit kernel"
-        );
-        // DEBUGCTL exists on every x86-64 CPU and reads without fault.
-        assert!(read_msr(CpuId::current(), msr::DEBUGCTL).is_ok());
     }
 }

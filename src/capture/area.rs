@@ -262,3 +262,24 @@ pub(super) fn write_header(
     let checksum = area.checksum(0, layout::HEADER_SIZE, hdr::CHECKSUM);
     area.put(hdr::CHECKSUM, &checksum.to_le_bytes());
 }
+
+#[kunit_tests(lbr_dump_area)]
+mod tests {
+    use kernel::prelude::*;
+
+    /// An area too large for the page allocator (the most CPUs and snapshots a header may
+    /// announce, Arch LBR at depth 64) fails with ENOMEM and a message of ours, without the page
+    /// allocator's warning (kunit.py checks the log has none).
+    #[test]
+    fn area_too_large_fails_cleanly() {
+        let layout = crate::record::Encoding::IntelArch { depth: 64 };
+        let g = crate::layout::Geometry {
+            nr_cpus: crate::layout::MAX_CPUS,
+            ring: crate::layout::MAX_RING,
+            nr_values: layout.values(),
+            bts_pool: 0,
+            bts_size: 0,
+        };
+        assert!(matches!(super::Area::new(g, layout), Err(e) if e == ENOMEM));
+    }
+}

@@ -16,6 +16,7 @@ use core::fmt::Write;
 
 use kernel::{cpu::CpuId, new_mutex, prelude::*, sync::Mutex};
 
+pub mod area;
 mod capture;
 mod control;
 mod entry;

@@ -39,7 +39,8 @@ use kernel::{
     prelude::*,
 };
 
-use crate::capture::Armed;
+use crate::area::{self, Memory, SnapshotView};
+use crate::capture::{Area, Armed};
 use crate::ffi;
 use crate::layout::{self, snap};
 use crate::live::Live;
@@ -105,54 +106,21 @@ impl Write for LineBuf {
 /// The most enclosing snapshots printed after the oopsing one.
 const MAX_NEST: u32 = 4;
 
-/// A snapshot's header fields, read consistently (its sequence number unchanged across the read).
-#[derive(Clone, Copy)]
-struct Snap {
-    /// Offset of the snapshot in the area.
-    off: usize,
-    cpu: usize,
-    seq: u64,
-    vector: u32,
-    state: u32,
-    error: u64,
-    rip: u64,
-    cr2: u64,
-    ctl_entry: u64,
-    frame: u64,
-    rsp: u64,
-}
+/// A snapshot as src/area.rs reads it from the live area.
+type Snap<'a> = SnapshotView<'a, Area>;
 
 /// Reads the snapshot in `slot` of `cpu`; `None` if never written, or being rewritten (by a
-/// capture on another CPU) while it was read.
-fn read(a: &Armed, cpu: usize, slot: usize) -> Option<Snap> {
-    let off = a.area.geometry.snapshot(cpu, slot);
-    let f = |field| a.area.u64_at(off + field);
-    let seq = f(snap::SEQ);
-    if seq == 0 {
-        return None;
-    }
-    let vs = f(snap::VECTOR);
-    let s = Snap {
-        off,
-        cpu,
-        seq,
-        vector: vs as u32,
-        state: (vs >> 32) as u32,
-        error: f(snap::ERROR),
-        rip: f(snap::RIP),
-        cr2: f(snap::CR2),
-        ctl_entry: f(snap::CTL_ENTRY),
-        frame: f(snap::FRAME),
-        rsp: f(snap::RSP),
-    };
-    (f(snap::SEQ) == seq).then_some(s)
+/// capture on another CPU) while it was read (its sequence number changed across the read).
+fn read(a: &Armed, cpu: usize, slot: usize) -> Option<Snap<'_>> {
+    let s = a.area.snapshot(cpu, slot);
+    (s.seq != 0 && a.area.u64_at(s.off + snap::SEQ) == s.seq).then_some(s)
 }
 
 /// The newest snapshot of any CPU with a sequence number below `below` that satisfies `f`.
 /// (Plain loops: iterator adapters over closures make symbol names longer than objtool takes.)
-fn newest(a: &Armed, below: u64, f: impl Fn(&Snap) -> bool) -> Option<Snap> {
-    let g = a.area.geometry;
-    let mut best: Option<Snap> = None;
+fn newest(a: &Armed, below: u64, f: impl Fn(&Snap<'_>) -> bool) -> Option<Snap<'_>> {
+    let g = a.area.geometry();
+    let mut best: Option<Snap<'_>> = None;
     for cpu in 0..g.nr_cpus {
         for slot in 0..g.ring {
             let Some(s) = read(a, cpu, slot) else {
@@ -167,7 +135,7 @@ fn newest(a: &Armed, below: u64, f: impl Fn(&Snap) -> bool) -> Option<Snap> {
 }
 
 /// Is `outer` still being handled when `inner` was taken (see the module documentation)?
-fn encloses(outer: &Snap, inner: &Snap) -> bool {
+fn encloses(outer: &Snap<'_>, inner: &Snap<'_>) -> bool {
     let (frame, sp) = (outer.frame, inner.rsp);
     if !(sp < frame && frame - sp < STACK_SPAN) {
         return false;
@@ -256,7 +224,7 @@ fn print_panic(a: &Armed) {
             "no snapshot of this panic (the capture found this CPU busy in another capture)",
         ),
     }
-    for cpu in 0..a.area.geometry.nr_cpus {
+    for cpu in 0..a.area.geometry().nr_cpus {
         // SAFETY: `__cpu_present_mask` is the kernel's; `cpumask_test_cpu` reads one bit.
         let present = unsafe {
             bindings::cpumask_test_cpu(cpu as i32, ptr::addr_of_mut!(bindings::__cpu_present_mask))
@@ -285,37 +253,34 @@ fn none(cpu: usize, reason: &str) {
 /// records of the buffer the capture kept, newest first (all of them stay in memory: lbr-decode
 /// reads them from a dump). Nothing if the capture found another owner's debug store (said so),
 /// or if a later capture reused the buffer (said so).
-fn print_bts(a: &Armed, s: &Snap) {
-    let g = a.area.geometry;
-    if g.bts_pool == 0 {
+fn print_bts(a: &Armed, s: &Snap<'_>) {
+    let g = a.area.geometry();
+    let Some(b) = s.bts else {
         return;
-    }
-    let f = |field| a.area.u64_at(s.off + field);
-    let slot_state = f(snap::BTS_SLOT);
-    let (slot, state) = (slot_state as u32 as usize, (slot_state >> 32) as u32);
+    };
+    let (slot, state) = (b.slot as usize, b.state);
     let mut l = LineBuf::new();
     let _ = write!(l, "bts cpu={} seq={} ", s.cpu, s.seq);
     if state & layout::SNAP_BTS_FOREIGN != 0 {
-        let _ = write!(l, "state=foreign ds_area={:#018x}", f(snap::DS_AREA));
+        let _ = write!(l, "state=foreign ds_area={:#018x}", b.ds_area);
         print_raw(&mut l);
         return;
     }
-    if state & layout::SNAP_BTS_KEPT == 0 || slot >= g.bts_pool {
+    if state & layout::SNAP_BTS_KEPT == 0 {
         return;
     }
-    let entry = g.bts_entry(s.cpu, slot);
-    let (virt, owner) = (
-        a.area.u64_at(entry + layout::bts::VIRT),
-        a.area.u64_at(entry + layout::bts::OWNER),
-    );
+    let Some(entry) = a.area.header.shape().bts_entry(&a.area, s.cpu, slot) else {
+        return;
+    };
+    let (virt, owner) = (entry.virt, entry.owner);
     if owner != s.seq {
         let _ = write!(l, "state=reused owner={owner}");
         print_raw(&mut l);
         return;
     }
     let wrapped = state & layout::SNAP_BTS_WRAPPED != 0;
-    let (base, index) = (f(snap::BTS_BASE), f(snap::BTS_INDEX));
-    let runs = match layout::bts_runs(g.bts_size, base, index, wrapped) {
+    let (base, index) = (b.base, b.index);
+    let runs = match area::bts_runs(g.bts_size, base, index, wrapped) {
         Ok(r) if base == virt => r,
         _ => {
             let _ = write!(
@@ -356,13 +321,14 @@ fn print_bts(a: &Armed, s: &Snap) {
     }
 }
 
-fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
-    let layout = a.area.layout;
+fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
+    let header = &a.area.header;
+    let layout = header.layout;
     let n = layout.values().min(record::MAX_VALUES);
     let mut values = [0u64; record::MAX_VALUES];
     // PANIC: none, `n <= MAX_VALUES`.
     for (i, v) in values[..n].iter_mut().enumerate() {
-        *v = a.area.u64_at(s.off + snap::VALUES + 8 * i);
+        *v = s.value(i);
     }
     // PANIC: none, as above.
     let records = record::records(layout, &values[..n]);
@@ -378,15 +344,15 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
         flavour: layout.flavour().name(),
         format,
         records: count as u32,
-        state: layout::snapshot_state(
+        state: area::snapshot_state(
             s.state,
             s.ctl_entry,
-            a.area.ctl_armed(),
-            a.area.filter(s.off),
+            header.ctl_armed,
+            s.filter.zip(header.filter.map(|(_, armed)| armed)),
         )
         .with_records(count),
         nest,
-        filter: a.area.branches(),
+        filter: header.branches,
     };
     let mut l = LineBuf::new();
     let _ = write!(l, "{h}");
@@ -406,9 +372,8 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
             print_branch(&mut l, b.from, b.to);
         }
     }
-    if let Some(ler) = a
-        .area
-        .ler(s.off)
+    if let Some(ler) = s
+        .ler
         .and_then(|(f, t)| record::last_exception(layout, f, t))
     {
         let mut l = LineBuf::new();
@@ -428,10 +393,7 @@ fn print_snapshot(a: &Armed, s: &Snap, nest: Option<u32>) {
     print_raw(&mut l);
     // Seal it for crash-dump readers: the checksum covers the snapshot as printed (if its CPU
     // rewrote it meanwhile, the seal fails, and the dump reader says so).
-    let size = a.area.geometry.snap_size();
-    let sum = a.area.checksum(s.off, size, snap::CHECKSUM);
-    // SAFETY: the snapshot's checksum field, inside the area, 8-byte aligned.
-    unsafe { ptr::write_volatile(a.area.at(s.off + snap::CHECKSUM).cast::<u64>(), sum) };
+    area::seal(&mut &a.area, &a.area.geometry(), s.off);
 }
 
 /// The die notifier.

@@ -5,26 +5,29 @@
 
 use super::*;
 
-/// The snapshot area: physically contiguous zeroed pages (layout.rs describes the format).
+/// The snapshot area: physically contiguous zeroed pages (src/area.rs reads and writes the
+/// format, src/layout.rs has its offsets).
 // INVARIANT: `base` is the start of `1 << order` pages from `lbr_dump_alloc_pages(order)`, at
-// least `geometry.area_size()` bytes, owned by this value.
+// least `header.area_size` bytes, owned by this value.
 pub(crate) struct Area {
-    pub(super) base: *mut u8,
-    pub(super) order: u32,
-    pub(crate) geometry: Geometry,
-    pub(crate) layout: Encoding,
+    base: *mut u8,
+    order: u32,
+    /// The header as written when arming: what the module reads its snapshots with (never the
+    /// live header's bytes, which a stray write could change).
+    pub(crate) header: AreaHeader<'static>,
 }
 
 // SAFETY: the area is plain memory owned by this value; concurrent writers are the stubs, which
-// the snapshot protocol (busy flag, sequence written last) orders, and every read of it goes
-// through volatile loads (`u64_at`, `byte`), never a Rust reference to its bytes.
+// the snapshot protocol (busy flag, sequence written last) orders, and every access to it goes
+// through volatile loads and stores (the `Memory` impls), never a Rust reference to its bytes.
 unsafe impl Send for Area {}
 // SAFETY: as above.
 unsafe impl Sync for Area {}
 
 impl Area {
-    pub(crate) fn new(geometry: Geometry, layout: Encoding) -> Result<Self> {
-        let size = geometry.area_size();
+    /// Allocates an area for `header` and writes the header and the MSR list `msrs` into it.
+    pub(crate) fn new(header: AreaHeader<'static>, msrs: &[u32]) -> Result<Self> {
+        let size = header.geometry.area_size();
         let order = (size.div_ceil(bindings::PAGE_SIZE))
             .next_power_of_two()
             .trailing_zeros();
@@ -33,78 +36,80 @@ impl Area {
         if base.is_null() {
             return Err(ENOMEM);
         }
-        Ok(Area {
+        let area = Area {
             base,
             order,
-            geometry,
-            layout,
-        })
+            header,
+        };
+        header.write(&mut &area, msrs);
+        Ok(area)
+    }
+
+    /// The area's geometry.
+    pub(crate) fn geometry(&self) -> Geometry {
+        self.header.geometry
     }
 
     /// Address of byte `off` of the area (`off` below the area size).
     pub(crate) fn at(&self, off: usize) -> *mut u8 {
-        debug_assert!(off < self.geometry.area_size());
+        debug_assert!(off < self.header.area_size);
         // SAFETY: `off` is within the allocation (offsets come from `geometry`).
         unsafe { self.base.add(off) }
     }
 
-    pub(super) fn put(&self, off: usize, bytes: &[u8]) {
-        // SAFETY: header writes within the allocation, before any stub can see the area.
-        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), self.at(off), bytes.len()) };
+    /// The snapshot in `slot` of `cpu`, read with volatile loads.
+    pub(crate) fn snapshot(&self, cpu: usize, slot: usize) -> SnapshotView<'_, Area> {
+        self.header.shape().snapshot(self, cpu, slot)
     }
+}
 
+impl Memory for Area {
     /// The byte at `off`, read with a volatile load (stubs on other CPUs may be writing).
-    pub(crate) fn byte(&self, off: usize) -> u8 {
+    fn u8_at(&self, off: usize) -> u8 {
         // SAFETY: within the allocation; a volatile load of plain memory.
         unsafe { ptr::read_volatile(self.at(off)) }
     }
 
+    /// The little-endian u32 at `off` (4-byte aligned), read with one volatile load.
+    fn u32_at(&self, off: usize) -> u32 {
+        // SAFETY: within the allocation; every u32 field of the layout is 4-byte aligned from
+        // the page-aligned base.
+        u32::from_le(unsafe { ptr::read_volatile(self.at(off).cast::<u32>()) })
+    }
+
     /// The little-endian u64 at `off` (8-byte aligned), read with one volatile load.
-    pub(crate) fn u64_at(&self, off: usize) -> u64 {
+    fn u64_at(&self, off: usize) -> u64 {
         // SAFETY: within the allocation; every u64 field of the layout is 8-byte aligned from
         // the page-aligned base.
         u64::from_le(unsafe { ptr::read_volatile(self.at(off).cast::<u64>()) })
     }
+}
 
-    /// The control value lbr-dump writes when arming, as the header records it.
-    pub(crate) fn ctl_armed(&self) -> u64 {
-        self.u64_at(hdr::CTL_ARMED)
+// Writes go through a shared reference: the area's bytes are never a Rust reference, only
+// volatile accesses through `base`, so writing them through `&Area` aliases nothing.
+impl Memory for &Area {
+    fn u8_at(&self, off: usize) -> u8 {
+        (**self).u8_at(off)
     }
 
-    /// The filter value a capture found, with the one lbr-dump writes when arming, for a
-    /// snapshot at `snap` (None: the recorder has no filter MSR).
-    pub(crate) fn filter(&self, snap: usize) -> Option<(u64, u64)> {
-        let m = u32::from_le_bytes([0, 1, 2, 3].map(|i| self.byte(hdr::FILTER_MSR + i)));
-        (m != 0).then(|| {
-            (
-                self.u64_at(snap + layout::snap::VALUES + 8 * (self.geometry.nr_values - 1)),
-                self.u64_at(hdr::FILTER_ARMED),
-            )
-        })
+    fn u32_at(&self, off: usize) -> u32 {
+        (**self).u32_at(off)
     }
 
-    /// The branch filter recording uses, as the header records it.
-    pub(crate) fn branches(&self) -> Filter {
-        let code = u32::from_le_bytes([0, 1, 2, 3].map(|i| self.byte(hdr::BRANCH_FILTER + i)));
-        // The header was written from a `Filter` (write_header): its code is one of ALL's.
-        Filter::ALL
-            .get(code as usize)
-            .copied()
-            .unwrap_or(Filter::All)
+    fn u64_at(&self, off: usize) -> u64 {
+        (**self).u64_at(off)
     }
+}
 
-    /// The last exception record's raw FROM and TO values in the snapshot at `snap` (None: the
-    /// recorder has none), after the records' values (layout.rs).
-    pub(crate) fn ler(&self, snap: usize) -> Option<(u64, u64)> {
-        let m = u32::from_le_bytes([0, 1, 2, 3].map(|i| self.byte(hdr::LER_FROM_MSR + i)));
-        let at = snap + layout::snap::VALUES + 8 * self.layout.values();
-        (m != 0).then(|| (self.u64_at(at), self.u64_at(at + 8)))
-    }
-
-    /// The layout checksum of `len` bytes at `off`, skipping the field at `off + skip`, read
-    /// with volatile loads.
-    pub(crate) fn checksum(&self, off: usize, len: usize, skip: usize) -> u64 {
-        layout::checksum_bytes((off..off + len).map(|i| self.byte(i)), skip)
+impl MemoryMut for &Area {
+    /// Stores `bytes` at `off` with volatile stores: the header and BTS table before any stub
+    /// can see the area, a snapshot's seal (the oops printer) while stubs may write others.
+    fn put(&mut self, off: usize, bytes: &[u8]) {
+        for (i, &b) in bytes.iter().enumerate() {
+            // SAFETY: within the allocation (offsets come from the geometry); a volatile store
+            // to plain memory no Rust reference covers.
+            unsafe { ptr::write_volatile(self.at(off + i), b) };
+        }
     }
 }
 
@@ -184,83 +189,42 @@ pub(super) fn capture_msrs(
     (msrs, n)
 }
 
-/// Fills the area's self-describing header and MSR list (layout.rs), then its checksum. `ler`:
-/// the last exception record's MSRs, where the capture reads them (after the records);
-/// `branches`: the branch filter recording uses.
+/// The area's self-describing header (src/area.rs writes it): `ler`, the last exception
+/// record's MSRs, where the capture reads them (after the records); `branches`, the branch
+/// filter recording uses.
 #[allow(
     clippy::too_many_arguments,
     reason = "the header's inputs, each one field or more"
 )]
-pub(super) fn write_header(
-    area: &Area,
+pub(super) fn header(
+    geometry: Geometry,
+    layout: Encoding,
     values: &ArmValues,
     armed_value: u64,
-    msrs: &[u32],
     ler: Option<(u32, u32)>,
     branches: Filter,
     text_base: u64,
     bts: Option<BtsOptions>,
-) {
-    let g = area.geometry;
-    let layout = area.layout;
-    let (format, flags) = layout.codes();
-    area.put(hdr::MAGIC, &layout::MAGIC);
-    area.put(hdr::VERSION, &layout::VERSION.to_le_bytes());
-    area.put(
-        hdr::HEADER_SIZE,
-        &(layout::HEADER_SIZE as u32).to_le_bytes(),
-    );
-    area.put(hdr::AREA_SIZE, &(g.area_size() as u64).to_le_bytes());
-    for (off, v) in [
-        (hdr::NR_CPUS, g.nr_cpus as u32),
-        (hdr::RING, g.ring as u32),
-        (hdr::SNAP_SIZE, g.snap_size() as u32),
-        (hdr::NR_VALUES, g.nr_values as u32),
-        (hdr::FLAVOUR, layout.flavour().code()),
-        (hdr::FORMAT, format),
-        (hdr::DEPTH, layout.depth() as u32),
-        (hdr::LAYOUT_FLAGS, flags),
-        (hdr::MSR_LIST, g.msr_list() as u32),
-        (hdr::CPU_OFFSET, g.cpu_offset() as u32),
-        (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
-        (hdr::CTL_MSR, values.switch.msr),
-        (hdr::FILTER_MSR, values.filter.map_or(0, |(m, _)| m)),
-        (hdr::LER_FROM_MSR, ler.map_or(0, |(from, _)| from)),
-        (hdr::LER_TO_MSR, ler.map_or(0, |(_, to)| to)),
-        (hdr::BRANCH_FILTER, branches as u32),
-        (hdr::BTS_POOL, g.bts_pool as u32),
-        (
-            hdr::BTS_RECORD_SIZE,
-            bts.map_or(0, |_| layout::BTS_RECORD_SIZE as u32),
-        ),
-        (hdr::BTS_TABLE, bts.map_or(0, |_| g.bts_table() as u32)),
-        (
-            hdr::BTS_RINGS,
-            bts.map_or(0, |b| {
-                layout::BTS_RING_KERNEL | if b.user { layout::BTS_RING_USER } else { 0 }
-            }),
-        ),
-    ] {
-        area.put(off, &v.to_le_bytes());
+) -> AreaHeader<'static> {
+    AreaHeader {
+        geometry,
+        layout,
+        area_size: geometry.area_size(),
+        anchor_addr: bindings::_printk as *const () as usize as u64,
+        anchor_name: ANCHOR,
+        text_base,
+        module_name: "lbr_dump",
+        ctl_msr: values.switch.msr,
+        ctl_armed: armed_value,
+        filter: values.filter,
+        ler,
+        branches,
+        bts: bts.map(|b| BtsHeader {
+            pool: geometry.bts_pool,
+            buffer_size: geometry.bts_size,
+            rings: layout::BTS_RING_KERNEL | if b.user { layout::BTS_RING_USER } else { 0 },
+        }),
     }
-    area.put(
-        hdr::FILTER_ARMED,
-        &values.filter.map_or(0, |(_, v)| v).to_le_bytes(),
-    );
-    area.put(hdr::BTS_BUFFER_SIZE, &(g.bts_size as u64).to_le_bytes());
-    area.put(
-        hdr::ANCHOR_ADDR,
-        &(bindings::_printk as *const () as usize as u64).to_le_bytes(),
-    );
-    area.put(hdr::ANCHOR_NAME, ANCHOR.to_bytes());
-    area.put(hdr::TEXT_BASE, &text_base.to_le_bytes());
-    area.put(hdr::MODULE_NAME, b"lbr_dump");
-    for (i, m) in msrs.iter().enumerate() {
-        area.put(g.msr_list() + 4 * i, &m.to_le_bytes());
-    }
-    area.put(hdr::CTL_ARMED, &armed_value.to_le_bytes());
-    let checksum = area.checksum(0, layout::HEADER_SIZE, hdr::CHECKSUM);
-    area.put(hdr::CHECKSUM, &checksum.to_le_bytes());
 }
 
 #[kunit_tests(lbr_dump_area)]
@@ -273,13 +237,28 @@ mod tests {
     #[test]
     fn area_too_large_fails_cleanly() {
         let layout = crate::record::Encoding::IntelArch { depth: 64 };
-        let g = crate::layout::Geometry {
+        let geometry = crate::layout::Geometry {
             nr_cpus: crate::layout::MAX_CPUS,
             ring: crate::layout::MAX_RING,
             nr_values: layout.values(),
             bts_pool: 0,
             bts_size: 0,
         };
-        assert!(matches!(super::Area::new(g, layout), Err(e) if e == ENOMEM));
+        let header = crate::area::AreaHeader {
+            geometry,
+            layout,
+            area_size: geometry.area_size(),
+            anchor_addr: 0,
+            anchor_name: "_printk",
+            text_base: 0,
+            module_name: "lbr_dump",
+            ctl_msr: 0x14ce,
+            ctl_armed: 1,
+            filter: None,
+            ler: None,
+            branches: crate::facility::Filter::All,
+            bts: None,
+        };
+        assert!(matches!(super::Area::new(header, &[]), Err(e) if e == ENOMEM));
     }
 }

@@ -159,7 +159,8 @@ impl BtsBuffers {
     /// Allocates the pools and describes them in `area` (its table, and each CPU block's debug
     /// store, pointed at the CPU's first buffer), before any stub or CPU can use them.
     pub(super) fn new(area: &Area, b: &BtsOptions) -> Result<Self> {
-        let g = area.geometry;
+        let g = area.geometry();
+        let mut w = area;
         let mut pages = KVec::with_capacity(g.nr_cpus * BTS_POOL, GFP_KERNEL)?;
         for cpu in 0..g.nr_cpus {
             for slot in 0..BTS_POOL {
@@ -169,12 +170,12 @@ impl BtsBuffers {
                 let phys = unsafe { ffi::lbr_dump_virt_to_phys(p.base.cast()) } as u64;
                 pages.push(p, GFP_KERNEL)?;
                 let e = g.bts_entry(cpu, slot);
-                area.put(e + layout::bts::VIRT, &virt.to_le_bytes());
-                area.put(e + layout::bts::PHYS, &phys.to_le_bytes());
+                w.put(e + layout::bts::VIRT, &virt.to_le_bytes());
+                w.put(e + layout::bts::PHYS, &phys.to_le_bytes());
             }
             let block = g.cpu_block(cpu);
             let first = g.bts_entry(cpu, 0);
-            area.put(
+            w.put(
                 block + layout::cpu::BTS_TABLE,
                 &(area.at(first) as u64).to_le_bytes(),
             );
@@ -192,7 +193,7 @@ impl BtsBuffers {
                     max + layout::BTS_RECORD_SIZE as u64,
                 ),
             ] {
-                area.put(ds + off, &v.to_le_bytes());
+                w.put(ds + off, &v.to_le_bytes());
             }
         }
         Ok(BtsBuffers { _pages: pages })

@@ -41,10 +41,11 @@ use kernel::{
 
 use kernel::cpu::CpuId;
 
+use crate::area::{AreaHeader, BtsHeader, Memory, MemoryMut, SnapshotView};
 use crate::entry::{self, Entry};
 use crate::facility::{debugctl, msr, select, Filter, Recorder, Switch};
 use crate::ffi;
-use crate::layout::{self, hdr, Geometry};
+use crate::layout::{self, Geometry};
 use crate::live::{Live, Published};
 use crate::probe::{read_msr, write_msr, write_msr_here};
 use crate::record::{self, Encoding, Tsx, MAX_VALUES};
@@ -170,7 +171,7 @@ impl BtsOptions {
 /// Snapshots kept per CPU (a power of two).
 const RING: usize = 4;
 /// Exported symbol whose runtime address the area records (the decoder's KASLR anchor).
-const ANCHOR: &CStr = c"_printk";
+const ANCHOR: &str = "_printk";
 
 /// Which rings' branches are recorded (parameter `all_rings`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -462,7 +463,18 @@ pub(crate) fn arm(
         bts_pool: bts.map_or(0, |_| BTS_POOL),
         bts_size: bts.map_or(0, |b| b.used()),
     };
-    let area = Area::new(geometry, layout).inspect_err(|_| {
+    let armed_value = values.armed(rdmsr_on_this_cpu(values.switch.msr)?);
+    let header = header(
+        geometry,
+        layout,
+        &values,
+        armed_value,
+        recorder.last_exception(),
+        filter,
+        text_base,
+        bts,
+    );
+    let area = Area::new(header, &msrs[..n]).inspect_err(|_| {
         pr_err!(
             "refusing to arm: cannot allocate the snapshot area: {} KiB of contiguous memory for \
              {} CPUs, {} snapshots each of {} bytes\n",
@@ -472,17 +484,6 @@ pub(crate) fn arm(
             geometry.snap_size()
         )
     })?;
-    let armed_value = values.armed(rdmsr_on_this_cpu(values.switch.msr)?);
-    write_header(
-        &area,
-        &values,
-        armed_value,
-        &msrs[..n],
-        recorder.last_exception(),
-        filter,
-        text_base,
-        bts,
-    );
     let bts_buffers = match bts {
         Some(b) => Some(BtsBuffers::new(&area, &b).inspect_err(|_| {
             pr_err!(
@@ -495,7 +496,7 @@ pub(crate) fn arm(
         None => None,
     };
     let ds = bts.map(|_| {
-        let g = &area.geometry;
+        let g = &area.geometry();
         (
             area.at(g.cpu_block(0) + layout::cpu::DS) as u64,
             g.cpu_block_size() as u64,
@@ -503,7 +504,7 @@ pub(crate) fn arm(
     });
     let vlbr = match recorder {
         Recorder::IntelLegacy(l) => {
-            let g = &area.geometry;
+            let g = &area.geometry();
             Some(Vlbr::new(
                 l,
                 (area.at(g.cpu_block(0)) as u64, g.cpu_block_size() as u64),

@@ -32,7 +32,7 @@ pub(super) fn configure_stubs(
     if msrs.len() > MAX_MSRS {
         return Err(EINVAL);
     }
-    let g = &armed.area.geometry;
+    let g = &armed.area.geometry();
     // SAFETY: no preconditions; process context.
     let iret = unsafe { ffi::lbr_dump_iret_address() } as u64;
     if iret == 0 {

@@ -8,6 +8,8 @@
 
 #![no_std]
 
+#[path = "../../../src/area.rs"]
+pub mod area;
 #[path = "../../../src/facility.rs"]
 pub mod facility;
 #[path = "../../../src/hypervisor.rs"]

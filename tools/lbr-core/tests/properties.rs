@@ -4,8 +4,9 @@
 //! behind any log prefix; no input (a line, a dump header, raw record values) makes the readers
 //! panic.
 
+use lbr_core::area::{checksum, AreaHeader};
 use lbr_core::facility::{Filter, Flavour};
-use lbr_core::layout::{checksum, hdr, AreaHeader, HEADER_SIZE, MAGIC};
+use lbr_core::layout::{hdr, HEADER_SIZE, MAGIC};
 use lbr_core::record::{records, Branch, BranchType, Encoding};
 use lbr_core::report::{parse, Header, Line, RecordLine, State};
 use proptest::prelude::*;

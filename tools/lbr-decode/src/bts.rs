@@ -17,14 +17,12 @@
 //! ```
 //!
 //! A dump holds every record of a kept buffer: [`from_area`] reads them in the order
-//! `lbr_core::layout::bts_runs` gives, newest first.
+//! `lbr_core::area::bts_runs` gives, newest first.
 
 use std::borrow::Cow;
 
-use lbr_core::layout::{
-    bts_runs, AreaHeader, SnapshotView, BTS_RECORD_SIZE, SNAP_BTS_FOREIGN, SNAP_BTS_KEPT,
-    SNAP_BTS_WRAPPED,
-};
+use lbr_core::area::{bts_runs, AreaHeader, SnapshotView};
+use lbr_core::layout::{BTS_RECORD_SIZE, SNAP_BTS_FOREIGN, SNAP_BTS_KEPT, SNAP_BTS_WRAPPED};
 use lbr_core::record::Branch;
 
 use crate::log::Record;

@@ -13,7 +13,8 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use lbr_core::layout::{snapshot_state, AreaHeader, HEADER_SIZE, MAGIC};
+use lbr_core::area::{snapshot_state, AreaHeader};
+use lbr_core::layout::{HEADER_SIZE, MAGIC};
 use lbr_core::record::{last_exception, records};
 use memmap2::Mmap;
 use object::elf;
@@ -376,7 +377,7 @@ fn snapshots<'r>(
             if s.seq == 0 {
                 continue;
             }
-            if s.sealed == Some(false) {
+            if s.sealed() == Some(false) {
                 warnings.push(format!(
                     "physical {paddr:#x}: cpu {cpu} seq {}: checksum mismatch, the snapshot is damaged or was rewritten after it was printed",
                     s.seq
@@ -433,7 +434,7 @@ fn snapshots<'r>(
                     &format!("physical {paddr:#x}: cpu {cpu} seq {}", s.seq),
                     warnings,
                 ),
-                complete: s.sealed != Some(false),
+                complete: s.sealed() != Some(false),
                 line: 0,
             });
         }
@@ -493,8 +494,9 @@ mod tests {
     /// header unusable, with a warning.
     #[test]
     fn the_areas_branch_filter_is_read() {
+        use lbr_core::area::checksum;
         use lbr_core::facility::Filter;
-        use lbr_core::layout::{checksum, hdr};
+        use lbr_core::layout::hdr;
         let with = |code: u32| {
             let mut a = area(1);
             a[hdr::BRANCH_FILTER..hdr::BRANCH_FILTER + 4].copy_from_slice(&code.to_le_bytes());
@@ -534,7 +536,8 @@ mod tests {
 
     #[test]
     fn another_owners_filter_makes_the_snapshot_foreign() {
-        use lbr_core::layout::{checksum, snap, AreaHeader};
+        use lbr_core::area::{checksum, AreaHeader};
+        use lbr_core::layout::snap;
         let mut a = area(1);
         let h = AreaHeader::parse(&a).unwrap();
         let g = h.geometry;

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Synthetic inputs for the tests, the benchmarks and the fuzzers' seeds: a snapshot area as
-//! src/capture/area.rs writes it, and an ELF core file around physical memory. Writing only; reading is
-//! the module's layout code and the `object` crate.
+//! the module writes it (its header through src/area.rs's writer), and an ELF core file around
+//! physical memory. Reading is src/area.rs and the `object` crate.
 
+use lbr_core::area::{checksum, AreaHeader, BtsHeader};
+use lbr_core::facility::Filter;
 use lbr_core::layout::{
-    bts, checksum, cpu, hdr, snap, Geometry, BTS_RECORD_SIZE, BTS_RING_KERNEL, HEADER_SIZE, MAGIC,
-    SNAP_BTS_FOREIGN, SNAP_BTS_KEPT, SNAP_BTS_WRAPPED, VERSION,
+    bts, cpu, hdr, snap, Geometry, BTS_RECORD_SIZE, BTS_RING_KERNEL, HEADER_SIZE, SNAP_BTS_FOREIGN,
+    SNAP_BTS_KEPT, SNAP_BTS_WRAPPED,
 };
+use lbr_core::record::Encoding;
 
 /// What the ring of a fixture area holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,33 +52,31 @@ fn area_with(depth: u32, ring: usize, claimed_cpus: u32, slots: Slots, bts_pool:
         bts_size: if bts_pool > 0 { BTS_SIZE } else { 0 },
     };
     let mut a = vec![0u8; g.area_size()];
-    let mut put = |off: usize, v: &[u8]| a[off..off + v.len()].copy_from_slice(v);
-    put(hdr::MAGIC, &MAGIC);
-    put(hdr::VERSION, &VERSION.to_le_bytes());
-    put(hdr::HEADER_SIZE, &(HEADER_SIZE as u32).to_le_bytes());
-    put(hdr::AREA_SIZE, &(g.area_size() as u64).to_le_bytes());
-    for (off, v) in [
-        (hdr::NR_CPUS, claimed_cpus),
-        (hdr::RING, ring as u32),
-        (hdr::SNAP_SIZE, g.snap_size() as u32),
-        (hdr::NR_VALUES, nr_values as u32),
-        (hdr::FLAVOUR, 1),
-        (hdr::FORMAT, 5),
-        (hdr::DEPTH, depth),
-        (hdr::LAYOUT_FLAGS, 1),
-        (hdr::MSR_LIST, g.msr_list() as u32),
-        (hdr::CPU_OFFSET, g.cpu_offset() as u32),
-        (hdr::CPU_BLOCK_SIZE, g.cpu_block_size() as u32),
-        (hdr::FILTER_MSR, 0x1c8),
-        (hdr::LER_FROM_MSR, 0x1dd),
-        (hdr::LER_TO_MSR, 0x1de),
-    ] {
-        put(off, &v.to_le_bytes());
+    // The header as the module writes it (src/area.rs), for Intel LBR format 5 with LBR_INFO
+    // (flavour 1, format 5, layout flags 1); the MSR list left zero.
+    AreaHeader {
+        geometry: g,
+        layout: Encoding::from_codes(1, 5, depth, 1).expect("format 5 at this depth"),
+        area_size: g.area_size(),
+        anchor_addr: 0xffff_ffff_8200_0000,
+        anchor_name: "_printk",
+        text_base: 0,
+        module_name: "lbr_dump",
+        ctl_msr: 0,
+        ctl_armed: 0,
+        filter: Some((0x1c8, 2)),
+        ler: Some((0x1dd, 0x1de)),
+        branches: Filter::All,
+        bts: (bts_pool > 0).then_some(BtsHeader {
+            pool: bts_pool,
+            buffer_size: BTS_SIZE,
+            rings: BTS_RING_KERNEL,
+        }),
     }
-    put(hdr::FILTER_ARMED, &2u64.to_le_bytes());
-    put(hdr::ANCHOR_ADDR, &0xffff_ffff_8200_0000u64.to_le_bytes());
-    put(hdr::ANCHOR_NAME, b"_printk");
-    put(hdr::MODULE_NAME, b"lbr_dump");
+    .write(&mut a[..], &[]);
+    let mut put = |off: usize, v: &[u8]| a[off..off + v.len()].copy_from_slice(v);
+    // A header that claims other than its one CPU (unsealed: `area` seals it again).
+    put(hdr::NR_CPUS, &claimed_cpus.to_le_bytes());
     if slots == Slots::OneSnapshot {
         let d = depth as usize;
         put(g.cpu_block(0) + cpu::COUNT, &1u64.to_le_bytes());
@@ -97,15 +98,6 @@ fn area_with(depth: u32, ring: usize, claimed_cpus: u32, slots: Slots, bts_pool:
         put(s + snap::VALUES + 8 * (nr_values - 1), &2u64.to_le_bytes()); // LBR_SELECT
     }
     if bts_pool > 0 {
-        for (off, v) in [
-            (hdr::BTS_POOL, bts_pool as u32),
-            (hdr::BTS_RECORD_SIZE, BTS_RECORD_SIZE as u32),
-            (hdr::BTS_TABLE, g.bts_table() as u32),
-            (hdr::BTS_RINGS, BTS_RING_KERNEL),
-        ] {
-            put(off, &v.to_le_bytes());
-        }
-        put(hdr::BTS_BUFFER_SIZE, &(BTS_SIZE as u64).to_le_bytes());
         for slot in 0..bts_pool {
             let e = g.bts_entry(0, slot);
             put(e + bts::VIRT, &bts_virt(slot).to_le_bytes());

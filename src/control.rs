@@ -20,9 +20,10 @@ use kernel::{
     sync::Mutex,
 };
 
-use crate::capture::{self, Armed, Options, PanicPath, Rings, Vectors};
+use crate::capture::{self, Armed, PanicPath};
 use crate::facility::Filter;
 use crate::live::{Live, Published};
+use crate::plan::{self, Options, Rings, Vectors};
 use crate::printer::{self, Notifier};
 use crate::probe::Found;
 
@@ -135,11 +136,11 @@ impl Controls {
 }
 
 /// The arming message's BTS part.
-struct BtsArmed(capture::BtsOptions);
+struct BtsArmed(plan::BtsOptions);
 
 impl core::fmt::Display for BtsArmed {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let total = capture::BTS_POOL * self.0.size * kernel::cpu::nr_cpu_ids() as usize;
+        let total = plan::BTS_POOL * self.0.size * kernel::cpu::nr_cpu_ids() as usize;
         // MiB where it is a whole number of them, else KiB (buffer sizes are whole KiB).
         let (total, unit) = if total % (1 << 20) == 0 {
             (total >> 20, "MiB")
@@ -149,7 +150,7 @@ impl core::fmt::Display for BtsArmed {
         write!(
             f,
             ", branch trace store: {} buffers of {} KiB ({} records) per CPU ({} {} for {} CPUs), {}",
-            capture::BTS_POOL,
+            plan::BTS_POOL,
             self.0.size / 1024,
             self.0.records(),
             total,

@@ -26,6 +26,7 @@ pub mod hypervisor;
 mod idt;
 pub mod layout;
 mod live;
+pub mod plan;
 mod printer;
 mod probe;
 pub mod record;
@@ -80,7 +81,7 @@ module! {
                           in memory for crash dumps)",
         },
         vectors: u32 {
-            default: crate::capture::Vectors::ALL,
+            default: crate::plan::Vectors::ALL,
             description: "Hooked exception vectors, a bit mask (bit N: vector N) of 0 #DE, \
                           1 #DB (re-arm only), 6 #UD, 8 #DF, 11 #NP, 12 #SS, 13 #GP, 14 #PF, \
                           17 #AC, 21 #CP; default 0x227943, all of them",
@@ -123,12 +124,12 @@ fn arm_at_init() -> bool {
 /// What loading decides before the module object exists: the vector set and the recorder.
 fn prepare(module: &'static ThisModule) -> Result<control::Controls> {
     let mask = module_parameters::vectors.value();
-    let Some(vectors) = capture::Vectors::new(mask) else {
+    let Some(vectors) = plan::Vectors::new(mask) else {
         pr_err!(
             "vectors={:#x}: not a set of hookable vectors (bit N: vector N; hookable: {} = {:#x}; #DB alone captures nothing)\n",
             mask,
-            format_args!("{}", capture::Vectors::all()),
-            capture::Vectors::ALL
+            format_args!("{}", plan::Vectors::all()),
+            plan::Vectors::ALL
         );
         return Err(EINVAL);
     };
@@ -157,11 +158,11 @@ fn prepare(module: &'static ThisModule) -> Result<control::Controls> {
         return Err(ENODEV);
     }
     let bts = bts_options(&found)?;
-    let options = capture::Options {
+    let options = plan::Options {
         rings: if module_parameters::all_rings.value() {
-            capture::Rings::All
+            plan::Rings::All
         } else {
-            capture::Rings::Kernel
+            plan::Rings::Kernel
         },
         filter,
         vectors,
@@ -172,7 +173,7 @@ fn prepare(module: &'static ThisModule) -> Result<control::Controls> {
 }
 
 /// The `bts` parameters, checked against what the probe found: `None` for `bts=0`.
-fn bts_options(found: &probe::Found) -> Result<Option<capture::BtsOptions>> {
+fn bts_options(found: &probe::Found) -> Result<Option<plan::BtsOptions>> {
     let kib = module_parameters::bts.value();
     if kib == 0 {
         return Ok(None);
@@ -199,7 +200,7 @@ fn bts_options(found: &probe::Found) -> Result<Option<capture::BtsOptions>> {
         pr_err!("bts={kib}: this CPU cannot store kernel branches only (no DS-CPL in CPUID): load with bts_user=1\n");
         return Err(ENODEV);
     }
-    Ok(Some(capture::BtsOptions {
+    Ok(Some(plan::BtsOptions {
         size: kib as usize * 1024,
         user,
         print: module_parameters::bts_print.value(),

@@ -16,6 +16,8 @@ pub mod facility;
 pub mod hypervisor;
 #[path = "../../../src/layout.rs"]
 pub mod layout;
+#[path = "../../../src/plan.rs"]
+pub mod plan;
 #[path = "../../../src/record.rs"]
 pub mod record;
 #[path = "../../../src/report.rs"]

@@ -21,7 +21,7 @@ use object::read::elf::{FileHeader, ProgramHeader};
 use object::Endianness;
 
 use crate::kdump::{self, Kdump, Kind};
-use crate::log::{LastException, Record, Snapshot};
+use crate::snapshot::{LastException, Record, Snapshot};
 
 const PAGE: u64 = 4096;
 
@@ -628,7 +628,7 @@ mod tests {
     /// A buffer a later capture took, and another owner's debug store, are said so.
     #[test]
     fn bts_histories_are_read_newest_first() {
-        use crate::bts::BtsState;
+        use crate::snapshot::BtsState;
         let (snaps, w) = bts_snapshots(None, |_| {});
         assert_eq!(w, Vec::<String>::new());
         assert_eq!(
@@ -693,7 +693,7 @@ mod tests {
         // Buffer 2's table entry names seq 7 now.
         assert_eq!(
             snaps[2].bts,
-            Some(crate::bts::Bts {
+            Some(crate::snapshot::Bts {
                 state: BtsState::Reused { owner: 7 },
                 records: vec![],
                 line: 0
@@ -717,7 +717,7 @@ mod tests {
     /// warning; the rest is read.
     #[test]
     fn a_bts_buffer_missing_from_the_dump_is_an_error_of_that_snapshot() {
-        use crate::bts::BtsState;
+        use crate::snapshot::BtsState;
         let (snaps, w) = bts_snapshots(Some(1), |_| {});
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
@@ -742,7 +742,7 @@ mod tests {
     /// index not on a record, state bits that contradict) is inconsistent, with a warning.
     #[test]
     fn inconsistent_bts_fields_are_reported() {
-        use crate::bts::BtsState;
+        use crate::snapshot::BtsState;
         let g = AreaHeader::parse(&crate::fixture::bts_area().0)
             .unwrap()
             .geometry;

@@ -3,6 +3,8 @@
 //! lbr-decode as a library, for the command (`main.rs`), the fuzz targets (`fuzz/`) and the
 //! benchmarks. From input to output:
 //!
+//! - [`snapshot`] is the model both readers produce: a snapshot, its records, its last
+//!   exception record and its branch trace store history;
 //! - [`log`] finds the snapshots printed in kernel logs, [`dump`] the snapshot areas in memory
 //!   dumps (ELF, or makedumpfile's kdump-compressed format read by [`kdump`]); [`bts`] reads
 //!   a snapshot's branch trace store history from either;
@@ -22,6 +24,7 @@ pub mod kdump;
 pub mod log;
 pub mod output;
 pub mod render;
+pub mod snapshot;
 pub mod straight;
 pub mod symbolize;
 pub mod symbols;

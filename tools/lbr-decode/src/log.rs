@@ -18,84 +18,11 @@
 
 use std::ops::RangeInclusive;
 
-use lbr_core::facility::Filter;
 use lbr_core::record::Branch;
-use lbr_core::report::{parse, Line, State, PREFIX};
+use lbr_core::report::{parse, Line, PREFIX};
 
-use crate::bts::{parse_line, Bts, BtsLine, BtsState};
-
-/// One record as printed, with the kernel's symbols.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
-    /// The record's index as printed (`#N`).
-    pub index: u32,
-    /// The branch, as the module's own parser reads it.
-    pub branch: Branch,
-    /// The kernel's `%pS` symbol of the source address, if printed.
-    pub from_sym: Option<String>,
-    /// The kernel's `%pS` symbol of the target address, if printed.
-    pub to_sym: Option<String>,
-    /// Input line number (1-based).
-    pub line: usize,
-}
-
-/// A snapshot's last exception record (its `ler` line; in a dump, the area's LER values): the
-/// last branch the CPU took before the most recent exception or interrupt it took while
-/// recording.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LastException {
-    /// The branch's source.
-    pub from: u64,
-    /// The branch's target.
-    pub to: u64,
-    /// The kernel's `%pS` symbol of the source address, if printed.
-    pub from_sym: Option<String>,
-    /// The kernel's `%pS` symbol of the target address, if printed.
-    pub to_sym: Option<String>,
-    /// Input line number (1-based; 0 for dumps).
-    pub line: usize,
-}
-
-/// One printed snapshot (a crash, or an oops with no snapshot).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Snapshot {
-    /// The CPU that took the exception.
-    pub cpu: u32,
-    /// The CPU's snapshot sequence number.
-    pub seq: u64,
-    /// The exception vector.
-    pub vector: u32,
-    /// The exception's error code.
-    pub error: u64,
-    /// The faulting instruction pointer.
-    pub rip: u64,
-    /// CR2 (the faulting address of a #PF).
-    pub cr2: u64,
-    /// The recorder's flavour (`intel-lbr`, ...).
-    pub flavour: String,
-    /// The recorder's record format.
-    pub format: u32,
-    /// How the capture went.
-    pub state: State,
-    /// 0: the exception that oopsed; N: the one it interrupted, N levels out (the printer's
-    /// `nest=`); `None` when not printed (an older lbr-dump, or a dump).
-    pub nest: Option<u32>,
-    /// The branch filter the records were taken with (the header's `filter=`; absent: all).
-    pub filter: Filter,
-    /// Records the header announced.
-    pub announced: u32,
-    /// The records found.
-    pub records: Vec<Record>,
-    /// The last exception record, where the recorder has one and it held a branch.
-    pub ler: Option<LastException>,
-    /// The branch trace store's history, when lbr-dump recorded with BTS (its `bts` lines; in
-    /// a dump, the kept buffer).
-    pub bts: Option<Bts>,
-    /// The end line was seen.
-    pub complete: bool,
-    /// Input line number of the header.
-    pub line: usize,
-}
+use crate::bts::{parse_line, BtsLine};
+use crate::snapshot::{Bts, BtsState, LastException, Record, Snapshot};
 
 /// Records of a snapshot whose header line is not in the log: the log starts inside the
 /// snapshot. A pstore dmesg record (`/sys/fs/pstore/dmesg-*`) holds the newest text of the log

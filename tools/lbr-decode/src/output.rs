@@ -17,8 +17,7 @@ use serde::Serialize;
 use lbr_core::facility::Filter;
 use lbr_core::report::{vector_name, Kind, State};
 
-use crate::bts::{Bts, BtsState};
-use crate::log::{Record, Snapshot};
+use crate::snapshot::{Bts, BtsState, Record, Snapshot};
 use crate::straight::{Reason, Verdict};
 use crate::symbolize::Symbolizer;
 use crate::symbols::Frame;

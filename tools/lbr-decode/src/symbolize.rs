@@ -16,8 +16,8 @@ use anyhow::{Context, Result};
 use object::SectionIndex;
 
 use crate::dump::Area;
-use crate::log::Snapshot;
 use crate::output::Place;
+use crate::snapshot::Snapshot;
 use crate::straight::{self, KernelText, Reason, Verdict};
 use crate::symbols::{parse_printed, Frame, Image, ImageKind, Printed};
 

@@ -725,7 +725,7 @@ lbr_dump: end cpu=0 seq=1
         let sym = Symbolizer::load(None, &[], &mut Vec::new()).unwrap();
         let out = |text: String| {
             let p = crate::log::parse_log(&text);
-            assert_eq!(p.warnings, Vec::<String>::new());
+            assert!(p.warnings.is_empty(), "{:?}", p.warnings);
             let snaps: Vec<_> = p
                 .snapshots
                 .into_iter()

@@ -2,7 +2,7 @@
 
 //! Finding lbr-dump's snapshot areas in memory dumps: ELF (kdump's `/proc/vmcore`, makedumpfile's
 //! ELF output, QEMU's `dump-guest-memory`) and makedumpfile's kdump-compressed dumps, plain or
-//! flattened ([`crate::kdump`]); the format is told by the file's magic. No kernel debug info is
+//! flattened ([`kdump`]); the format is told by the file's magic. No kernel debug info is
 //! needed: the area is physically contiguous and page-aligned, starts with a magic and describes
 //! itself (src/layout.rs, read with the module's own code). An ELF dump's PT_LOAD segments map
 //! physical addresses (`p_paddr`) to file offsets, a kdump-compressed dump's bitmap and page
@@ -20,8 +20,10 @@ use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::Endianness;
 
-use crate::kdump::{self, Kdump, Kind};
 use crate::snapshot::{LastException, Record, Snapshot};
+
+pub mod kdump;
+use kdump::{Kdump, Kind};
 
 const PAGE: u64 = 4096;
 

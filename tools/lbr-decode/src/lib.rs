@@ -6,8 +6,8 @@
 //! - [`snapshot`] is the model both readers produce: a snapshot, its records, its last
 //!   exception record and its branch trace store history;
 //! - [`log`] finds the snapshots printed in kernel logs, [`dump`] the snapshot areas in memory
-//!   dumps (ELF, or makedumpfile's kdump-compressed format read by [`kdump`]); [`bts`] reads
-//!   a snapshot's branch trace store history from either;
+//!   dumps (ELF, or makedumpfile's kdump-compressed format read by its child [`dump::kdump`]);
+//!   [`bts`] reads a snapshot's branch trace store history from either;
 //! - [`symbols`] reads vmlinux and module .ko files (symbol tables, DWARF), and
 //!   [`symbolize::Symbolizer`] maps the inputs' runtime addresses onto them;
 //! - [`output::Output`] is what is printed: the snapshots symbolized (its serde form is the JSON
@@ -20,7 +20,6 @@ pub mod bts;
 pub mod dump;
 #[doc(hidden)]
 pub mod fixture;
-pub mod kdump;
 pub mod log;
 pub mod output;
 pub mod render;

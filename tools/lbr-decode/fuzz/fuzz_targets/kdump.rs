@@ -3,7 +3,7 @@
 //! The kdump-compressed and flattened readers: any bytes as a dump (its format told by its
 //! magic, like `lbr-decode FILE`), then every area found in it, every page decompressed. Seeds:
 //! one dump per page compression and a flattened one (fuzz/seeds/kdump, written by
-//! src/kdump.rs's tests).
+//! src/dump/kdump.rs's tests).
 
 #![no_main]
 

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
 
-use crate::dump::Bytes;
+use super::Bytes;
 
 #[doc(hidden)]
 pub mod writer;

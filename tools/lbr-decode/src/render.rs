@@ -18,7 +18,8 @@ use anyhow::Result;
 
 use crate::bts::{fold_loops, Piece};
 use crate::log;
-use crate::output::{BtsOut, GroupOut, Output, Place, RecordOut, SnapshotOut};
+use crate::output::{BtsOut, GroupOut, Output, RecordOut, SnapshotOut};
+use crate::symbolize::Place;
 use crate::symbols::Frame;
 
 /// How [`write_text`] marks up its output.

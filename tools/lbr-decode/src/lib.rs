@@ -13,12 +13,16 @@
 //! - [`output::Output`] is what is printed: the snapshots symbolized (its serde form is the JSON
 //!   output), which [`render`] prints as text or as the annotated logs;
 //! - [`straight`] checks that straight-line code in vmlinux leads from each record to the next.
+//!
+//! With the `fixture` feature (the tests and examples have it; a default build does not),
+//! `fixture` writes snapshot areas and ELF core files, and `dump::kdump::writer`
+//! kdump-compressed and flattened files: test data.
 
 #![warn(missing_docs)]
 
 pub mod bts;
 pub mod dump;
-#[doc(hidden)]
+#[cfg(any(test, feature = "fixture"))]
 pub mod fixture;
 pub mod log;
 pub mod output;

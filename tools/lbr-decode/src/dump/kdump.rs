@@ -24,7 +24,7 @@ use anyhow::{bail, Result};
 
 use super::Bytes;
 
-#[doc(hidden)]
+#[cfg(any(test, feature = "fixture"))]
 pub mod writer;
 
 /// The main header's signature (diskdump_mod.h `KDUMP_SIGNATURE`).

@@ -64,7 +64,7 @@
 //!   take at an arbitrary instruction; the emulator cannot raise it: it reports `would-fault`
 //!   and writes nothing.
 
-use crate::recorder::Branch;
+use crate::classify::Branch;
 
 /// IA32_DS_AREA.
 pub const MSR_DS_AREA: u32 = 0x600;

@@ -136,7 +136,7 @@ mod tests {
     fn bts_tally() {
         use crate::bts::store;
         use crate::bts::tests::{setup, AREA};
-        use crate::recorder::Branch;
+        use crate::classify::Branch;
         let mut m = setup(2);
         let b = Branch {
             from: 0xffff_ffff_8100_0000,

@@ -43,9 +43,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::api::*;
 use crate::args::parse_args;
-use crate::bts::{self, Fields};
+use crate::bts::{self, BtsTally, Fields};
 use crate::classify::{Branch, Kind};
-use crate::cost::{BtsTally, Entry};
+use crate::cost::Entry;
 use crate::event::{BtsPosition, EntryEnd, Event};
 use crate::model::{Model, MSR_DEBUGCTL};
 use crate::recorder::{Recorder, Switch};

@@ -11,7 +11,7 @@ flattened streams go through a pipe straight to the disk, and the host rearrange
 `makedumpfile -R` into a kdump-compressed file too, which is read as well. Debian builds
 makedumpfile without snappy (`makedumpfile -v`: snappy disabled; -p then writes pages
 uncompressed, saying "'-p' option is disabled"): that is asserted, its output is read as an
-uncompressed kdump file, and snappy pages are covered by the host tests only (src/kdump.rs).
+uncompressed kdump file, and snappy pages are covered by the host tests only (src/dump/kdump.rs).
 
 The guest has 1 GiB, so that its ELF vmcore (at the start of the disk) is also the source of
 scripts/bench.sh's 1 GiB kdump-compressed dump.

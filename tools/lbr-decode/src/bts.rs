@@ -25,78 +25,7 @@ use lbr_core::area::{bts_runs, AreaHeader, SnapshotView};
 use lbr_core::layout::{BTS_RECORD_SIZE, SNAP_BTS_FOREIGN, SNAP_BTS_KEPT, SNAP_BTS_WRAPPED};
 use lbr_core::record::Branch;
 
-use crate::log::Record;
-
-/// What became of a snapshot's BTS buffer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BtsState {
-    /// The capture kept the buffer; its records are [`Bts::records`].
-    Kept {
-        /// Records the buffer holds (all of them, whether printed or not).
-        total: u64,
-        /// The buffer had filled and wrapped: every record slot is history.
-        wrapped: bool,
-        /// The buffer's virtual address.
-        buffer: u64,
-        /// Its size in bytes.
-        size: u64,
-        /// Its physical address (dumps).
-        phys: Option<u64>,
-        /// Record lines the module printed (logs: `shown=`).
-        shown: Option<u32>,
-    },
-    /// IA32_DS_AREA was not lbr-dump's debug store at the capture: another owner (perf) had
-    /// taken it, and no buffer was kept.
-    Foreign {
-        /// IA32_DS_AREA as the capture read it.
-        ds_area: u64,
-    },
-    /// The buffer was kept, but the pool came round to it again: its table entry's owner is
-    /// no longer this snapshot (0: it is recording again).
-    Reused {
-        /// The owner the table names now.
-        owner: u64,
-    },
-    /// The snapshot's BTS fields do not describe its buffer (why, in words).
-    Inconsistent {
-        /// What does not agree.
-        reason: String,
-    },
-    /// Dumps: the kept buffer cannot be read (not in the dump).
-    Unreadable {
-        /// Why.
-        reason: String,
-    },
-    /// Dumps: the capture neither kept a buffer nor found another owner's debug store.
-    NotKept,
-}
-
-impl BtsState {
-    /// Its name in the JSON output.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Kept { .. } => "kept",
-            Self::Foreign { .. } => "foreign",
-            Self::Reused { .. } => "reused",
-            Self::Inconsistent { .. } => "inconsistent",
-            Self::Unreadable { .. } => "unreadable",
-            Self::NotKept => "not-kept",
-        }
-    }
-}
-
-/// A snapshot's BTS history.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Bts {
-    /// What became of the buffer.
-    pub state: BtsState,
-    /// The records, newest first (`#0` the newest): from a log, the lines printed; from a dump,
-    /// every record of the kept buffer. Only the branch's `from` and `to` are set (the module
-    /// does not report BTS's predicted flag).
-    pub records: Vec<Record>,
-    /// Input line of the `bts` head line (0 for dumps).
-    pub line: usize,
-}
+use crate::snapshot::{Bts, BtsState, Record};
 
 /// One parsed `bts` line (the part after `lbr_dump: `).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 //! Finding lbr-dump's snapshot areas in memory dumps: ELF (kdump's `/proc/vmcore`, makedumpfile's
 //! ELF output, QEMU's `dump-guest-memory`) and makedumpfile's kdump-compressed dumps, plain or
-//! flattened ([`crate::kdump`]); the format is told by the file's magic. No kernel debug info is
+//! flattened ([`kdump`]); the format is told by the file's magic. No kernel debug info is
 //! needed: the area is physically contiguous and page-aligned, starts with a magic and describes
 //! itself (src/layout.rs, read with the module's own code). An ELF dump's PT_LOAD segments map
 //! physical addresses (`p_paddr`) to file offsets, a kdump-compressed dump's bitmap and page
@@ -21,8 +21,10 @@ use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::Endianness;
 
-use crate::kdump::{self, Kdump, Kind};
-use crate::log::{LastException, Record, Snapshot};
+use crate::snapshot::{LastException, Record, Snapshot};
+
+pub mod kdump;
+use kdump::{Kdump, Kind};
 
 const PAGE: u64 = 4096;
 
@@ -631,7 +633,7 @@ mod tests {
     /// A buffer a later capture took, and another owner's debug store, are said so.
     #[test]
     fn bts_histories_are_read_newest_first() {
-        use crate::bts::BtsState;
+        use crate::snapshot::BtsState;
         let (snaps, w) = bts_snapshots(None, |_| {});
         assert_eq!(w, Vec::<String>::new());
         assert_eq!(
@@ -696,7 +698,7 @@ mod tests {
         // Buffer 2's table entry names seq 7 now.
         assert_eq!(
             snaps[2].bts,
-            Some(crate::bts::Bts {
+            Some(crate::snapshot::Bts {
                 state: BtsState::Reused { owner: 7 },
                 records: vec![],
                 line: 0
@@ -720,7 +722,7 @@ mod tests {
     /// warning; the rest is read.
     #[test]
     fn a_bts_buffer_missing_from_the_dump_is_an_error_of_that_snapshot() {
-        use crate::bts::BtsState;
+        use crate::snapshot::BtsState;
         let (snaps, w) = bts_snapshots(Some(1), |_| {});
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
@@ -745,7 +747,7 @@ mod tests {
     /// index not on a record, state bits that contradict) is inconsistent, with a warning.
     #[test]
     fn inconsistent_bts_fields_are_reported() {
-        use crate::bts::BtsState;
+        use crate::snapshot::BtsState;
         let g = AreaHeader::parse(&crate::fixture::bts_area().0)
             .unwrap()
             .geometry;

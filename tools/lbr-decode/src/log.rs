@@ -15,87 +15,18 @@
 //! the records of one whose header is not in the log a [`Fragment`], which this library returns
 //! but the command line does not print yet (the header holds the recorder and exception they
 //! belong to): only the warning.
+//!
+//! [`LogParser`] reads the lines one by one, keeping the snapshot open between them;
+//! [`parse_log`] runs it over a text. Each problem it finds is a [`LogWarning`], whose
+//! `Display` is the text lbr-decode prints.
 
 use std::ops::RangeInclusive;
 
-use lbr_core::facility::Filter;
 use lbr_core::record::Branch;
-use lbr_core::report::{parse, Line, State, PREFIX};
+use lbr_core::report::{parse, Line, PREFIX};
 
-use crate::bts::{parse_line, Bts, BtsLine, BtsState};
-
-/// One record as printed, with the kernel's symbols.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
-    /// The record's index as printed (`#N`).
-    pub index: u32,
-    /// The branch, as the module's own parser reads it.
-    pub branch: Branch,
-    /// The kernel's `%pS` symbol of the source address, if printed.
-    pub from_sym: Option<String>,
-    /// The kernel's `%pS` symbol of the target address, if printed.
-    pub to_sym: Option<String>,
-    /// Input line number (1-based).
-    pub line: usize,
-}
-
-/// A snapshot's last exception record (its `ler` line; in a dump, the area's LER values): the
-/// last branch the CPU took before the most recent exception or interrupt it took while
-/// recording.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LastException {
-    /// The branch's source.
-    pub from: u64,
-    /// The branch's target.
-    pub to: u64,
-    /// The kernel's `%pS` symbol of the source address, if printed.
-    pub from_sym: Option<String>,
-    /// The kernel's `%pS` symbol of the target address, if printed.
-    pub to_sym: Option<String>,
-    /// Input line number (1-based; 0 for dumps).
-    pub line: usize,
-}
-
-/// One printed snapshot (a crash, or an oops with no snapshot).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Snapshot {
-    /// The CPU that took the exception.
-    pub cpu: u32,
-    /// The CPU's snapshot sequence number.
-    pub seq: u64,
-    /// The exception vector.
-    pub vector: u32,
-    /// The exception's error code.
-    pub error: u64,
-    /// The faulting instruction pointer.
-    pub rip: u64,
-    /// CR2 (the faulting address of a #PF).
-    pub cr2: u64,
-    /// The recorder's flavour (`intel-lbr`, ...).
-    pub flavour: String,
-    /// The recorder's record format.
-    pub format: u32,
-    /// How the capture went.
-    pub state: State,
-    /// 0: the exception that oopsed; N: the one it interrupted, N levels out (the printer's
-    /// `nest=`); `None` when not printed (an older lbr-dump, or a dump).
-    pub nest: Option<u32>,
-    /// The branch filter the records were taken with (the header's `filter=`; absent: all).
-    pub filter: Filter,
-    /// Records the header announced.
-    pub announced: u32,
-    /// The records found.
-    pub records: Vec<Record>,
-    /// The last exception record, where the recorder has one and it held a branch.
-    pub ler: Option<LastException>,
-    /// The branch trace store's history, when lbr-dump recorded with BTS (its `bts` lines; in
-    /// a dump, the kept buffer).
-    pub bts: Option<Bts>,
-    /// The end line was seen.
-    pub complete: bool,
-    /// Input line number of the header.
-    pub line: usize,
-}
+use crate::bts::{parse_line, BtsLine};
+use crate::snapshot::{Bts, BtsState, LastException, Record, Snapshot};
 
 /// Records of a snapshot whose header line is not in the log: the log starts inside the
 /// snapshot. A pstore dmesg record (`/sys/fs/pstore/dmesg-*`) holds the newest text of the log
@@ -146,7 +77,7 @@ pub struct Parsed {
     /// The oopses lbr-dump had no snapshot for.
     pub none: Vec<NoSnapshot>,
     /// Problems with the input, each naming its line.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<LogWarning>,
 }
 
 /// The header line pstore writes at the start of each dmesg record (fs/pstore/platform.c
@@ -224,6 +155,354 @@ pub fn ranges_text(ranges: &[RangeInclusive<u32>]) -> String {
         .join(", ")
 }
 
+/// `no record missing`, or `records #0-#3, #7 missing`.
+fn lost_text(missing: &[RangeInclusive<u32>]) -> String {
+    if missing.is_empty() {
+        "no record missing".to_string()
+    } else {
+        format!("records {} missing", ranges_text(missing))
+    }
+}
+
+/// What follows the last line of a snapshot whose end line is not in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutBy {
+    /// Nothing: the log ends inside the snapshot.
+    LogEnd,
+    /// Another snapshot's header line.
+    NextSnapshot,
+}
+
+/// A problem with a log, each naming its input line (1-based). Its `Display` is the warning's
+/// text, as lbr-decode prints it (after the input's name) and puts it in the JSON output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogWarning {
+    /// A snapshot line (header, record, `ler`, `end` or `bts` line) that does not parse: it
+    /// was damaged or cut by a console.
+    Damaged {
+        /// Input line.
+        line: usize,
+        /// The line from lbr-dump's prefix on.
+        text: String,
+    },
+    /// A snapshot whose end line is not in the log: the log is cut.
+    NoEnd {
+        /// Input line of the snapshot's header.
+        line: usize,
+        /// The snapshot's CPU.
+        cpu: u32,
+        /// The snapshot's sequence number.
+        seq: u64,
+        /// What follows its last line.
+        cut_by: CutBy,
+        /// The records found.
+        kept: usize,
+        /// The records its header announced.
+        announced: u32,
+        /// The announced records not found.
+        missing: Vec<RangeInclusive<u32>>,
+        /// The log is a pstore record (the warning then says why it may be cut).
+        pstore: bool,
+    },
+    /// A complete snapshot with other records than its header announced.
+    RecordCount {
+        /// Input line of the snapshot's header.
+        line: usize,
+        /// The snapshot's CPU.
+        cpu: u32,
+        /// The snapshot's sequence number.
+        seq: u64,
+        /// The records its header announced.
+        announced: u32,
+        /// The records found.
+        found: usize,
+        /// The announced records not found.
+        missing: Vec<RangeInclusive<u32>>,
+    },
+    /// A kept BTS history with other record lines than its `bts` line announced (`shown=`).
+    BtsRecordCount {
+        /// Input line of the `bts` line.
+        line: usize,
+        /// The snapshot's CPU.
+        cpu: u32,
+        /// The snapshot's sequence number.
+        seq: u64,
+        /// The record lines announced.
+        shown: u32,
+        /// The record lines found.
+        found: usize,
+        /// The announced record lines not found.
+        missing: Vec<RangeInclusive<u32>>,
+    },
+    /// Records of a snapshot whose header line is not in the log (a [`Fragment`]): the log
+    /// starts inside it.
+    Fragment {
+        /// Input line of its first line.
+        line: usize,
+        /// The snapshot's CPU and sequence number, from its end line, if that is in the log.
+        end: Option<(u32, u64)>,
+        /// The records found.
+        kept: usize,
+        /// The indices of the first and the last record found, in log order (none found:
+        /// `None`).
+        span: Option<RangeInclusive<u32>>,
+        /// The records not found ([`Fragment::missing`]).
+        missing: Vec<RangeInclusive<u32>>,
+        /// BTS record lines found, without their `bts` line.
+        bts_records: usize,
+        /// The log is a pstore record (the warning then says why it may be cut).
+        pstore: bool,
+    },
+    /// A second `ler` line in a snapshot: the first is kept.
+    SecondLer {
+        /// Input line of the second one.
+        line: usize,
+        /// The snapshot's CPU.
+        cpu: u32,
+        /// The snapshot's sequence number.
+        seq: u64,
+        /// Input line of the first one.
+        first: usize,
+    },
+    /// The end line of another snapshot than the one open.
+    EndInside {
+        /// Input line of the end line.
+        line: usize,
+        /// The end line's CPU.
+        cpu: u32,
+        /// The end line's sequence number.
+        seq: u64,
+        /// The CPU and sequence number of the snapshot open.
+        inside: (u32, u64),
+    },
+    /// A second `bts` line for a snapshot: the first is kept, this one and its record lines
+    /// are not used.
+    SecondBts {
+        /// Input line of the second one.
+        line: usize,
+        /// The snapshot's CPU.
+        cpu: u32,
+        /// The snapshot's sequence number.
+        seq: u64,
+        /// Input line of the first one.
+        first: usize,
+    },
+    /// A `bts` line of another snapshot than the one open: not used.
+    BtsInside {
+        /// Input line of the `bts` line.
+        line: usize,
+        /// The `bts` line's CPU.
+        cpu: u32,
+        /// The `bts` line's sequence number.
+        seq: u64,
+        /// The CPU and sequence number of the snapshot open.
+        inside: (u32, u64),
+    },
+    /// A `bts` line with no snapshot open (its header line is not in the log): not used.
+    BtsWithoutSnapshot {
+        /// Input line of the `bts` line.
+        line: usize,
+        /// The `bts` line's CPU.
+        cpu: u32,
+        /// The `bts` line's sequence number.
+        seq: u64,
+    },
+    /// BTS record lines after a `bts` line that says no records were kept: not used.
+    BtsRecordsNotKept {
+        /// Input line of the first record line.
+        line: usize,
+        /// The snapshot's CPU.
+        cpu: u32,
+        /// The snapshot's sequence number.
+        seq: u64,
+        /// The state the `bts` line names ([`BtsState::name`]).
+        state: &'static str,
+    },
+    /// BTS record lines in a snapshot without its `bts` line (cut or damaged): not used.
+    BtsRecordsWithoutHead {
+        /// Input line of the first record line.
+        line: usize,
+        /// The snapshot's CPU.
+        cpu: u32,
+        /// The snapshot's sequence number.
+        seq: u64,
+    },
+}
+
+impl LogWarning {
+    /// The input line it names (1-based).
+    pub fn line(&self) -> usize {
+        match self {
+            Self::Damaged { line, .. }
+            | Self::NoEnd { line, .. }
+            | Self::RecordCount { line, .. }
+            | Self::BtsRecordCount { line, .. }
+            | Self::Fragment { line, .. }
+            | Self::SecondLer { line, .. }
+            | Self::EndInside { line, .. }
+            | Self::SecondBts { line, .. }
+            | Self::BtsInside { line, .. }
+            | Self::BtsWithoutSnapshot { line, .. }
+            | Self::BtsRecordsNotKept { line, .. }
+            | Self::BtsRecordsWithoutHead { line, .. } => *line,
+        }
+    }
+}
+
+impl std::fmt::Display for LogWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Damaged { line, text } => {
+                write!(f, "line {line}: damaged or cut snapshot line: {text:?}")
+            }
+            Self::NoEnd {
+                line,
+                cpu,
+                seq,
+                cut_by,
+                kept,
+                announced,
+                missing,
+                pstore,
+            } => {
+                let how = match cut_by {
+                    CutBy::LogEnd => "the log ends inside it",
+                    CutBy::NextSnapshot => "another snapshot's line follows",
+                };
+                write!(
+                    f,
+                    "line {line}: snapshot cpu={cpu} seq={seq} has no end line: the log is cut, {how} (kept {kept} of {announced} records; {}){}",
+                    lost_text(missing),
+                    pstore_note(*pstore && *cut_by == CutBy::LogEnd)
+                )
+            }
+            Self::RecordCount {
+                line,
+                cpu,
+                seq,
+                announced,
+                found,
+                missing,
+            } => {
+                write!(
+                    f,
+                    "line {line}: snapshot cpu={cpu} seq={seq} announced {announced} records, {found} were found"
+                )?;
+                if !missing.is_empty() {
+                    write!(f, " (records {} missing)", ranges_text(missing))?;
+                }
+                Ok(())
+            }
+            Self::BtsRecordCount {
+                line,
+                cpu,
+                seq,
+                shown,
+                found,
+                missing,
+            } => {
+                write!(
+                    f,
+                    "line {line}: the BTS history of snapshot cpu={cpu} seq={seq} announced {shown} record lines, {found} were found"
+                )?;
+                if !missing.is_empty() {
+                    write!(f, " (BTS records {} missing)", ranges_text(missing))?;
+                }
+                Ok(())
+            }
+            Self::Fragment {
+                line,
+                end,
+                kept,
+                span,
+                missing,
+                bts_records,
+                pstore,
+            } => {
+                match end {
+                    Some((cpu, seq)) => write!(
+                        f,
+                        "line {line}: snapshot cpu={cpu} seq={seq} is cut: the log starts inside it (its header line is not in the log): "
+                    )?,
+                    None => write!(
+                        f,
+                        "line {line}: record lines of a snapshot whose header and end lines are not in the log (cpu and seq unknown): "
+                    )?,
+                }
+                match span {
+                    None => write!(f, "none of its records is in the log")?,
+                    Some(span) => write!(
+                        f,
+                        "{}, {kept} kept ({})",
+                        lost_text(missing),
+                        ranges_text(std::slice::from_ref(span))
+                    )?,
+                }
+                if *bts_records > 0 {
+                    write!(
+                        f,
+                        "; {bts_records} BTS record lines, not used (their bts line is not in the log)"
+                    )?;
+                }
+                write!(f, "{}", pstore_note(*pstore))
+            }
+            Self::SecondLer {
+                line,
+                cpu,
+                seq,
+                first,
+            } => write!(
+                f,
+                "line {line}: a second last exception record line in snapshot cpu={cpu} seq={seq} (the first, line {first}, is kept)"
+            ),
+            Self::EndInside {
+                line,
+                cpu,
+                seq,
+                inside: (in_cpu, in_seq),
+            } => write!(
+                f,
+                "line {line}: end of cpu={cpu} seq={seq} inside snapshot cpu={in_cpu} seq={in_seq}"
+            ),
+            Self::SecondBts {
+                line,
+                cpu,
+                seq,
+                first,
+            } => write!(
+                f,
+                "line {line}: a second BTS line for snapshot cpu={cpu} seq={seq} (the first, line {first}, is kept; this one and its record lines are not used)"
+            ),
+            Self::BtsInside {
+                line,
+                cpu,
+                seq,
+                inside: (in_cpu, in_seq),
+            } => write!(
+                f,
+                "line {line}: the BTS history of cpu={cpu} seq={seq} inside snapshot cpu={in_cpu} seq={in_seq}: not used"
+            ),
+            Self::BtsWithoutSnapshot { line, cpu, seq } => write!(
+                f,
+                "line {line}: the BTS history of cpu={cpu} seq={seq}, whose snapshot's header line is not in the log: not used"
+            ),
+            Self::BtsRecordsNotKept {
+                line,
+                cpu,
+                seq,
+                state,
+            } => write!(
+                f,
+                "line {line}: BTS record lines after the BTS line of snapshot cpu={cpu} seq={seq} that says state={state}: not used"
+            ),
+            Self::BtsRecordsWithoutHead { line, cpu, seq } => write!(
+                f,
+                "line {line}: BTS record lines in snapshot cpu={cpu} seq={seq} without its BTS line (cut or damaged?): not used"
+            ),
+        }
+    }
+}
+
 /// What is open while the lines of a log are read.
 enum Open {
     /// A snapshot whose header was seen.
@@ -232,138 +511,56 @@ enum Open {
     Fragment(Fragment),
 }
 
-/// A note for warnings about a log that is a pstore record.
-fn pstore_note(pstore: Option<&PstoreHeader>) -> &'static str {
-    if pstore.is_some() {
+/// The note that ends a warning about a snapshot cut in a log that is a pstore record
+/// (`pstore`), if it is one.
+fn pstore_note(pstore: bool) -> &'static str {
+    if pstore {
         " (a pstore record holds only the newest text of the log that fits its size: see the README for record sizes that hold whole snapshots)"
     } else {
         ""
     }
 }
 
-/// Parses every lbr-dump line of a log.
-pub fn parse_log(text: &str) -> Parsed {
-    let pstore = pstore_header(text);
-    let note = pstore_note(pstore.as_ref());
-    let mut out = Parsed::default();
-    let mut open: Option<Open> = None;
-    let close = |o: Open, at_end: bool, out: &mut Parsed| match o {
-        Open::Snapshot(s) => {
-            let gone = missing(&s.records, s.announced);
-            if !s.complete {
-                let how = if at_end {
-                    "the log ends inside it"
-                } else {
-                    "another snapshot's line follows"
-                };
-                let lost = if gone.is_empty() {
-                    "no record missing".to_string()
-                } else {
-                    format!("records {} missing", ranges_text(&gone))
-                };
-                out.warnings.push(format!(
-                    "line {}: snapshot cpu={} seq={} has no end line: the log is cut, {how} (kept {} of {} records; {lost}){}",
-                    s.line,
-                    s.cpu,
-                    s.seq,
-                    s.records.len(),
-                    s.announced,
-                    if at_end { note } else { "" }
-                ));
-            } else if s.records.len() != s.announced as usize || !gone.is_empty() {
-                out.warnings.push(format!(
-                    "line {}: snapshot cpu={} seq={} announced {} records, {} were found{}",
-                    s.line,
-                    s.cpu,
-                    s.seq,
-                    s.announced,
-                    s.records.len(),
-                    if gone.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (records {} missing)", ranges_text(&gone))
-                    }
-                ));
-            }
-            if let Some(Bts {
-                state: BtsState::Kept {
-                    shown: Some(shown), ..
-                },
-                records,
-                line,
-            }) = &s.bts
-            {
-                let gone = missing(records, *shown);
-                if records.len() != *shown as usize || !gone.is_empty() {
-                    out.warnings.push(format!(
-                        "line {line}: the BTS history of snapshot cpu={} seq={} announced {shown} record lines, {} were found{}",
-                        s.cpu,
-                        s.seq,
-                        records.len(),
-                        if gone.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (BTS records {} missing)", ranges_text(&gone))
-                        }
-                    ));
-                }
-            }
-            out.snapshots.push(*s);
+/// Reads the lines of a log, in order, into what the log holds ([`Parsed`]). Between lines it
+/// keeps the snapshot open (its header seen, its end line not yet) or the fragment (record
+/// lines with no header before them); a header, an end line or the log's end closes it.
+/// [`parse_log`] runs it over a whole text.
+pub struct LogParser {
+    /// The log is a pstore dmesg record ([`pstore_header`]): warnings about snapshots cut by
+    /// the log's ends say why that happens.
+    pstore: bool,
+    /// The snapshot or fragment open.
+    open: Option<Open>,
+    /// BTS record lines that follow a `bts` line not used (another snapshot's, a second one)
+    /// are not used either, without a warning each.
+    bts_skip: bool,
+    /// What was read so far.
+    out: Parsed,
+}
+
+impl LogParser {
+    /// A parser for a log; `pstore`: the log is a pstore dmesg record.
+    pub fn new(pstore: bool) -> Self {
+        LogParser {
+            pstore,
+            open: None,
+            bts_skip: false,
+            out: Parsed::default(),
         }
-        Open::Fragment(f) => {
-            let gone = f.missing();
-            let mut kept = if f.records.is_empty() {
-                "none of its records is in the log".to_string()
-            } else {
-                let first = f.records.first().map_or(0, |r| r.index);
-                let last = f.records.last().map_or(0, |r| r.index);
-                let lost = if gone.is_empty() {
-                    "no record missing".to_string()
-                } else {
-                    format!("records {} missing", ranges_text(&gone))
-                };
-                format!(
-                    "{lost}, {} kept ({})",
-                    f.records.len(),
-                    ranges_text(&[first..=last])
-                )
-            };
-            if f.bts_records > 0 {
-                kept += &format!(
-                    "; {} BTS record lines, not used (their bts line is not in the log)",
-                    f.bts_records
-                );
-            }
-            out.warnings.push(match f.end {
-                Some((cpu, seq)) => format!(
-                    "line {}: snapshot cpu={cpu} seq={seq} is cut: the log starts inside it (its header line is not in the log): {kept}{note}",
-                    f.line
-                ),
-                None => format!(
-                    "line {}: record lines of a snapshot whose header and end lines are not in the log (cpu and seq unknown): {kept}{note}",
-                    f.line
-                ),
-            });
-            out.fragments.push(f);
-        }
-    };
-    // BTS record lines that follow a `bts` line not used (another snapshot's, a second one)
-    // are not used either, without a warning each.
-    let mut bts_skip = false;
-    for (n, raw) in text.split('\n').enumerate() {
-        let n = n + 1;
-        let Some(p) = payload(raw) else { continue };
+    }
+
+    /// Reads line `n` (1-based) of the log: `raw` as it is in the log, with any prefix and CR.
+    pub fn line(&mut self, n: usize, raw: &str) {
+        let Some(p) = payload(raw) else { return };
         if p[PREFIX.len()..].starts_with("bts ") {
-            bts_line(p, n, &mut open, &mut bts_skip, &mut out.warnings);
-            continue;
+            self.bts_line(p, n);
+            return;
         }
         match parse(p) {
             Some(Line::Header(h)) => {
-                bts_skip = false;
-                if let Some(o) = open.take() {
-                    close(o, false, &mut out);
-                }
-                open = Some(Open::Snapshot(Box::new(Snapshot {
+                self.bts_skip = false;
+                self.close(CutBy::NextSnapshot);
+                self.open = Some(Open::Snapshot(Box::new(Snapshot {
                     cpu: h.cpu,
                     seq: h.seq,
                     vector: h.vector,
@@ -387,79 +584,26 @@ pub fn parse_log(text: &str) -> Parsed {
                 record,
                 from_sym,
                 to_sym,
-            }) => {
-                let r = Record {
-                    index: record.index,
-                    branch: record.branch,
-                    from_sym: from_sym.map(str::to_string),
-                    to_sym: to_sym.map(str::to_string),
-                    line: n,
-                };
-                match &mut open {
-                    Some(Open::Snapshot(s)) => s.records.push(r),
-                    Some(Open::Fragment(f)) => f.records.push(r),
-                    None => {
-                        open = Some(Open::Fragment(Fragment {
-                            end: None,
-                            records: vec![r],
-                            bts_records: 0,
-                            line: n,
-                        }))
-                    }
-                }
-            }
+            }) => self.record(Record {
+                index: record.index,
+                branch: record.branch,
+                from_sym: from_sym.map(str::to_string),
+                to_sym: to_sym.map(str::to_string),
+                line: n,
+            }),
             Some(Line::Ler {
                 ler,
                 from_sym,
                 to_sym,
-            }) => {
-                let l = LastException {
-                    from: ler.from,
-                    to: ler.to,
-                    from_sym: from_sym.map(str::to_string),
-                    to_sym: to_sym.map(str::to_string),
-                    line: n,
-                };
-                match &mut open {
-                    Some(Open::Snapshot(s)) if s.ler.is_none() => s.ler = Some(l),
-                    Some(Open::Snapshot(s)) => out.warnings.push(format!(
-                        "line {n}: a second last exception record line in snapshot cpu={} seq={} (the first, line {}, is kept)",
-                        s.cpu,
-                        s.seq,
-                        s.ler.as_ref().map_or(0, |l| l.line)
-                    )),
-                    // In a fragment (its header lost), like its records, it is not printed.
-                    Some(Open::Fragment(_)) | None => {}
-                }
-            }
-            Some(Line::End { cpu, seq }) => match open.take().inspect(|_| bts_skip = false) {
-                Some(Open::Snapshot(mut s)) if s.cpu == cpu && s.seq == seq => {
-                    s.complete = true;
-                    close(Open::Snapshot(s), false, &mut out);
-                }
-                Some(Open::Snapshot(s)) => {
-                    out.warnings.push(format!(
-                        "line {n}: end of cpu={cpu} seq={seq} inside snapshot cpu={} seq={}",
-                        s.cpu, s.seq
-                    ));
-                    close(Open::Snapshot(s), false, &mut out);
-                }
-                Some(Open::Fragment(mut f)) => {
-                    f.end = Some((cpu, seq));
-                    close(Open::Fragment(f), false, &mut out);
-                }
-                None => close(
-                    Open::Fragment(Fragment {
-                        end: Some((cpu, seq)),
-                        records: Vec::new(),
-                        bts_records: 0,
-                        line: n,
-                    }),
-                    false,
-                    &mut out,
-                ),
-            },
-            Some(Line::None { cpu, reason }) => out.none.push(NoSnapshot {
+            }) => self.ler(LastException {
+                from: ler.from,
+                to: ler.to,
+                from_sym: from_sym.map(str::to_string),
+                to_sym: to_sym.map(str::to_string),
+                line: n,
+            }),
+            Some(Line::End { cpu, seq }) => self.end(n, cpu, seq),
+            Some(Line::None { cpu, reason }) => self.out.none.push(NoSnapshot {
                 cpu,
                 reason: reason.to_string(),
                 line: n,
@@ -473,119 +617,295 @@ pub fn parse_log(text: &str) -> Parsed {
                     || rest.starts_with("ler ")
                     || rest.starts_with("end ")
                 {
-                    out.warnings
-                        .push(format!("line {n}: damaged or cut snapshot line: {p:?}"));
+                    self.damaged(n, p);
                 }
             }
         }
     }
-    if let Some(o) = open.take() {
-        close(o, true, &mut out);
-    }
-    out
-}
 
-/// One `bts` line (`p`, at line `n`): a head line goes to the open snapshot if it is that
-/// snapshot's (same cpu and seq, the first one), its record lines after it; anything else is a
-/// warning naming the line, and the record lines after a head line not used are skipped
-/// (`skip`). Record lines with no snapshot open start a fragment (the log starts inside the
-/// BTS history), counted.
-fn bts_line(
-    p: &str,
-    n: usize,
-    open: &mut Option<Open>,
-    skip: &mut bool,
-    warnings: &mut Vec<String>,
-) {
-    let Some(line) = parse_line(&p[PREFIX.len()..]) else {
-        warnings.push(format!("line {n}: damaged or cut snapshot line: {p:?}"));
-        return;
-    };
-    match line {
-        BtsLine::Head { cpu, seq, state } => {
-            *skip = true;
-            match open {
-                Some(Open::Snapshot(s)) if (s.cpu, s.seq) == (cpu, seq) => match &s.bts {
-                    None => {
-                        s.bts = Some(Bts {
-                            state,
-                            records: Vec::new(),
-                            line: n,
-                        });
-                        *skip = false;
-                    }
-                    Some(first) => warnings.push(format!(
-                        "line {n}: a second BTS line for snapshot cpu={cpu} seq={seq} (the first, line {}, is kept; this one and its record lines are not used)",
-                        first.line
-                    )),
-                },
-                Some(Open::Snapshot(s)) => warnings.push(format!(
-                    "line {n}: the BTS history of cpu={cpu} seq={seq} inside snapshot cpu={} seq={}: not used",
-                    s.cpu, s.seq
-                )),
-                Some(Open::Fragment(_)) | None => warnings.push(format!(
-                    "line {n}: the BTS history of cpu={cpu} seq={seq}, whose snapshot's header line is not in the log: not used"
-                )),
+    /// What the log holds, once every line is read: a snapshot or fragment still open is cut
+    /// by the log's end.
+    pub fn finish(mut self) -> Parsed {
+        self.close(CutBy::LogEnd);
+        self.out
+    }
+
+    fn warn(&mut self, w: LogWarning) {
+        self.out.warnings.push(w);
+    }
+
+    /// Snapshot line `p` at line `n` does not parse.
+    fn damaged(&mut self, n: usize, p: &str) {
+        self.warn(LogWarning::Damaged {
+            line: n,
+            text: p.to_string(),
+        });
+    }
+
+    /// A record line: the open snapshot's or fragment's, or the first of a fragment.
+    fn record(&mut self, r: Record) {
+        match &mut self.open {
+            Some(Open::Snapshot(s)) => s.records.push(r),
+            Some(Open::Fragment(f)) => f.records.push(r),
+            None => {
+                self.open = Some(Open::Fragment(Fragment {
+                    end: None,
+                    line: r.line,
+                    records: vec![r],
+                    bts_records: 0,
+                }))
             }
         }
-        BtsLine::Record {
-            index,
-            from,
-            to,
-            from_sym,
-            to_sym,
-        } => {
-            if *skip {
+    }
+
+    /// A `ler` line: the open snapshot's, unless it has one.
+    fn ler(&mut self, l: LastException) {
+        match &mut self.open {
+            Some(Open::Snapshot(s)) if s.ler.is_none() => s.ler = Some(l),
+            Some(Open::Snapshot(s)) => {
+                let w = LogWarning::SecondLer {
+                    line: l.line,
+                    cpu: s.cpu,
+                    seq: s.seq,
+                    first: s.ler.as_ref().map_or(0, |l| l.line),
+                };
+                self.warn(w);
+            }
+            // In a fragment (its header lost), like its records, it is not printed.
+            Some(Open::Fragment(_)) | None => {}
+        }
+    }
+
+    /// The end line of snapshot `cpu`, `seq`, at line `n`: closes what is open.
+    fn end(&mut self, n: usize, cpu: u32, seq: u64) {
+        if self.open.is_some() {
+            self.bts_skip = false;
+        }
+        match self.open.take() {
+            Some(Open::Snapshot(mut s)) if s.cpu == cpu && s.seq == seq => {
+                s.complete = true;
+                self.close_snapshot(*s, CutBy::NextSnapshot);
+            }
+            Some(Open::Snapshot(s)) => {
+                self.warn(LogWarning::EndInside {
+                    line: n,
+                    cpu,
+                    seq,
+                    inside: (s.cpu, s.seq),
+                });
+                self.close_snapshot(*s, CutBy::NextSnapshot);
+            }
+            Some(Open::Fragment(mut f)) => {
+                f.end = Some((cpu, seq));
+                self.close_fragment(f);
+            }
+            None => self.close_fragment(Fragment {
+                end: Some((cpu, seq)),
+                records: Vec::new(),
+                bts_records: 0,
+                line: n,
+            }),
+        }
+    }
+
+    /// Closes what is open, if anything; `cut_by`: what follows it, for a snapshot without
+    /// its end line.
+    fn close(&mut self, cut_by: CutBy) {
+        match self.open.take() {
+            Some(Open::Snapshot(s)) => self.close_snapshot(*s, cut_by),
+            Some(Open::Fragment(f)) => self.close_fragment(f),
+            None => {}
+        }
+    }
+
+    /// Adds `s` to the snapshots, with a warning if its end line is not in the log (`cut_by`
+    /// follows its last line) or records announced are not.
+    fn close_snapshot(&mut self, s: Snapshot, cut_by: CutBy) {
+        let gone = missing(&s.records, s.announced);
+        if !s.complete {
+            self.warn(LogWarning::NoEnd {
+                line: s.line,
+                cpu: s.cpu,
+                seq: s.seq,
+                cut_by,
+                kept: s.records.len(),
+                announced: s.announced,
+                missing: gone,
+                pstore: self.pstore,
+            });
+        } else if s.records.len() != s.announced as usize || !gone.is_empty() {
+            self.warn(LogWarning::RecordCount {
+                line: s.line,
+                cpu: s.cpu,
+                seq: s.seq,
+                announced: s.announced,
+                found: s.records.len(),
+                missing: gone,
+            });
+        }
+        if let Some(Bts {
+            state: BtsState::Kept {
+                shown: Some(shown), ..
+            },
+            records,
+            line,
+        }) = &s.bts
+        {
+            let gone = missing(records, *shown);
+            if records.len() != *shown as usize || !gone.is_empty() {
+                self.warn(LogWarning::BtsRecordCount {
+                    line: *line,
+                    cpu: s.cpu,
+                    seq: s.seq,
+                    shown: *shown,
+                    found: records.len(),
+                    missing: gone,
+                });
+            }
+        }
+        self.out.snapshots.push(s);
+    }
+
+    /// Adds `f` to the fragments, with its warning.
+    fn close_fragment(&mut self, f: Fragment) {
+        let span = match (f.records.first(), f.records.last()) {
+            (Some(first), Some(last)) => Some(first.index..=last.index),
+            _ => None,
+        };
+        self.warn(LogWarning::Fragment {
+            line: f.line,
+            end: f.end,
+            kept: f.records.len(),
+            span,
+            missing: f.missing(),
+            bts_records: f.bts_records,
+            pstore: self.pstore,
+        });
+        self.out.fragments.push(f);
+    }
+
+    /// One `bts` line (`p`, at line `n`): a head line goes to the open snapshot if it is that
+    /// snapshot's (same cpu and seq, the first one), its record lines after it; anything else
+    /// is a warning naming the line, and the record lines after a head line not used are
+    /// skipped. Record lines with no snapshot open start a fragment (the log starts inside
+    /// the BTS history), counted.
+    fn bts_line(&mut self, p: &str, n: usize) {
+        match parse_line(&p[PREFIX.len()..]) {
+            None => self.damaged(n, p),
+            Some(BtsLine::Head { cpu, seq, state }) => self.bts_head(n, cpu, seq, state),
+            Some(BtsLine::Record {
+                index,
+                from,
+                to,
+                from_sym,
+                to_sym,
+            }) => {
+                if self.bts_skip {
+                    return;
+                }
+                self.bts_record(Record {
+                    index,
+                    branch: Branch {
+                        from,
+                        to,
+                        ..Branch::default()
+                    },
+                    from_sym: from_sym.map(str::to_string),
+                    to_sym: to_sym.map(str::to_string),
+                    line: n,
+                });
+            }
+        }
+    }
+
+    /// A `bts` head line of snapshot `cpu`, `seq` at line `n`.
+    fn bts_head(&mut self, n: usize, cpu: u32, seq: u64, state: BtsState) {
+        self.bts_skip = true;
+        let w = match &mut self.open {
+            Some(Open::Snapshot(s)) if (s.cpu, s.seq) == (cpu, seq) => match &s.bts {
+                None => {
+                    s.bts = Some(Bts {
+                        state,
+                        records: Vec::new(),
+                        line: n,
+                    });
+                    self.bts_skip = false;
+                    return;
+                }
+                Some(first) => LogWarning::SecondBts {
+                    line: n,
+                    cpu,
+                    seq,
+                    first: first.line,
+                },
+            },
+            Some(Open::Snapshot(s)) => LogWarning::BtsInside {
+                line: n,
+                cpu,
+                seq,
+                inside: (s.cpu, s.seq),
+            },
+            Some(Open::Fragment(_)) | None => LogWarning::BtsWithoutSnapshot { line: n, cpu, seq },
+        };
+        self.warn(w);
+    }
+
+    /// A BTS record line, not skipped.
+    fn bts_record(&mut self, r: Record) {
+        let w = match &mut self.open {
+            Some(Open::Snapshot(s)) => match &mut s.bts {
+                Some(b) if matches!(b.state, BtsState::Kept { .. }) => {
+                    b.records.push(r);
+                    return;
+                }
+                Some(b) => LogWarning::BtsRecordsNotKept {
+                    line: r.line,
+                    cpu: s.cpu,
+                    seq: s.seq,
+                    state: b.state.name(),
+                },
+                None => LogWarning::BtsRecordsWithoutHead {
+                    line: r.line,
+                    cpu: s.cpu,
+                    seq: s.seq,
+                },
+            },
+            Some(Open::Fragment(f)) => {
+                f.bts_records += 1;
                 return;
             }
-            let r = Record {
-                index,
-                branch: Branch {
-                    from,
-                    to,
-                    ..Branch::default()
-                },
-                from_sym: from_sym.map(str::to_string),
-                to_sym: to_sym.map(str::to_string),
-                line: n,
-            };
-            match open {
-                Some(Open::Snapshot(s)) => match &mut s.bts {
-                    Some(b) if matches!(b.state, BtsState::Kept { .. }) => b.records.push(r),
-                    Some(b) => {
-                        warnings.push(format!(
-                            "line {n}: BTS record lines after the BTS line of snapshot cpu={} seq={} that says state={}: not used",
-                            s.cpu,
-                            s.seq,
-                            b.state.name()
-                        ));
-                        *skip = true;
-                    }
-                    None => {
-                        warnings.push(format!(
-                            "line {n}: BTS record lines in snapshot cpu={} seq={} without its BTS line (cut or damaged?): not used",
-                            s.cpu, s.seq
-                        ));
-                        *skip = true;
-                    }
-                },
-                Some(Open::Fragment(f)) => f.bts_records += 1,
-                None => {
-                    *open = Some(Open::Fragment(Fragment {
-                        end: None,
-                        records: Vec::new(),
-                        bts_records: 1,
-                        line: n,
-                    }))
-                }
+            None => {
+                self.open = Some(Open::Fragment(Fragment {
+                    end: None,
+                    records: Vec::new(),
+                    bts_records: 1,
+                    line: r.line,
+                }));
+                return;
             }
-        }
+        };
+        self.warn(w);
+        self.bts_skip = true;
     }
+}
+
+/// Parses every lbr-dump line of a log.
+pub fn parse_log(text: &str) -> Parsed {
+    let mut parser = LogParser::new(pstore_header(text).is_some());
+    for (n, raw) in text.split('\n').enumerate() {
+        parser.line(n + 1, raw);
+    }
+    parser.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The warnings' texts.
+    fn texts(warnings: &[LogWarning]) -> Vec<String> {
+        warnings.iter().map(ToString::to_string).collect()
+    }
 
     const HEAD: &str = "lbr_dump: v1 cpu=1 seq=7 vector=14 (#PF) error=0x2 rip=0xffffffff81537fe9 cr2=0x0 flavour=intel-lbr format=5 records=2 state=complete";
     const R0: &str = "lbr_dump: #0 0xffffffff81537fe9 -> 0xffffffffc0408be0 cycles=0 | lkdtm_EXCEPTION+0x9/0x20 -> lbr_dump_stub_14+0x0/0x1e0 [lbr_dump]";
@@ -602,7 +922,7 @@ mod tests {
         ]
         .join("\n");
         let p = parse_log(&log);
-        assert_eq!(p.warnings, Vec::<String>::new());
+        assert_eq!(texts(&p.warnings), Vec::<String>::new());
         assert_eq!(p.snapshots.len(), 1);
         let s = &p.snapshots[0];
         assert!(s.complete);
@@ -621,7 +941,7 @@ mod tests {
     fn last_exception_record_is_read() {
         const LER: &str = "lbr_dump: ler 0xffffffff815a8eea -> 0xffffffff81537fe0 | __x86_indirect_thunk_r11+0xa/0x20 -> lkdtm_EXCEPTION+0x0/0x20";
         let p = parse_log(&format!("{HEAD}\n{R0}\n{R1}\n[ 1.5] {LER}\r\n{END}\n"));
-        assert_eq!(p.warnings, Vec::<String>::new());
+        assert_eq!(texts(&p.warnings), Vec::<String>::new());
         let [s] = &p.snapshots[..] else {
             panic!("{p:?}")
         };
@@ -643,13 +963,15 @@ mod tests {
         );
         let p = parse_log(&format!("{HEAD}\n{R0}\n{R1}\n{LER}\n{LER}\n{END}\n"));
         assert_eq!(p.snapshots[0].ler.as_ref().map(|l| l.line), Some(4));
-        assert_eq!(p.warnings, ["line 5: a second last exception record line in snapshot cpu=1 seq=7 (the first, line 4, is kept)"]);
+        assert_eq!(texts(&p.warnings), ["line 5: a second last exception record line in snapshot cpu=1 seq=7 (the first, line 4, is kept)"]);
         let p = parse_log(&format!(
             "{HEAD}\n{R0}\n{R1}\nlbr_dump: ler 0xffffffff815a8eea -> 0xffff\n{END}\n"
         ));
         assert_eq!(p.snapshots[0].ler, None);
         assert!(
-            p.warnings[0].starts_with("line 4: damaged or cut snapshot line"),
+            p.warnings[0]
+                .to_string()
+                .starts_with("line 4: damaged or cut snapshot line"),
             "{:?}",
             p.warnings
         );
@@ -666,7 +988,7 @@ mod tests {
         let p = parse_log(&format!(
             "{HEAD}\n{R0}\n{R1}\n[ 1.5] {BTS_HEAD}\r\n{BTS0}\n{BTS1}\n{END}\n"
         ));
-        assert_eq!(p.warnings, Vec::<String>::new());
+        assert_eq!(texts(&p.warnings), Vec::<String>::new());
         let [s] = &p.snapshots[..] else {
             panic!("{p:?}")
         };
@@ -707,7 +1029,7 @@ mod tests {
         let p = parse_log(&format!(
             "{HEAD}\n{R0}\n{R1}\nlbr_dump: bts cpu=1 seq=7 state=foreign ds_area=0xfffffe0000001000\n{END}\n"
         ));
-        assert_eq!(p.warnings, Vec::<String>::new());
+        assert_eq!(texts(&p.warnings), Vec::<String>::new());
         assert_eq!(
             p.snapshots[0].bts.as_ref().map(|b| &b.state),
             Some(&BtsState::Foreign {
@@ -725,7 +1047,7 @@ mod tests {
             "{HEAD}\n{R0}\n{R1}\n{BTS_HEAD}\n{BTS0}\n{cut}\n{END}\n"
         ));
         assert_eq!(
-            p.warnings,
+            texts(&p.warnings),
             [
                 format!("line 6: damaged or cut snapshot line: {cut:?}"),
                 "line 4: the BTS history of snapshot cpu=1 seq=7 announced 2 record lines, 1 were found (BTS records #1 missing)".to_string()
@@ -738,7 +1060,7 @@ mod tests {
             "{HEAD}\n{R0}\n{R1}\n{head}\n{BTS0}\n{BTS1}\n{END}\n"
         ));
         assert_eq!(
-            p.warnings,
+            texts(&p.warnings),
             [
                 format!("line 4: damaged or cut snapshot line: {head:?}"),
                 "line 5: BTS record lines in snapshot cpu=1 seq=7 without its BTS line (cut or damaged?): not used".to_string()
@@ -757,7 +1079,7 @@ mod tests {
             "{HEAD}\n{R0}\n{R1}\n{other}\n{BTS0}\n{BTS1}\n{END}\n"
         ));
         assert_eq!(
-            p.warnings,
+            texts(&p.warnings),
             ["line 4: the BTS history of cpu=1 seq=8 inside snapshot cpu=1 seq=7: not used"]
         );
         assert_eq!(p.snapshots[0].bts, None);
@@ -766,14 +1088,14 @@ mod tests {
             "{HEAD}\n{R0}\n{R1}\n{BTS_HEAD}\n{BTS0}\n{BTS1}\n{BTS_HEAD}\n{BTS0}\n{END}\n"
         ));
         assert_eq!(
-            p.warnings,
+            texts(&p.warnings),
             ["line 7: a second BTS line for snapshot cpu=1 seq=7 (the first, line 4, is kept; this one and its record lines are not used)"]
         );
         assert_eq!(p.snapshots[0].bts.as_ref().unwrap().records.len(), 2);
         // No snapshot open: after its end line, or a log that starts there.
         let p = parse_log(&format!("{HEAD}\n{R0}\n{R1}\n{END}\n{BTS_HEAD}\n{BTS0}\n"));
         assert_eq!(
-            p.warnings,
+            texts(&p.warnings),
             ["line 5: the BTS history of cpu=1 seq=7, whose snapshot's header line is not in the log: not used"]
         );
         assert_eq!(p.snapshots[0].bts, None);
@@ -781,7 +1103,7 @@ mod tests {
         assert_eq!(p.fragments.len(), 1);
         assert_eq!(p.fragments[0].bts_records, 2);
         assert!(
-            p.warnings[0].starts_with("line 2: snapshot cpu=1 seq=7 is cut: the log starts inside it (its header line is not in the log): none of its records is in the log; 2 BTS record lines, not used (their bts line is not in the log)"),
+            p.warnings[0].to_string().starts_with("line 2: snapshot cpu=1 seq=7 is cut: the log starts inside it (its header line is not in the log): none of its records is in the log; 2 BTS record lines, not used (their bts line is not in the log)"),
             "{:?}",
             p.warnings
         );
@@ -790,7 +1112,7 @@ mod tests {
             "{HEAD}\n{R0}\n{R1}\nlbr_dump: bts cpu=1 seq=7 state=reused owner=9\n{BTS0}\n{BTS1}\n{END}\n"
         ));
         assert_eq!(
-            p.warnings,
+            texts(&p.warnings),
             ["line 5: BTS record lines after the BTS line of snapshot cpu=1 seq=7 that says state=reused: not used"]
         );
         assert_eq!(
@@ -830,15 +1152,35 @@ mod tests {
         assert_eq!(p.snapshots.len(), 1);
         assert!(!p.snapshots[0].complete);
         assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
-        assert!(p.warnings[0].starts_with("line 3: damaged or cut snapshot line"));
-        assert!(p.warnings[1].contains("has no end line"));
+        assert!(p.warnings[0]
+            .to_string()
+            .starts_with("line 3: damaged or cut snapshot line"));
+        assert!(p.warnings[1].to_string().contains("has no end line"));
+        assert!(
+            matches!(
+                &p.warnings[..],
+                [
+                    LogWarning::Damaged { line: 3, .. },
+                    LogWarning::NoEnd {
+                        line: 1,
+                        cut_by: CutBy::LogEnd,
+                        kept: 1,
+                        announced: 2,
+                        pstore: false,
+                        ..
+                    }
+                ]
+            ),
+            "{:?}",
+            p.warnings
+        );
     }
 
     #[test]
     fn several_crashes_and_none_lines() {
         let log = format!("{HEAD}\n{R0}\n{R1}\n{END}\nlbr_dump: v1 cpu=0 none: no snapshot of this oops\n{}\n{R0}\n{R1}\nlbr_dump: end cpu=2 seq=9\n", HEAD.replace("cpu=1 seq=7", "cpu=2 seq=9"));
         let p = parse_log(&log);
-        assert_eq!(p.warnings, Vec::<String>::new());
+        assert_eq!(texts(&p.warnings), Vec::<String>::new());
         assert_eq!(
             p.snapshots
                 .iter()
@@ -855,7 +1197,7 @@ mod tests {
         let p = parse_log("\u{0}\u{1}binary junk\nlbr_dump: armed: vectors 14(#PF)\n");
         assert_eq!(p, Parsed::default());
         let p = parse_log(R0);
-        assert_eq!(p.warnings, ["line 1: record lines of a snapshot whose header and end lines are not in the log (cpu and seq unknown): no record missing, 1 kept (#0)"]);
+        assert_eq!(texts(&p.warnings), ["line 1: record lines of a snapshot whose header and end lines are not in the log (cpu and seq unknown): no record missing, 1 kept (#0)"]);
     }
 
     /// A log that starts inside a snapshot (its header and newest records gone): the records
@@ -882,13 +1224,13 @@ mod tests {
         assert_eq!(f.missing(), [0..=11, 14..=14]);
         assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
         assert!(
-            p.warnings[0].starts_with("line 2: snapshot cpu=1 seq=7 is cut: the log starts inside it (its header line is not in the log): records #0-#11, #14 missing, 3 kept (#12-#15) (a pstore record holds only"),
+            p.warnings[0].to_string().starts_with("line 2: snapshot cpu=1 seq=7 is cut: the log starts inside it (its header line is not in the log): records #0-#11, #14 missing, 3 kept (#12-#15) (a pstore record holds only"),
             "{}",
             p.warnings[0]
         );
         // Only the end line left: every record is gone.
         let p = parse_log(&format!("{END}\n"));
-        assert_eq!(p.warnings, ["line 1: snapshot cpu=1 seq=7 is cut: the log starts inside it (its header line is not in the log): none of its records is in the log"]);
+        assert_eq!(texts(&p.warnings), ["line 1: snapshot cpu=1 seq=7 is cut: the log starts inside it (its header line is not in the log): none of its records is in the log"]);
     }
 
     /// A log that ends inside a snapshot names the records after the last one kept.
@@ -896,10 +1238,10 @@ mod tests {
     fn log_ending_inside_a_snapshot_names_the_missing() {
         let head = HEAD.replace("records=2", "records=32");
         let p = parse_log(&format!("{head}\n{R0}\n{R1}\n"));
-        assert_eq!(p.warnings, ["line 1: snapshot cpu=1 seq=7 has no end line: the log is cut, the log ends inside it (kept 2 of 32 records; records #2-#31 missing)"]);
+        assert_eq!(texts(&p.warnings), ["line 1: snapshot cpu=1 seq=7 has no end line: the log is cut, the log ends inside it (kept 2 of 32 records; records #2-#31 missing)"]);
         // Cut by the next snapshot, and an end line with a record lost in between.
         let p = parse_log(&format!("{head}\n{R0}\n{HEAD}\n{R0}\n{END}\n"));
-        assert_eq!(p.warnings, [
+        assert_eq!(texts(&p.warnings), [
             "line 1: snapshot cpu=1 seq=7 has no end line: the log is cut, another snapshot's line follows (kept 1 of 32 records; records #1-#31 missing)",
             "line 3: snapshot cpu=1 seq=7 announced 2 records, 1 were found (records #1 missing)",
         ]);
@@ -945,7 +1287,7 @@ mod tests {
         assert_eq!(f.missing(), [0..=3]);
         assert_eq!(f.records.len(), 28);
         assert_eq!(f.records[0].branch.from, 0xffffffffc04112da);
-        assert!(oops.warnings[0].contains("cpu=0 seq=1 is cut: the log starts inside it (its header line is not in the log): records #0-#3 missing, 28 kept (#4-#31)"), "{:?}", oops.warnings);
+        assert!(oops.warnings[0].to_string().contains("cpu=0 seq=1 is cut: the log starts inside it (its header line is not in the log): records #0-#3 missing, 28 kept (#4-#31)"), "{:?}", oops.warnings);
         let panic = parse_log(include_str!(
             "../tests/fixtures/pstore/panic-4096-uncompressed"
         ));
@@ -967,7 +1309,7 @@ mod tests {
             Some(("Oops".into(), 1, 1))
         );
         let p = parse_log(text);
-        assert_eq!(p.warnings, Vec::<String>::new());
+        assert_eq!(texts(&p.warnings), Vec::<String>::new());
         let [s] = &p.snapshots[..] else {
             panic!("{p:?}")
         };
@@ -980,7 +1322,8 @@ mod tests {
         #[test]
         fn any_text_is_survived(s in "(lbr_dump: (v1 |#|end |bts |bts #)?)?[\\PC\\r\\n]{0,300}") {
             for w in parse_log(&s).warnings {
-                proptest::prop_assert!(w.starts_with("line "), "{}", w);
+                let line = format!("line {}: ", w.line());
+                proptest::prop_assert!(w.to_string().starts_with(&line), "{}", w);
             }
         }
 

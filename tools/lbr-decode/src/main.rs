@@ -21,9 +21,10 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 
 use lbr_decode::dump::{self, Area};
-use lbr_decode::log::{parse_log, Parsed, Snapshot};
+use lbr_decode::log::{parse_log, Parsed};
 use lbr_decode::output::Output;
 use lbr_decode::render::{self, LogText, Records, Style};
+use lbr_decode::snapshot::Snapshot;
 use lbr_decode::symbolize::Symbolizer;
 
 #[derive(Parser)]

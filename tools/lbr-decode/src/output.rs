@@ -17,11 +17,9 @@ use serde::Serialize;
 use lbr_core::facility::Filter;
 use lbr_core::report::{vector_name, Kind, State};
 
-use crate::bts::{Bts, BtsState};
-use crate::log::{Record, Snapshot};
+use crate::snapshot::{Bts, BtsState, Record, Snapshot};
 use crate::straight::{Reason, Verdict};
-use crate::symbolize::Symbolizer;
-use crate::symbols::Frame;
+use crate::symbolize::{Place, Symbolizer};
 
 pub mod fold;
 use fold::Via;
@@ -34,23 +32,6 @@ pub const VERSION: u32 = 1;
 /// [`SnapshotOut::straight_line`]; 4: [`SnapshotOut::last_exception`]; 5:
 /// [`SnapshotOut::filter`]; 6: [`SnapshotOut::bts`]).
 pub const MINOR_VERSION: u32 = 6;
-
-/// Where an address is, once symbolized.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Place {
-    /// The runtime address, `0x` and 16 hex digits.
-    pub addr: String,
-    /// `name+0xoff/0xsize [module]`, recomputed from the ELF files when given, else as printed.
-    pub symbol: Option<String>,
-    /// The ELF image the address was found in ("vmlinux" or a module name).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
-    /// As the kernel printed it, when it differs from the recomputed one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub printed: Option<String>,
-    /// Source locations, innermost first.
-    pub frames: Vec<Frame>,
-}
 
 /// One branch record, both ends symbolized.
 #[derive(Serialize)]
@@ -726,7 +707,7 @@ lbr_dump: end cpu=0 seq=1
         let sym = Symbolizer::load(None, &[], &mut Vec::new()).unwrap();
         let out = |text: String| {
             let p = crate::log::parse_log(&text);
-            assert_eq!(p.warnings, Vec::<String>::new());
+            assert!(p.warnings.is_empty(), "{:?}", p.warnings);
             let snaps: Vec<_> = p
                 .snapshots
                 .into_iter()

@@ -18,7 +18,8 @@ use anyhow::Result;
 
 use crate::bts::{fold_loops, Piece};
 use crate::log;
-use crate::output::{BtsOut, GroupOut, Output, Place, RecordOut, SnapshotOut};
+use crate::output::{BtsOut, GroupOut, Output, RecordOut, SnapshotOut};
+use crate::symbolize::Place;
 use crate::symbols::Frame;
 
 /// How [`write_text`] marks up its output.
@@ -665,7 +666,7 @@ lbr_dump: bts cpu=0 seq=1 records=1 shown=1 wrapped=no buffer=0xffff888001000000
 lbr_dump: end cpu=0 seq=1
 ";
         let p = log::parse_log(text);
-        assert_eq!(p.warnings, Vec::<String>::new());
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
         let sym = Symbolizer::load(None, &[], &mut Vec::new()).unwrap();
         let snaps: Vec<_> = p
             .snapshots

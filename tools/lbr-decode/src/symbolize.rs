@@ -14,12 +14,30 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use object::SectionIndex;
+use serde::Serialize;
 
 use crate::dump::Area;
-use crate::log::Snapshot;
-use crate::output::Place;
+use crate::snapshot::Snapshot;
 use crate::straight::{self, KernelText, Reason, Verdict};
 use crate::symbols::{parse_printed, Frame, Image, ImageKind, Printed};
+
+/// Where an address is, once symbolized: what [`Symbolizer::place`] makes of it, as the
+/// output ([`crate::output`]) prints it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Place {
+    /// The runtime address, `0x` and 16 hex digits.
+    pub addr: String,
+    /// `name+0xoff/0xsize [module]`, recomputed from the ELF files when given, else as printed.
+    pub symbol: Option<String>,
+    /// The ELF image the address was found in ("vmlinux" or a module name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// As the kernel printed it, when it differs from the recomputed one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub printed: Option<String>,
+    /// Source locations, innermost first.
+    pub frames: Vec<Frame>,
+}
 
 /// The ELF images and the runtime-to-link mapping recovered from the inputs.
 pub struct Symbolizer {

@@ -64,7 +64,7 @@
 //!   take at an arbitrary instruction; the emulator cannot raise it: it reports `would-fault`
 //!   and writes nothing.
 
-use crate::recorder::Branch;
+use crate::classify::Branch;
 
 /// IA32_DS_AREA.
 pub const MSR_DS_AREA: u32 = 0x600;
@@ -357,6 +357,37 @@ pub struct Stats {
     pub index_at_on: Option<u64>,
 }
 
+/// One BTS recording period's cost, with `cost=on` (the hook of issue 14 item 4's BTS cost
+/// report): `insns`, guest instructions executed since TR and BTS were switched on (the plugin
+/// sets it at the freeze from its instruction counter); and what the emulated hardware did for
+/// the records: `reads` of the DS save area's BTS fields (one per branch stored or attempted),
+/// `stores` to memory (the record, and bts_index written back) and the bytes they wrote.
+/// Instructions per branch are `insns / records`, stores per branch `stores / records`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BtsTally {
+    pub insns: u64,
+    pub records: u64,
+    pub reads: u64,
+    pub stores: u64,
+    pub bytes: u64,
+}
+
+impl BtsTally {
+    /// Counts what one store ([`store`]) did.
+    pub fn add(&mut self, o: &Outcome) {
+        self.reads += 1;
+        if o.at.is_some() {
+            self.records += 1;
+            self.stores += 1;
+            self.bytes += RECORD_SIZE;
+            if !matches!(o.issue, Some(Issue::WriteFault(_))) {
+                self.stores += 1;
+                self.bytes += 8;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -639,5 +670,35 @@ pub(crate) mod tests {
             "the old buffer is kept"
         );
         assert_eq!(m.q(BUF + 24), 0);
+    }
+
+    #[test]
+    fn bts_tally() {
+        let mut m = setup(2);
+        let b = Branch {
+            from: 0xffff_ffff_8100_0000,
+            to: 0xffff_ffff_8100_0100,
+            kind: Kind::Jcc,
+            cycles: 0,
+        };
+        let mut t = BtsTally::default();
+        for _ in 0..3 {
+            let before = m.writes;
+            let o = store(&mut m, AREA, &b, false, true);
+            t.add(&o);
+            assert_eq!(m.writes - before, 2, "one record and the index");
+        }
+        // A DS area that cannot be read: one read, nothing stored.
+        t.add(&store(&mut m, 0x1000, &b, false, true));
+        assert_eq!(
+            t,
+            BtsTally {
+                insns: 0,
+                records: 3,
+                reads: 4,
+                stores: 6,
+                bytes: 3 * 32
+            }
+        );
     }
 }

@@ -8,6 +8,9 @@
 //! instruction. Only the legacy prefixes, REX and the opcode (plus ModRM.reg for group 5 and
 //! `0f 01`) matter, so this is a table lookup, not a decoder. Opcode maps: Intel SDM vol. 2,
 //! appendix A; AMD APM vol. 3, appendix A.
+//!
+//! A branch of one of these kinds, once taken, is a [`Branch`]: what the recorders
+//! (`crate::recorder`) and the BTS store (`crate::bts`) record.
 
 /// What an instruction is to the emulator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +127,27 @@ pub fn classify(bytes: &[u8]) -> Insn {
             }
         }
         _ => Insn::Other,
+    }
+}
+
+/// One taken branch as the emulator saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Branch {
+    pub from: u64,
+    pub to: u64,
+    pub kind: Kind,
+    pub cycles: u64,
+}
+
+impl Branch {
+    pub fn mispredicted(&self) -> bool {
+        matches!(self.kind, Kind::JmpInd | Kind::CallInd | Kind::Ret)
+    }
+    pub(crate) fn ends_in_kernel(&self) -> bool {
+        self.to >> 63 == 1
+    }
+    pub(crate) fn cycles16(&self) -> u64 {
+        self.cycles.min(0xffff)
     }
 }
 

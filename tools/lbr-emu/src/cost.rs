@@ -10,11 +10,11 @@
 //! handler, logged as an `entry` event ([`Event::Entry`]). This module is the measurement; the
 //! plugin feeds it the counter at each step.
 //!
-//! BTS mode ([`BtsTally`]): per BTS recording period, the guest instructions executed and the
-//! memory traffic of the emulated BTS hardware, logged in the `bts` object of each freeze, from
-//! which a report gives instructions and stores per recorded branch.
+//! BTS mode ([`crate::bts::BtsTally`], beside the BTS store it counts): per BTS recording
+//! period, the guest instructions executed and the memory traffic of the emulated BTS hardware,
+//! logged in the `bts` object of each freeze, from which a report gives instructions and stores
+//! per recorded branch.
 
-use crate::bts::{Issue, Outcome, RECORD_SIZE};
 use crate::classify::Kind;
 use crate::event::{EntryEnd, Event};
 use crate::recorder::MsrOp;
@@ -97,73 +97,9 @@ impl Entry {
     }
 }
 
-/// One BTS recording period's cost, with `cost=on` (the hook of issue 14 item 4's BTS cost
-/// report): `insns`, guest instructions executed since TR and BTS were switched on (the plugin
-/// sets it at the freeze from its instruction counter); and what the emulated hardware did for
-/// the records: `reads` of the DS save area's BTS fields (one per branch stored or attempted),
-/// `stores` to memory (the record, and bts_index written back) and the bytes they wrote.
-/// Instructions per branch are `insns / records`, stores per branch `stores / records`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BtsTally {
-    pub insns: u64,
-    pub records: u64,
-    pub reads: u64,
-    pub stores: u64,
-    pub bytes: u64,
-}
-
-impl BtsTally {
-    /// Counts what one store ([`crate::bts::store`]) did.
-    pub fn add(&mut self, o: &Outcome) {
-        self.reads += 1;
-        if o.at.is_some() {
-            self.records += 1;
-            self.stores += 1;
-            self.bytes += RECORD_SIZE;
-            if !matches!(o.issue, Some(Issue::WriteFault(_))) {
-                self.stores += 1;
-                self.bytes += 8;
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bts_tally() {
-        use crate::bts::store;
-        use crate::bts::tests::{setup, AREA};
-        use crate::recorder::Branch;
-        let mut m = setup(2);
-        let b = Branch {
-            from: 0xffff_ffff_8100_0000,
-            to: 0xffff_ffff_8100_0100,
-            kind: Kind::Jcc,
-            cycles: 0,
-        };
-        let mut t = BtsTally::default();
-        for _ in 0..3 {
-            let before = m.writes;
-            let o = store(&mut m, AREA, &b, false, true);
-            t.add(&o);
-            assert_eq!(m.writes - before, 2, "one record and the index");
-        }
-        // A DS area that cannot be read: one read, nothing stored.
-        t.add(&store(&mut m, 0x1000, &b, false, true));
-        assert_eq!(
-            t,
-            BtsTally {
-                insns: 0,
-                records: 3,
-                reads: 4,
-                stores: 6,
-                bytes: 3 * 32
-            }
-        );
-    }
 
     const HANDLER: u64 = 0xffff_ffff_a000_0000;
     const KERNEL: u64 = 0xffff_ffff_8100_0000;

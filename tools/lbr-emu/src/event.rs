@@ -9,9 +9,8 @@
 
 use serde_json::{json, Value};
 
-use crate::bts::{Fields, Issue, Recent, Stats};
+use crate::bts::{BtsTally, Fields, Issue, Recent, Stats};
 use crate::classify::Kind;
-use crate::cost::BtsTally;
 use crate::model::{Bts, Flavour, Model};
 use crate::recorder::{Counts, Slot};
 

@@ -43,12 +43,12 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::api::*;
 use crate::args::parse_args;
-use crate::bts::{self, Fields};
-use crate::classify::Kind;
-use crate::cost::{BtsTally, Entry};
+use crate::bts::{self, BtsTally, Fields};
+use crate::classify::{Branch, Kind};
+use crate::cost::Entry;
 use crate::event::{BtsPosition, EntryEnd, Event};
 use crate::model::{Model, MSR_DEBUGCTL};
-use crate::recorder::{Branch, Recorder, Switch};
+use crate::recorder::{Recorder, Switch};
 
 #[no_mangle]
 pub static qemu_plugin_version: c_int = QEMU_PLUGIN_VERSION;

@@ -25,29 +25,8 @@
 //! [`crate::bts`].
 
 use crate::bts::{self, Fields, Issue, Outcome, MSR_DS_AREA};
-use crate::classify::Kind;
+use crate::classify::{Branch, Kind};
 use crate::model::*;
-
-/// One taken branch as the emulator saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Branch {
-    pub from: u64,
-    pub to: u64,
-    pub kind: Kind,
-    pub cycles: u64,
-}
-
-impl Branch {
-    pub fn mispredicted(&self) -> bool {
-        matches!(self.kind, Kind::JmpInd | Kind::CallInd | Kind::Ret)
-    }
-    fn ends_in_kernel(&self) -> bool {
-        self.to >> 63 == 1
-    }
-    fn cycles16(&self) -> u64 {
-        self.cycles.min(0xffff)
-    }
-}
 
 /// Raw MSR values of one record slot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 
 #![no_main]
 
-use lbr_decode::bts::BtsState;
+use lbr_decode::snapshot::BtsState;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,11 +3,11 @@
 //! The kdump-compressed and flattened readers: any bytes as a dump (its format told by its
 //! magic, like `lbr-decode FILE`), then every area found in it, every page decompressed. Seeds:
 //! one dump per page compression and a flattened one (fuzz/seeds/kdump, written by
-//! src/kdump.rs's tests).
+//! src/dump/kdump.rs's tests).
 
 #![no_main]
 
-use lbr_decode::bts::BtsState;
+use lbr_decode::snapshot::BtsState;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -263,7 +263,7 @@ fn in_family(symbol: Option<&str>, family: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::Place;
+    use crate::symbolize::Place;
 
     /// A record `#index from -> to` (symbols as %pS prints them, or bare addresses).
     fn rec(index: u32, from: &str, to: &str) -> RecordOut {

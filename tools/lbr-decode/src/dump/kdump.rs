@@ -22,9 +22,9 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
 
-use crate::dump::Bytes;
+use super::Bytes;
 
-#[doc(hidden)]
+#[cfg(any(test, feature = "fixture"))]
 pub mod writer;
 
 /// The main header's signature (diskdump_mod.h `KDUMP_SIGNATURE`).
@@ -667,7 +667,7 @@ mod tests {
     }
 
     /// The one snapshot of the fixture area, as the ELF reader finds it in the same memory.
-    fn from_elf(mem: &[u8]) -> Vec<crate::log::Snapshot> {
+    fn from_elf(mem: &[u8]) -> Vec<crate::snapshot::Snapshot> {
         let d = Dump::from_vec(fixture::core(62, &[(0, mem)]), "test.elf").unwrap();
         let mut w = Vec::new();
         let a = d.areas(&mut w);

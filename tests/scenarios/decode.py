@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from harness import CRASH, MODULE, boot, decode, in_root, kdump, symbols, tail
+from harness import CRASH, CRASH_BUILD, MODULE, boot, decode, in_root, kdump, symbols, tail
 from records import assert_decoded_equals_freeze, decode_ler, emulated, freeze_records
 from vm import REPO, kernel_dir
 
@@ -421,7 +421,7 @@ def test_thunk_hops_fold_into_their_branch(r):
     first, last = call_rec["index"], call_rec["index"] - 2
     assert recs[0]["from"]["addr"] == recs[last]["to"]["addr"], "the call's target is not where #0 faulted"
 
-    ko = REPO / "out" / "lbr_crash" / "lbr_crash.ko"
+    ko = CRASH_BUILD / "lbr_crash.ko"
     text, ko_syms = elf_text_symbols(ko)
 
     def kind(rec: dict) -> str:

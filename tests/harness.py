@@ -22,10 +22,20 @@ CRASH = "/lib/lbr-dump/lbr_crash.ko"
 CHECK = "/lib/lbr-dump/lbr_check.ko"
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
 SYSFS = "/sys/kernel/lbr_dump"
+CRASH_PARAMS = "/sys/module/lbr_crash/parameters"
+# Loads lbr_dump armed, with no other parameter.
+ARM = f"insmod {MODULE} enable=1\n"
 # lbr_crash crash=idt prints the handler of every gate lbr_dump hooks (compare before/after).
 IDT = f"insmod {CRASH} crash=idt && rmmod lbr_crash"
 # Sets $cfg to the address of the stubs' configuration (lbr_crash's capture_cfg=).
 CFG = "cfg=$(grep -w lbr_dump_capture /proc/kallsyms | cut -d' ' -f1)\n"
+# Defines the shell function `sym NAME`: the address of kernel symbol NAME, in hex without 0x.
+SYM = "sym() { grep -w \"$1\" /proc/kallsyms | cut -d' ' -f1; }\n"
+# What the guest kernel prints when page-table isolation is on.
+PTI_ON = "Kernel/User page tables isolation: enabled"
+
+# Where scripts/module.sh builds lbr_crash.ko on the host (its objects, for the decoder's symbols).
+CRASH_BUILD = REPO / "out" / "lbr_crash"
 
 
 @functools.cache
@@ -44,8 +54,7 @@ def decode(*args, fmt: str = "json") -> tuple[int, str, str]:
 
 def symbols() -> list:
     """--vmlinux and --modules arguments for the module kernel and the modules in the VM."""
-    return ["-k", kernel_dir("module") / "vmlinux", "-m", REPO / "out" / "module",
-            "-m", REPO / "out" / "lbr_crash"]
+    return ["-k", kernel_dir("module") / "vmlinux", "-m", REPO / "out" / "module", "-m", CRASH_BUILD]
 
 
 def in_root(*cmd, stdin: str = "") -> str:

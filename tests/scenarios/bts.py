@@ -10,13 +10,13 @@ way: IA32_DS_AREA pointed at its own debug store)."""
 import json
 import re
 
-from harness import CRASH, LKDTM, MODULE, assert_clean, boot, decode, in_root, kdump, kernel_lines, kexec, symbols
+from harness import (CFG, CRASH, LKDTM, MODULE, PTI_ON, SYM, SYSFS, assert_clean, boot, decode, in_root, kdump,
+                     kernel_lines, kexec, symbols)
 from vm import kernel_dir
 
 EMU = "model=skylake"
 # IA32_DEBUGCTL: LBR (bit 0), TR (6), BTS (7), BTINT (8), BTS_OFF_OS (9), BTS_OFF_USR (10).
 LBR, TR, BTS, BTINT, OFF_OS, OFF_USR = 1, 1 << 6, 1 << 7, 1 << 8, 1 << 9, 1 << 10
-PTI_ON = "Kernel/User page tables isolation: enabled"
 
 
 def msrs(console, tag):
@@ -39,13 +39,13 @@ def test_arming_takes_the_debug_store_and_disarming_gives_it_back(r):
 echo ==before== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 insmod {MODULE} bts=1024 enable=1
 echo ==armed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
-echo 0 > /sys/kernel/lbr_dump/enabled
+echo 0 > {SYSFS}/enabled
 echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 rmmod lbr_dump
 grep MemAvailable /proc/meminfo | sed 's/^/mem-start /'
 i=0
 while [ $i -lt 3 ]; do
-  insmod {MODULE} bts=1024 enable=1 && echo 0 > /sys/kernel/lbr_dump/enabled && echo 1 > /sys/kernel/lbr_dump/enabled && rmmod lbr_dump
+  insmod {MODULE} bts=1024 enable=1 && echo 0 > {SYSFS}/enabled && echo 1 > {SYSFS}/enabled && rmmod lbr_dump
   i=$((i+1))
 done
 grep MemAvailable /proc/meminfo | sed 's/^/mem-end /'
@@ -148,16 +148,16 @@ inject() {{
 }}
 insmod {MODULE} bts=4
 inject
-echo 1 > /sys/kernel/lbr_dump/enabled || echo "==refused $?=="
-echo "==enabled $(cat /sys/kernel/lbr_dump/enabled)=="
+echo 1 > {SYSFS}/enabled || echo "==refused $?=="
+echo "==enabled $(cat {SYSFS}/enabled)=="
 echo '!lbr_dump_filter_crash_kexec' > $F/inject
-echo 1 > /sys/kernel/lbr_dump/enabled
-echo "==enabled $(cat /sys/kernel/lbr_dump/enabled)=="
+echo 1 > {SYSFS}/enabled
+echo "==enabled $(cat {SYSFS}/enabled)=="
 rmmod lbr_dump
 insmod {MODULE}
 inject
-echo 1 > /sys/kernel/lbr_dump/enabled
-echo "==enabled $(cat /sys/kernel/lbr_dump/enabled)=="
+echo 1 > {SYSFS}/enabled
+echo "==enabled $(cat {SYSFS}/enabled)=="
 echo '!lbr_dump_filter_crash_kexec' > $F/inject
 rmmod lbr_dump
 """)
@@ -191,7 +191,7 @@ insmod {CRASH} crash=perf_reserve target=0x$addr
 (while :; do :; done) & ls -R /sys >/dev/null; lbr-singlestep || true; ls -R /sys >/dev/null
 kill %1
 echo ==taken== >/dev/kmsg; rmmod lbr_crash; echo == >/dev/kmsg
-echo 0 > /sys/kernel/lbr_dump/enabled
+echo 0 > {SYSFS}/enabled
 echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
@@ -211,12 +211,11 @@ def test_a_thaw_after_a_lost_nmi_never_switches_bts_back_on(r):
     # real hardware). Played by lbr_crash crash=nmi_lost on CPU 1 (see lbr_crash.c): no BTS
     # record lands in the other owner's buffers and DEBUGCTL has the LBR alone after the thaw.
     vm = boot(name="bts-nmi-lost", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=300, script=f"""
-sym() {{ grep -w "$1" /proc/kallsyms | cut -d' ' -f1; }}
-insmod {MODULE} bts=4 nmi_freeze=1 enable=1
+{SYM}insmod {MODULE} bts=4 nmi_freeze=1 enable=1
 insmod {CRASH} crash=nmi_lost target=0x$(sym reserve_ds_buffers) handler=0x$(sym lbr_dump_nmi)
 ls -R /sys >/dev/null
 echo ==taken== >/dev/kmsg; rmmod lbr_crash; echo == >/dev/kmsg
-echo 0 > /sys/kernel/lbr_dump/enabled
+echo 0 > {SYSFS}/enabled
 echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
@@ -249,10 +248,10 @@ def test_perf_reserving_while_a_cpu_arms_keeps_perfs_debug_store(r):
 insmod {MODULE} bts=4
 addr=$(grep -w reserve_ds_buffers /proc/kallsyms | cut -d' ' -f1)
 insmod {CRASH} crash=perf_mid_arm target=0x$addr
-echo 1 > /sys/kernel/lbr_dump/enabled; echo "enable exit $?"
+echo 1 > {SYSFS}/enabled; echo "enable exit $?"
 (while :; do :; done) & LOOP=$!; ls -R /sys >/dev/null; kill $LOOP; wait
 echo ==taken== >/dev/kmsg; rmmod lbr_crash; echo == >/dev/kmsg
-echo 0 > /sys/kernel/lbr_dump/enabled
+echo 0 > {SYSFS}/enabled
 echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
@@ -277,13 +276,12 @@ def test_perf_reservation_begun_before_arming_switches_bts_off(r):
     # perf_tail while armed (the wrmsrq_on_cpu() calls, with perf_prepare's debug stores). BTS must be off on every CPU before perf's debug store is
     # in place: perf's BTS buffers receive no record, and DEBUGCTL keeps the LBR alone.
     vm = boot(name="bts-perf-tail", cpu="Skylake-Client", accel="tcg", emulate=EMU, smp=2, timeout=300, script=f"""
-sym() {{ grep -w "$1" /proc/kallsyms | cut -d' ' -f1; }}
-insmod {CRASH} crash=perf_prepare target=0x$(sym reserve_ds_buffers) fini=0x$(sym fini_debug_store_on_cpu) && rmmod lbr_crash
+{SYM}insmod {CRASH} crash=perf_prepare target=0x$(sym reserve_ds_buffers) fini=0x$(sym fini_debug_store_on_cpu) && rmmod lbr_crash
 insmod {MODULE} bts=4 enable=1
 echo ==armed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 ds=$(dmesg | sed -n 's/.*lbr_crash: perf_prepare: cpu=[0-9]* ds_area=\\(0x[0-9a-f]*\\).*/\\1/p' | tr '\\n' ',')
 insmod {CRASH} crash=perf_tail text=${{ds%,}} && rmmod lbr_crash
-echo 0 > /sys/kernel/lbr_dump/enabled
+echo 0 > {SYSFS}/enabled
 echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
@@ -350,7 +348,7 @@ insmod {CRASH} crash=ds_owner
 echo 0 > /sys/devices/system/cpu/cpu1/online
 echo 1 > /sys/devices/system/cpu/cpu1/online
 echo ==owner== >/dev/kmsg; rmmod lbr_crash; echo == >/dev/kmsg
-echo 0 > /sys/kernel/lbr_dump/enabled
+echo 0 > {SYSFS}/enabled
 echo ==disarmed== >/dev/kmsg; {MSRS}; echo == >/dev/kmsg
 """)
     con = vm.console
@@ -596,8 +594,7 @@ def test_kdump_with_a_watchpoint_armed_switches_bts_off(r):
     # lbr-dump's with DR7 set, so CPU 1, stopped by kdump's NMI shootdown, is not captured and
     # its stub does not switch BTS off. lbr-dump's callback at crash_nmi_callback() must: the
     # emulator's last BTS switch on each CPU is off, and no store would-fault.
-    cfg = "cfg=$(grep -w lbr_dump_capture /proc/kallsyms | cut -d' ' -f1)"
-    res, disk = kdump("bts-kdump-watch", f"{cfg}\ninsmod {CRASH} crash=watch capture_cfg=0x$cfg group=0\n"
+    res, disk = kdump("bts-kdump-watch", CFG + f"insmod {CRASH} crash=watch capture_cfg=0x$cfg group=0\n"
                       "echo c > /proc/sysrq-trigger", arm="bts=64", smp=2, cpu="Skylake-Client",
                       accel="tcg", emulate=EMU)
     assert kernel_lines(res.console, "lbr_crash: watching"), "lbr_crash armed no breakpoint"

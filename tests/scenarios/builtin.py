@@ -4,12 +4,12 @@ initcall. Under plain QEMU TCG that is the refusal, once, and the boot goes on."
 
 import re
 
-from harness import CFG, CRASH, assert_clean, boot, kernel_lines
+from harness import CFG, CRASH, MODULE, SYSFS, assert_clean, boot, kernel_lines
 
 
 def test_builtin_probes_at_boot(r):
     vm = boot(name="builtin", kernel="builtin", cpu="Skylake-Client", accel="tcg",
-              script="test ! -e /lib/lbr-dump/lbr_dump.ko")
+              script=f"test ! -e {MODULE}")
     lines = kernel_lines(vm.console, "lbr_dump:")
     assert len(lines) == 1, f"want one line from the initcall, got {lines}"
     assert lines[0].startswith("lbr_dump: Intel family 0x6 model 0x5e"), lines[0]
@@ -23,7 +23,7 @@ def test_boot_parameter_arms(r):
     # Plain TCG has no recorder: lbr_dump.force=1 lets the built-in driver arm anyway.
     vm = boot(name="builtin-on", kernel="builtin", cpu="EPYC-Genoa", accel="tcg",
               append="lbr_dump=on lbr_dump.force=1",
-              script="echo enabled=$(cat /sys/kernel/lbr_dump/enabled)")
+              script=f"echo enabled=$(cat {SYSFS}/enabled)")
     assert kernel_lines(vm.console, "lbr_dump: armed"), "lbr_dump=on did not arm at boot"
     assert "enabled=1" in vm.console
     assert_clean(vm.console)
@@ -32,7 +32,7 @@ def test_boot_parameter_arms(r):
 def test_boot_parameter_off_does_not_arm(r):
     vm = boot(name="builtin-off", kernel="builtin", cpu="EPYC-Genoa", accel="tcg",
               append="lbr_dump=off lbr_dump.force=1",
-              script="echo enabled=$(cat /sys/kernel/lbr_dump/enabled)")
+              script=f"echo enabled=$(cat {SYSFS}/enabled)")
     assert not kernel_lines(vm.console, "lbr_dump: armed"), "lbr_dump=off armed"
     assert "enabled=0" in vm.console
     assert_clean(vm.console)
@@ -41,7 +41,7 @@ def test_boot_parameter_off_does_not_arm(r):
 def test_boot_parameter_selects_vectors(r):
     vm = boot(name="builtin-vectors", kernel="builtin", cpu="EPYC-Genoa", accel="tcg",
               append="lbr_dump=on lbr_dump.force=1 lbr_dump.vectors=0x4000",
-              script="echo vectors=[$(cat /sys/kernel/lbr_dump/vectors)]")
+              script=f"echo vectors=[$(cat {SYSFS}/vectors)]")
     armed = kernel_lines(vm.console, "lbr_dump: armed")
     assert armed and "vectors 14(#PF)," in armed[0], f"lbr_dump.vectors=0x4000 not applied: {armed}"
     assert "vectors=[14(#PF)]" in vm.console

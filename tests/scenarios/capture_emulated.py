@@ -18,11 +18,10 @@ the recorder was lbr-dump's (state=complete).
 import json
 import re
 
-from harness import CRASH, LKDTM, MODULE, boot, decode, kernel_lines, snapshot_heads, symbols, tail
+from harness import ARM, CFG, CRASH, LKDTM, MODULE, SYSFS, boot, decode, kernel_lines, snapshot_heads, symbols, tail
 from records import (assert_equals_freeze, assert_ler_equals_freeze, freeze_records, printed_lers, printed_records,
                      sext)
 
-ARM = f"insmod {MODULE} enable=1\n"
 
 CRASHES = {  # name: (guest command, vector)
     "EXCEPTION": (f"echo EXCEPTION > {LKDTM}", 14),
@@ -404,7 +403,7 @@ def test_control_changed_during_capture_is_torn(r):
     # lbr_crash switches recording back on (as a perf NMI could), so the control MSR is not the
     # frozen value any more when the capture re-reads it. The snapshot must say torn, and the
     # capture must leave the value it found (recording on).
-    script = ARM + "cfg=$(grep -w lbr_dump_capture /proc/kallsyms | cut -d' ' -f1)\n" + \
+    script = ARM + CFG + \
         f"sh -c \"insmod {CRASH} crash=torn capture_cfg=0x$cfg\" || true\n"
     res = boot(finish=False, name="emu-crash-skylake-torn", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
              timeout=240, script=script)
@@ -504,7 +503,7 @@ def test_disarming_leaves_another_owners_value(r):
     # DEBUGCTL on every CPU. Disarming must not write lbr_dump's pre-arm values over it: each CPU's
     # last DEBUGCTL write is the other owner's value.
     res = boot(name="emu-retake", cpu="Skylake-Client", accel="tcg", emulate="model=skylake", smp=2,
-               script=ARM + f"insmod {CRASH} crash=retake && rmmod lbr_crash\necho 0 > /sys/kernel/lbr_dump/enabled\n"
+               script=ARM + f"insmod {CRASH} crash=retake && rmmod lbr_crash\necho 0 > {SYSFS}/enabled\n"
                "echo disarmed\n")
     assert "lbr_crash: retake: DEBUGCTL |= FREEZE_LBRS_ON_PMI on 2 CPUs" in res.console, tail(res.console)
     assert "lbr_dump: disarmed" in res.console

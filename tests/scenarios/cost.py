@@ -18,13 +18,13 @@ means no entry reached lbr-dump.
 
 import re
 
-from harness import LKDTM, MODULE, boot
+from harness import LKDTM, MODULE, SYSFS, boot
 
 SCRIPT = f"""insmod {MODULE} enable=1
 grep -E 'lbr_dump_(stub|rearm)_[0-9]+| asm_exc_(page_fault|invalid_op)$' /proc/kallsyms
 lbr-marker 1; lbr-faults; lbr-marker 2
 lbr-marker 3; for i in 1 2 3; do echo WARNING > {LKDTM}; done; lbr-marker 4
-echo 0 > /sys/kernel/lbr_dump/enabled
+echo 0 > {SYSFS}/enabled
 lbr-marker 5; lbr-faults; echo WARNING > {LKDTM}; lbr-marker 6
 """
 
@@ -121,7 +121,7 @@ BTS_SCRIPT = f"""insmod {MODULE} enable=1 bts=4
 grep -E 'lbr_dump_(stub|rearm)_[0-9]+| asm_exc_(page_fault|invalid_op)$' /proc/kallsyms
 ls -R /sys >/dev/null
 lbr-marker 3; for i in 1 2 3; do echo WARNING > {LKDTM}; done; lbr-marker 4
-echo 0 > /sys/kernel/lbr_dump/enabled
+echo 0 > {SYSFS}/enabled
 rmmod lbr_dump
 insmod {MODULE} enable=1
 grep -E 'lbr_dump_(stub|rearm)_[0-9]+' /proc/kallsyms

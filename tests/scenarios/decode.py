@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from harness import CRASH, MODULE, boot, decode, in_root, kdump, symbols, tail
+from harness import CRASH, CRASH_BUILD, MODULE, boot, decode, in_root, kdump, symbols, tail
 from records import assert_decoded_equals_freeze, decode_ler, emulated, freeze_records
 from vm import REPO, kernel_dir
 
@@ -59,15 +59,20 @@ def test_log_decodes_with_source_lines(r):
     caller = [rec for rec in recs[1:6] if rec["from"]["symbol"].startswith("lbr_crash_jump+")]
     assert caller and caller[0]["from"]["image"] == "lbr_crash", recs[:6]
     assert any(f["file"].endswith("lbr_crash.c") for f in caller[0]["from"]["frames"]), caller[0]
-    # The call of lbr_crash_jump() is in init text (lbr_crash_init is __init), whose section
-    # offsets coincide with core text's: its source line must be that call's line in the source,
-    # not a line of whatever core-text function has the same offset.
+    # The branch to lbr_crash_jump() is in init text (lbr_crash_init is __init), whose section
+    # offsets coincide with core text's: its source line must be that branch's line in the source
+    # (the dispatch through the table of crash types), not a line of whatever core-text function
+    # has the same offset.
     src = (REPO / "tests" / "modules" / "lbr_crash" / "lbr_crash.c").read_text().splitlines()
-    call_line = 1 + next(i for i, l in enumerate(src) if l.strip() == "return lbr_crash_jump();")
-    # (The call is the newest record into lbr_crash_jump+0x0 from init_module: an interrupt taken
-    # at that first instruction adds a newer record into it, from the interrupt's iret.)
-    init_call = [rec for rec in recs[1:16] if (rec["to"]["symbol"] or "").startswith("lbr_crash_jump+0x0/")
-                 and (rec["from"]["symbol"] or "").startswith("init_module+")]
+    call_line = 1 + next(i for i, l in enumerate(src) if l.strip() == "return t->fn();")
+    # (The dispatch is an indirect branch: the record from init_module enters the retpoline thunk,
+    # whose two hops end at lbr_crash_jump+0x0, or it lands there itself where the kernel patched
+    # the thunk out. An interrupt taken at that first instruction adds a newer record into it,
+    # from the interrupt's iret: the branch is the record from init_module nearest to the newest
+    # record into lbr_crash_jump+0x0 and at most two records older.)
+    into = [n for n, rec in enumerate(recs[:16]) if (rec["to"]["symbol"] or "").startswith("lbr_crash_jump+0x0/")]
+    init_call = [recs[m] for n in into for m in range(n, min(n + 3, len(recs)))
+                 if (recs[m]["from"]["symbol"] or "").startswith("init_module+")]
     assert init_call, recs[:16]
     frames = init_call[0]["from"]["frames"]
     assert frames and frames[-1]["file"].endswith("lbr_crash.c") and frames[-1]["line"] == call_line, \
@@ -374,11 +379,12 @@ def test_symbols_agree_with_llvm_symbolizer(r):
 def test_thunk_hops_fold_into_their_branch(r):
     """Issue 13 item 3 on the real crash: the test kernel has retpolines and ITS return thunks,
     so lbr_crash_jump's call through the corrupted pointer took three records (into
-    __x86_indirect_thunk_r11, the retpoline's call to itself, its ret to the bad address) and
-    every return through its_return_thunk two. Found here from the kernel's own %pS symbols of
-    each record, not from lbr-decode's grouping: the JSON keeps all 32 records and groups exactly
-    those; the fault's own record (#0) is in no group. Whether lbr_crash_jump calls or jumps
-    (a tail call) is objdump's reading of the instruction at the record's address in the .ko.
+    __x86_indirect_thunk_r11, the retpoline's call to itself, its ret to the bad address), as
+    did lbr_crash_init's branch to lbr_crash_jump through the table of crash types, and every
+    return through its_return_thunk two. Found here from the kernel's own %pS symbols of each
+    record, not from lbr-decode's grouping: the JSON keeps all 32 records and groups exactly
+    those; the fault's own record (#0) is in no group. Whether an indirect branch calls or jumps
+    (a tail call) is objdump's reading of the instruction at its record's address in the .ko.
     The text output prints each group as one marked line and --raw every record; the compact
     view is oldest first with the group on one line."""
     res = crashed()
@@ -415,26 +421,28 @@ def test_thunk_hops_fold_into_their_branch(r):
     first, last = call_rec["index"], call_rec["index"] - 2
     assert recs[0]["from"]["addr"] == recs[last]["to"]["addr"], "the call's target is not where #0 faulted"
 
-    # objdump (GNU binutils, in the build root) on the instruction that entered the thunk.
-    name, _, rest = sym(call_rec["from"]).partition(" [")[0].rpartition("+")
-    off = int(rest.split("/")[0], 16)
-    ko = REPO / "out" / "lbr_crash" / "lbr_crash.ko"
-    _, ko_syms = elf_text_symbols(ko)
-    [(sec, value)] = ko_syms[name]
-    text, _ = elf_text_symbols(ko)
-    dis = in_root("objdump", "-d", "-j", text[sec], f"--start-address={value + off:#x}",
-                  f"--stop-address={value + off + 16:#x}", ko)
-    # "ADDR:\tBYTES\tINSN" lines; objdump may print a segment prefix (cs) as its own line.
-    words = [w for l in dis.splitlines() if re.match(r"\s*[0-9a-f]+:\t", l) and l.count("\t") >= 2
-             for w in l.split("\t")[2].split()]
-    words = [w for w in words if w not in ("cs", "ds")]
-    assert words and words[0] in ("jmp", "call"), dis
-    mnemonic = words[0]
-    want_kind = {"jmp": "indirect-jump", "call": "indirect-call"}[mnemonic]
+    ko = CRASH_BUILD / "lbr_crash.ko"
+    text, ko_syms = elf_text_symbols(ko)
 
+    def kind(rec: dict) -> str:
+        """The kind of indirect branch whose record `rec` (from lbr_crash) entered the thunk:
+        objdump (GNU binutils, in the build root) on the instruction there."""
+        assert sym(rec["from"]).endswith(" [lbr_crash]"), rec
+        name, _, rest = sym(rec["from"]).partition(" [")[0].rpartition("+")
+        off = int(rest.split("/")[0], 16)
+        [(sec, value)] = ko_syms[name]
+        dis = in_root("objdump", "-d", "-j", text[sec], f"--start-address={value + off:#x}",
+                      f"--stop-address={value + off + 16:#x}", ko)
+        # "ADDR:\tBYTES\tINSN" lines; objdump may print a segment prefix (cs) as its own line.
+        words = [w for l in dis.splitlines() if re.match(r"\s*[0-9a-f]+:\t", l) and l.count("\t") >= 2
+                 for w in l.split("\t")[2].split()]
+        words = [w for w in words if w not in ("cs", "ds")]
+        assert words and words[0] in ("jmp", "call"), dis
+        return {"jmp": "indirect-jump", "call": "indirect-call"}[words[0]]
+
+    want_kind = kind(call_rec)
     got = [(g["kind"], g["thunk"], g["records"]) for g in snap["groups"]]
-    want = [(want_kind if k == "indirect" and recs[idx[-1]] is call_rec else k, t, idx)
-            for k, t, idx in expected]
+    want = [(kind(recs[idx[-1]]) if k == "indirect" else k, t, idx) for k, t, idx in expected]
     assert got == want, f"groups {got}, expected from the printed symbols {want}"
     for g in snap["groups"]:
         assert all(recs[i].get("group") == g["id"] for i in g["records"]), g

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 import kvmhost
-from harness import CRASH, LKDTM, MODULE, assert_clean, boot, decode, kernel_lines, snapshot_heads, symbols, tail
+from harness import CRASH, LKDTM, MODULE, SYSFS, assert_clean, boot, decode, kernel_lines, snapshot_heads, symbols, tail
 from records import assert_equals_freeze, printed_records
 from vm import REPO, kernel_dir
 
@@ -108,8 +108,8 @@ def probe_body(p: Platform) -> None:
     facility attribute holds the whole probe line."""
     res = boot(name=f"kvm-probe-{p.name}", **p.vm(), timeout=240,
                script=CPUINFO + f"insmod {MODULE} enable=1\n"
-               "echo facility=[$(cat /sys/kernel/lbr_dump/facility)]\n"
-               "echo enabled=$(cat /sys/kernel/lbr_dump/enabled)\n")
+               f"echo facility=[$(cat {SYSFS}/facility)]\n"
+               f"echo enabled=$(cat {SYSFS}/enabled)\n")
     con = res.console
     hypervisor_bit(con)
     line = probe_line(con)

@@ -11,7 +11,7 @@ recorder as those MSR reads see it, never from lbr-dump's output."""
 
 import re
 
-from harness import CRASH, LKDTM, MODULE, boot, kernel_lines, tail
+from harness import CRASH, CRASH_PARAMS, LKDTM, MODULE, SYM, SYSFS, boot, kernel_lines, tail
 
 LBR = 1
 
@@ -31,16 +31,15 @@ def test_a_guest_given_the_lbr_sees_no_host_record(r):
     # the forged records are gone and recording is back on.
     vm = boot(name="kvm-host-vlbr", cpu="Skylake-Client", accel="tcg", emulate="model=skylake", smp=2,
               timeout=300, script=f"""
-sym() {{ grep -w "$1" /proc/kallsyms | cut -d' ' -f1; }}
-insmod {MODULE} enable=1
+{SYM}insmod {MODULE} enable=1
 insmod {CRASH} crash=vlbr target=0x$(sym intel_pmu_lbr_add) fini=0x$(sym intel_pmu_lbr_del)
-c0=$(cat /sys/kernel/lbr_dump/captures)
+c0=$(cat {SYSFS}/captures)
 taskset -c 1 sh -c 'echo WARNING > {LKDTM}'
-echo captured-while-lent=$(( $(cat /sys/kernel/lbr_dump/captures) - c0 ))
+echo captured-while-lent=$(( $(cat {SYSFS}/captures) - c0 ))
 taskset -c 1 lbr-singlestep || true
-echo 1 > /sys/module/lbr_crash/parameters/look
+echo 1 > {CRASH_PARAMS}/look
 rmmod lbr_crash
-echo 0 > /sys/kernel/lbr_dump/enabled
+echo 0 > {SYSFS}/enabled
 """)
     con = vm.console
     s = steps(con)

@@ -12,10 +12,10 @@ tests/records.py; the printed records must equal them record for record.
 import json
 import re
 
-from harness import CRASH, LKDTM, MODULE, assert_clean, boot, decode, kdump, kernel_lines, symbols, tail
+from harness import (ARM, CRASH, CRASH_PARAMS, LKDTM, MODULE, SYSFS, assert_clean, boot, decode, kdump, kernel_lines,
+                     symbols, tail)
 from records import assert_decoded_equals_freeze, assert_equals_freeze, printed_records
 
-ARM = f"insmod {MODULE} enable=1\n"
 MODEL = "skylake"
 PANIC, NMI, REBOOT = 256, 2, 248
 TRACEFS = "/sys/kernel/tracing"
@@ -292,9 +292,9 @@ def test_disarmed_panic_path_is_detached(r):
     res = boot(name="panic-detach", cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}", script=f"""
 mount -t tracefs none {TRACEFS}
 {ARM}echo ==armed==; cat {TRACEFS}/enabled_functions; echo ==
-echo 0 > /sys/kernel/lbr_dump/enabled
+echo 0 > {SYSFS}/enabled
 echo ==disarmed==; cat {TRACEFS}/enabled_functions; echo ==
-echo 1 > /sys/kernel/lbr_dump/enabled
+echo 1 > {SYSFS}/enabled
 echo ==rearmed==; cat {TRACEFS}/enabled_functions; echo ==
 """)
     part = lambda tag: res.console.split(f"=={tag}==")[1].split("==")[0]  # noqa: E731
@@ -319,7 +319,7 @@ def test_nmis_while_armed_change_nothing(r):
 (for i in $(seq 100); do lbr-faults; done) >/dev/null 2>&1 &
 for i in $(seq 20); do echo l > /proc/sysrq-trigger; done
 wait
-echo captures=$(cat /sys/kernel/lbr_dump/captures)
+echo captures=$(cat {SYSFS}/captures)
 echo c > /proc/sysrq-trigger
 """, smp=4)
     con = res.console
@@ -402,7 +402,7 @@ def nmi_lockup(name, freeze):
 insmod {CRASH} crash=nmi_lockup
 insmod {MODULE} enable=1{' nmi_freeze=1' if freeze else ''}
 grep ' lbr_dump_nmi_watch' /proc/kallsyms
-echo 1 > /sys/module/lbr_crash/parameters/stuck
+echo 1 > {CRASH_PARAMS}/stuck
 """)
     con = res.console
     assert "lbr_dump: armed" in con and "panic path on" in con, "\n".join(kernel_lines(con, "lbr_dump"))

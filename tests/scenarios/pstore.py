@@ -19,13 +19,12 @@ assumed at most 60%), without it record_size - 12 (the persistent RAM zone's hea
 import json
 import re
 
-from harness import CRASH, MODULE, decode, kernel_lines, pstore, symbols, tail
+from harness import ARM, CRASH, decode, kernel_lines, pstore, symbols, tail
 from vm import emu_boot_starts
 from records import (assert_decoded_equals_freeze, assert_equals_freeze, emulated, freeze_records,
                      printed_records)
 
 MODEL = "skylake"
-ARM = f"insmod {MODULE} enable=1\n"
 # A crash through a corrupted function pointer (tests/modules/lbr_crash), oops=panic: the oops is
 # dumped to pstore (KMSG_DUMP_OOPS, Oops#1), then the panic (KMSG_DUMP_PANIC, Panic#2), each in a
 # ramoops zone of its own; the panic resets the VM.

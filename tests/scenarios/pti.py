@@ -17,7 +17,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-from harness import LKDTM, MODULE, boot, kernel_lines, snapshot_heads, tail
+from harness import LKDTM, MODULE, PTI_ON, boot, kernel_lines, snapshot_heads, tail
 from records import assert_equals_freeze, printed_records
 
 # panic.py's checks of a panic's snapshots (the panicking CPU's and each stopped CPU's).
@@ -25,7 +25,6 @@ _spec = importlib.util.spec_from_file_location("scenario_panic_checks", Path(__f
 panic = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(panic)
 
-PTI_ON = "Kernel/User page tables isolation: enabled"
 ROUNDS = 60  # lbr-faults and lbr-singlestep runs before the crash
 
 

@@ -214,7 +214,8 @@
  *                                     captures. Prints `fixed_gp: msr=N ac=N` (the #GPs each
  *                                     part took)
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
- * its symbol. Loading without a valid crash= fails with -EINVAL.
+ * its symbol. Loading without a valid crash= fails with -EINVAL and prints the crash types:
+ * LBR_CRASH_TYPES below, which `modinfo lbr_crash.ko` shows too.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -1558,76 +1559,73 @@ static void __exit lbr_crash_exit(void)
 		pr_info("watch: removed, %d breakpoint hits in all\n", atomic_read(&hits));
 }
 
+/*
+ * The crash types, in one list: X(NAME, FUNCTION, HELP) is crash=NAME, done by FUNCTION (whose
+ * return value is the load's) and described by HELP. The list makes both the table that
+ * lbr_crash_init() looks NAME up in, in this order, and the crash parameter's description
+ * (modinfo). The crashes whose 32 records tests read for pairs in vmlinux come first, jump
+ * first (tests/scenarios/decode.py wants the printk of "crash=%s" among them): each name
+ * compared before one adds its branches (its strcmp(), the loop's) to the newest records. New
+ * names go at the end.
+ */
+#define LBR_CRASH_TYPES(X) \
+	X(jump, lbr_crash_jump, "call through a corrupted pointer to unmapped memory (#PF)") \
+	X(de, lbr_crash_de, "division by zero (#DE)") \
+	X(gp, lbr_crash_gp, "load through a non-canonical pointer (#GP)") \
+	X(owner, lbr_crash_owner, "add DEBUGCTL.FREEZE_LBRS_ON_PMI, then crash as gp") \
+	X(idt, lbr_crash_idt, "no crash: print the gates lbr_dump hooks, read from the IDT") \
+	X(select, lbr_crash_select, "suppress conditional branches (LBR_SELECT), crash as gp") \
+	X(torn, lbr_crash_torn, "re-arm during a capture (capture_cfg=), then crash as gp") \
+	X(migrate, lbr_crash_migrate, "a #GP on CPU 1 whose task moves to CPU 0 before the oops") \
+	X(watch, lbr_crash_watch, "no crash: breakpoints on what the stubs read (capture_cfg=, group=)") \
+	X(nested, lbr_crash_nested, "a #GP whose DIE_GPF notifier hits BUG()") \
+	X(retake, lbr_crash_retake, "no crash: add DEBUGCTL.FREEZE_LBRS_ON_PMI on every CPU") \
+	X(exec_user_ac, lbr_crash_exec, "jump to a user page with RFLAGS.AC set (#PF)") \
+	X(text, lbr_crash_text, "no crash: print the live bytes of the functions at text=") \
+	X(panic_thread, lbr_crash_panic_thread, "panic() in a kernel thread on CPU cpu=") \
+	X(stack_protector, lbr_crash_stack_protector, "overrun a local array: __stack_chk_fail()") \
+	X(stop_all, lbr_crash_stop_all, "sysrq-c while the other CPUs spin") \
+	X(nmi_lockup, lbr_crash_nmi_lockup, "no crash yet: a hard-lockup NMI handler (stuck=)") \
+	X(gates, lbr_crash_gates, "no crash: read the gates lbr_dump hooks until rmmod") \
+	X(msrs, lbr_crash_msrs, "no crash: print IA32_DS_AREA and DEBUGCTL of every CPU") \
+	X(ds_owner, lbr_crash_ds_owner, "no crash: point IA32_DS_AREA at a debug store of ours") \
+	X(ds_take, lbr_crash_ds_take, "ds_owner while lbr_dump records BTS, then crash as gp") \
+	X(perf_reserve, lbr_crash_perf_reserve, "no crash: reserve_ds_buffers(), then ds_owner") \
+	X(perf_mid_arm, lbr_crash_perf_mid_arm, "no crash: perf_reserve while CPU 1 arms") \
+	X(perf_prepare, lbr_crash_perf_prepare, "no crash: the start of perf's reservation") \
+	X(perf_tail, lbr_crash_perf_tail, "no crash: the rest of perf's reservation (text=)") \
+	X(irqs_off_wait, lbr_crash_irqs_off_wait, "no crash: CPU 1 waits, interrupts off") \
+	X(nmi_lost, lbr_crash_nmi_lost, "no crash: a lost NMI, then perf_reserve") \
+	X(vlbr, lbr_crash_vlbr, "no crash: lend CPU 1's LBR to a guest, as KVM does") \
+	X(lbr_addrs, lbr_crash_lbr_addrs, "no crash: sort the records' addresses (lbr_from=, ...)") \
+	X(write, lbr_crash_write, "no crash: write back what the stubs trust (capture_cfg=)") \
+	X(fixed_gp, lbr_crash_fixed_gp, "no crash: #GPs the kernel fixes up (rounds=, msr=)")
+
+struct lbr_crash_type {
+	const char *name;
+	int (*fn)(void);
+	const char *help;
+};
+
+#define LBR_CRASH_TYPE(name, fn, help) { #name, fn, help },
+static const struct lbr_crash_type lbr_crash_types[] __initconst = {
+	LBR_CRASH_TYPES(LBR_CRASH_TYPE)
+};
+
+#define LBR_CRASH_DESC(name, fn, help) "\n  " #name ": " help
+MODULE_PARM_DESC(crash, "what to do, one of:" LBR_CRASH_TYPES(LBR_CRASH_DESC));
+
 static int __init lbr_crash_init(void)
 {
+	const struct lbr_crash_type *t;
+
 	pr_info("crash=%s\n", crash);
-	if (!strcmp(crash, "idt"))
-		return lbr_crash_idt();
-	/*
-	 * The crashes whose 32 records tests read for pairs in vmlinux come first (jump:
-	 * tests/scenarios/decode.py wants the printk of "crash=%s" among them): each strcmp()
-	 * before one adds its branches to the newest records. New names go at the end.
-	 */
-	if (!strcmp(crash, "de"))
-		return lbr_crash_de();
-	if (!strcmp(crash, "gp"))
-		return lbr_crash_gp();
-	if (!strcmp(crash, "owner"))
-		return lbr_crash_owner();
-	if (!strcmp(crash, "jump"))
-		return lbr_crash_jump();
-	if (!strcmp(crash, "select"))
-		return lbr_crash_select();
-	if (!strcmp(crash, "torn"))
-		return lbr_crash_torn();
-	if (!strcmp(crash, "migrate"))
-		return lbr_crash_migrate();
-	if (!strcmp(crash, "watch"))
-		return lbr_crash_watch();
-	if (!strcmp(crash, "nested"))
-		return lbr_crash_nested();
-	if (!strcmp(crash, "retake"))
-		return lbr_crash_retake();
-	if (!strcmp(crash, "exec_user_ac"))
-		return lbr_crash_exec();
-	if (!strcmp(crash, "text"))
-		return lbr_crash_text();
-	if (!strcmp(crash, "panic_thread"))
-		return lbr_crash_panic_thread();
-	if (!strcmp(crash, "stack_protector"))
-		return lbr_crash_stack_protector();
-	if (!strcmp(crash, "stop_all"))
-		return lbr_crash_stop_all();
-	if (!strcmp(crash, "nmi_lockup"))
-		return lbr_crash_nmi_lockup();
-	if (!strcmp(crash, "gates"))
-		return lbr_crash_gates();
-	if (!strcmp(crash, "msrs"))
-		return lbr_crash_msrs();
-	if (!strcmp(crash, "ds_owner"))
-		return lbr_crash_ds_owner();
-	if (!strcmp(crash, "ds_take"))
-		return lbr_crash_ds_take();
-	if (!strcmp(crash, "perf_reserve"))
-		return lbr_crash_perf_reserve();
-	if (!strcmp(crash, "perf_mid_arm"))
-		return lbr_crash_perf_mid_arm();
-	if (!strcmp(crash, "perf_prepare"))
-		return lbr_crash_perf_prepare();
-	if (!strcmp(crash, "perf_tail"))
-		return lbr_crash_perf_tail();
-	if (!strcmp(crash, "irqs_off_wait"))
-		return lbr_crash_irqs_off_wait();
-	if (!strcmp(crash, "nmi_lost"))
-		return lbr_crash_nmi_lost();
-	if (!strcmp(crash, "vlbr"))
-		return lbr_crash_vlbr();
-	if (!strcmp(crash, "lbr_addrs"))
-		return lbr_crash_lbr_addrs();
-	if (!strcmp(crash, "write"))
-		return lbr_crash_write();
-	if (!strcmp(crash, "fixed_gp"))
-		return lbr_crash_fixed_gp();
+	for (t = lbr_crash_types; t < lbr_crash_types + ARRAY_SIZE(lbr_crash_types); t++)
+		if (!strcmp(crash, t->name))
+			return t->fn();
+	pr_err("unknown crash=\"%s\"; the crash types:\n", crash);
+	for (t = lbr_crash_types; t < lbr_crash_types + ARRAY_SIZE(lbr_crash_types); t++)
+		pr_err("  %s: %s\n", t->name, t->help);
 	return -EINVAL;
 }
 

@@ -9,7 +9,8 @@
 # Prints the build directory (O=) on stdout: it holds arch/x86/boot/bzImage, vmlinux and
 # Module.symvers. The build directory is keyed by the kernel source version, the fragment, the
 # build root and this script; an existing one is brought up to date by make (incremental), so the
-# built-in variant recompiles only lbr_dump when only our sources changed.
+# built-in variant recompiles only lbr_dump when only our sources changed. A new key's directory
+# starts as a copy of the variant's newest build, which make then brings up to date (below).
 source "$(dirname "$0")/common.sh"
 
 VARIANT=${1:-module}
@@ -56,9 +57,40 @@ fi
 
 kmake() { in_root make -C "$KSRC" O="$OUT" LLVM=1 ARCH=x86_64 "$@"; }
 
+# The newest finished build of this variant from the same source tree (its O= Makefile includes
+# $KSRC's), other than $OUT: a new key's build starts as a copy of it.
+seed() {
+	local d t best="" newest=0
+	for d in "$CACHE/kbuild-$VARIANT"-*; do
+		[ "$d" != "$OUT" ] && [ "${d%.tmp}" = "$d" ] && [ -e "$d/.config-complete" ] && [ -e "$d/arch/x86/boot/bzImage" ] || continue
+		grep -qxF "include $KSRC/Makefile" "$d/Makefile" 2>/dev/null || continue
+		if [ -e "$d/.last-used" ]; then t=$(stat -c %Y "$d/.last-used"); else t=$(stat -c %Y "$d"); fi
+		[ "$t" -gt "$newest" ] && newest=$t best=$d
+	done
+	echo "$best"
+}
+
 if [ ! -e "$OUT/.config-complete" ]; then
-	log "configuring $VARIANT kernel in $OUT"
-	rm -rf "$OUT" && mkdir -p "$OUT"
+	rm -rf "$OUT"
+	# A changed fragment (or this script) makes a new key. Instead of building it from nothing
+	# (10-15 minutes), start from a copy of the newest build of the variant: the configuration
+	# below is made from scratch all the same (tinyconfig does not read the old .config), and the
+	# copy keeps the old include/config/auto.conf, so make's syncconfig sees which symbols
+	# changed and kbuild's fixdep rebuilds only the objects that depend on them (and those whose
+	# command line names the old directory: the Rust crates, objtool). The seed is not touched:
+	# the variant's lock (above) keeps any other build out of it while it is copied.
+	from=$(seed)
+	if [ -n "$from" ]; then
+		log "configuring $VARIANT kernel in $OUT, starting from a copy of $from"
+		rm -rf "$OUT.tmp"
+		cp -a --reflink=auto "$from" "$OUT.tmp"
+		rm -f "$OUT.tmp/.config-complete" "$OUT.tmp/.last-used"
+		echo "$from" >"$OUT.tmp/.seeded-from"
+		mv "$OUT.tmp" "$OUT"
+	else
+		log "configuring $VARIANT kernel in $OUT"
+		mkdir -p "$OUT"
+	fi
 	kmake -s tinyconfig >/dev/null
 	in_root "$KSRC/scripts/kconfig/merge_config.sh" -m -O "$OUT" "$OUT/.config" "${fragments[@]}" >"$OUT/merge.log" 2>&1
 	kmake -s olddefconfig >/dev/null

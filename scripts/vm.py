@@ -6,6 +6,7 @@ Used by the test scenarios (tests/scenarios/*.py, through tests/harness.py) and 
 
     scripts/vm.py --cpu Skylake-Client --smp 2 --script 'insmod /lib/lbr-dump/lbr_dump.ko'
     scripts/vm.py --emulate model=skylake ...     # run under the branch-record emulator plugin
+    scripts/vm.py --bochs --smp 2 --script 'grep -m1 flags /proc/cpuinfo'   # under Bochs (FRED)
 
 QEMU runs inside the pinned build root (scripts/common.sh in_root): its own PID namespace, so
 killing the run (timeout, Ctrl-C, a crash of this script) leaves no QEMU behind. The console is
@@ -15,6 +16,9 @@ With `boots=2` the guest may reboot once (a warm reset: QEMU's system reset keep
 what the first kernel left in memory, such as a ramoops record, is there for the second), and
 the run ends at the second reboot; each boot's console (and ground truth, under the emulator) is
 kept apart.
+
+BochsVm runs the same kernel and initramfs under Bochs (scripts/bochs.sh), whose CPU model
+`wildcat_lake` has FRED, which QEMU TCG does not emulate; see BochsVm.
 """
 
 from __future__ import annotations
@@ -159,20 +163,11 @@ class Vm:
     # itself (for example by what the first left in pstore).
     boots: int = 1
 
+    # What a hang report holds (harness.boot() says it when a run times out).
+    HANG = "vCPUs sampled twice, a second apart; QEMU's threads"
+
     def run(self) -> Result:
-        if self.kernel not in VARIANTS:
-            raise ValueError(f"kernel must be one of {VARIANTS}, not {self.kernel!r}")
-        run_dir = OUT / "vm" / self.name
-        run_dir.mkdir(parents=True, exist_ok=True)
-        # One VM per name at a time: two would share the run directory (console log, emulator
-        # log, initramfs) and each read the other's ground truth.
-        with open(run_dir / ".lock", "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise RuntimeError(f"VM name {self.name!r} is in use by another running VM "
-                                   f"(its run directory {run_dir} would be shared): give this one another name")
-            return self._run(run_dir)
+        return run_locked(self.name, self.kernel, self._run)
 
     def _run(self, run_dir: Path) -> Result:
         kdir = kernel_dir(self.kernel)
@@ -185,15 +180,7 @@ class Vm:
             accel = "kvm" if self.emulate is None and kvm_works() else "tcg"
         if accel == "kvm" and self.emulate is not None:
             raise ValueError("the branch-record emulator is a TCG plugin: it cannot run with KVM")
-        watchdog = "" if self.watchdog else "nowatchdog "
-        # tsc=nowatchdog: no clocksource watchdog on the TSC. Kernel 7.3's watchdog checks another
-        # CPU's TSC with interrupts off and times out by the timekeeping clock, jiffies until the
-        # switch to tsc-early at boot; that switch is a stop_machine(), whose other CPU waits with
-        # interrupts off too, and the two then wait for each other for ever (a boot hang, 1 in
-        # ~40 boots of 2 vCPUs under load; tests/scenarios/hardening.py
-        # test_a_cpu_waiting_with_interrupts_off_is_let_go plays it after boot).
-        append = (f"console=ttyS0 panic=-1 pti={self.pti} tsc=nowatchdog {watchdog}{self.append}"
-                  .strip())
+        append = kernel_cmdline(self.pti, self.watchdog, self.append)
         if self.boots not in (1, 2):
             raise ValueError(f"boots must be 1 or 2, not {self.boots}")
         # -no-reboot is QEMU's `-action reboot=shutdown`; a VM that boots twice starts with the
@@ -300,6 +287,36 @@ class Vm:
             for i, text in enumerate(r.boots, 1):
                 (run_dir / f"console-{i}.log").write_text(text)
         return r
+
+
+def kernel_cmdline(pti: str, watchdog: bool, append: str, console: str = "ttyS0") -> str:
+    """The test kernel's command line: the serial console, panic=-1 (a panic reboots, which
+    ends the VM), `pti`, the lockup detectors off unless `watchdog`, then `append`."""
+    # tsc=nowatchdog: no clocksource watchdog on the TSC. Kernel 7.3's watchdog checks another
+    # CPU's TSC with interrupts off and times out by the timekeeping clock, jiffies until the
+    # switch to tsc-early at boot; that switch is a stop_machine(), whose other CPU waits with
+    # interrupts off too, and the two then wait for each other for ever (a boot hang, 1 in
+    # ~40 boots of 2 vCPUs under load; tests/scenarios/selftest.py
+    # test_a_cpu_waiting_with_interrupts_off_is_let_go plays it after boot).
+    nowatchdog = "" if watchdog else "nowatchdog "
+    return f"console={console} panic=-1 pti={pti} tsc=nowatchdog {nowatchdog}{append}".strip()
+
+
+def run_locked(name: str, kernel: str, run) -> Result:
+    """`run(run directory)` for VM `name`, holding the run directory's lock."""
+    if kernel not in VARIANTS:
+        raise ValueError(f"kernel must be one of {VARIANTS}, not {kernel!r}")
+    run_dir = OUT / "vm" / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # One VM per name at a time: two would share the run directory (console log, emulator
+    # log, initramfs) and each read the other's ground truth.
+    with open(run_dir / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"VM name {name!r} is in use by another running VM "
+                               f"(its run directory {run_dir} would be shared): give this one another name")
+        return run(run_dir)
 
 
 def scenario_cpio(work: Path, script: str) -> bytes:
@@ -544,11 +561,322 @@ def qemu_threads(run_dir: Path, session: int) -> list[str]:
     return lines
 
 
+# --- Bochs: the FRED CPU ---------------------------------------------------------------------
+#
+# QEMU TCG does not emulate FRED; Bochs 3.1 does (CPU model wildcat_lake), built by
+# scripts/bochs.sh from the source in ../shared/vendor/. Bochs has no -kernel: its BIOS boots a
+# disk whose boot sector (scripts/bochs-boot.S) loads the kernel's real-mode part, its
+# protected-mode part and the initramfs from the disk as a boot loader does (the 16-bit boot
+# protocol of Documentation/arch/x86/boot.rst; linux_images() fills in the header), so no boot
+# loader package is needed (GRUB would need grub-pc-bin, grub-common, xorriso and mtools in the
+# build root).
+
+
+class BochsUnavailable(Exception):
+    """Bochs cannot be had on this machine (scripts/bochs.sh exit 3: its source is missing);
+    str() says why."""
+
+
+@functools.cache
+def bochs_dir() -> Path:
+    """The Bochs build (scripts/bochs.sh: bin/bochs and its BIOS images), built once per
+    process; BochsUnavailable where its source is missing."""
+    r = subprocess.run(["scripts/bochs.sh"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode == 3:
+        raise BochsUnavailable(r.stderr.strip().splitlines()[-1].removeprefix("[lbr-dump] "))
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr)
+        raise RuntimeError(f"scripts/bochs.sh failed with exit code {r.returncode}")
+    return Path(r.stdout.strip())
+
+
+@functools.cache
+def bochs_boot_sector() -> bytes:
+    """scripts/bochs-boot.S assembled (clang and lld of the build root), once per process."""
+    out = OUT / "bochs"
+    out.mkdir(parents=True, exist_ok=True)
+    base = out / f"boot-{os.getpid()}"  # a process's own files: scenario workers may build at once
+    try:
+        sh("bash", "-c", 'source scripts/common.sh; '
+           'in_root clang --target=i386-unknown-none -m16 -c scripts/bochs-boot.S -o "$1.o" && '
+           'in_root ld.lld -Ttext=0x7c00 -e _start --oformat=binary "$1.o" -o "$1.bin"', "_", str(base))
+        return base.with_suffix(".bin").read_bytes()
+    finally:
+        base.with_suffix(".o").unlink(missing_ok=True)
+        base.with_suffix(".bin").unlink(missing_ok=True)
+
+
+# Where the kernel's real-mode part goes in guest memory (its segment's start; its heap and
+# stack end at +HEAP_END, the command line follows), as scripts/bochs-boot.S has it; the
+# protected-mode kernel goes to 1 MiB (its code32_start, the protocol's default for a bzImage).
+MIB = 1 << 20
+SETUP_ADDR = 0x20000
+HEAP_END = 0xe000
+# Where scripts/bochs-boot.S has its table of images to load: {sectors, LBA, address} each.
+BOOT_LOADS = 0x180
+
+
+def boot_disk(boot_sector: bytes, images: list[tuple[bytes, int]]) -> tuple[bytes, int]:
+    """The Bochs test VM's disk: the boot sector with its table of `images` ((data, guest
+    physical address) each) filled in, the images after it, whole sectors each, the disk made
+    whole cylinders of 16 heads and 63 sectors. Returns the disk and its cylinders."""
+    import struct
+    table, body, lba = b"", b"", 1
+    for data, addr in images:
+        sectors = -(-len(data) // 512)
+        table += struct.pack("<III", sectors, lba, addr)
+        body += data.ljust(sectors * 512, b"\0")
+        lba += sectors
+    if len(boot_sector) != 512 or boot_sector[BOOT_LOADS:BOOT_LOADS + 48] != bytes(48) or len(table) > 36:
+        raise ValueError("not scripts/bochs-boot.S's sector, or too many images")
+    disk = boot_sector[:BOOT_LOADS] + table.ljust(48, b"\0") + boot_sector[BOOT_LOADS + 48:] + body
+    cylinders = -(-len(disk) // (16 * 63 * 512))
+    return disk.ljust(cylinders * 16 * 63 * 512, b"\0"), cylinders
+
+
+def linux_images(bzimage: bytes, cmdline: str, initrd_addr: int, initrd_size: int) -> tuple[bytes, bytes]:
+    """A bzImage cut for loading at SETUP_ADDR and 1 MiB, as the boot protocol's loader does
+    (Documentation/arch/x86/boot.rst, "Sample boot configuration"): the real-mode part (the
+    boot sector and setup sectors) with the loader's fields of its header filled in and the
+    command line after its heap, and the protected-mode part."""
+    import struct
+    setup = bytearray(bzimage[:(bzimage[0x1f1] or 4) * 512 + 512])
+    if setup[0x202:0x206] != b"HdrS" or struct.unpack_from("<H", setup, 0x206)[0] < 0x20c:
+        raise ValueError("not a bzImage of boot protocol 2.12 or later")
+    if struct.unpack_from("<I", setup, 0x214)[0] != 0x100000:
+        raise ValueError("the bzImage's code32_start is not 1 MiB")
+    if initrd_addr + initrd_size > struct.unpack_from("<I", setup, 0x22c)[0] + 1:
+        raise ValueError("the initramfs is above the kernel's initrd_addr_max")
+    if len(cmdline) >= struct.unpack_from("<I", setup, 0x238)[0] or len(setup) > HEAP_END - 0x200:
+        raise ValueError("the command line or the setup code is too long")
+    setup[0x210] = 0xff                                        # type_of_loader: undefined
+    setup[0x211] |= 0x80                                       # loadflags: CAN_USE_HEAP
+    struct.pack_into("<II", setup, 0x218, initrd_addr, initrd_size)  # ramdisk_image, _size
+    struct.pack_into("<H", setup, 0x224, HEAP_END - 0x200)     # heap_end_ptr
+    struct.pack_into("<I", setup, 0x228, SETUP_ADDR + HEAP_END)  # cmd_line_ptr
+    low = bytes(setup).ljust(HEAP_END, b"\0") + cmdline.encode() + b"\0"
+    return low, bzimage[len(setup):]
+
+
+BOCHS_LOG_LIMIT = 256 * MIB
+# Bochs's log: the reset of the whole machine (at power-on, and at each reboot of the guest).
+BOCHS_RESET = re.compile(rb"bx_pc_system_c::Reset\((HARDWARE|SOFTWARE)\) called")
+# A guest script line that says whether the guest runs FRED: how many CPUs it has, how many
+# have `fred` among their /proc/cpuinfo flags, and whether the kernel has FRED's entry code
+# (asm_fred_entrypoint_user in /proc/kallsyms: CONFIG_X86_FRED). Both are needed: a kernel
+# without CONFIG_X86_FRED runs the IDT but still shows the CPU's flag (seen under Bochs: the
+# flag is cleared only by a FRED kernel that turns FRED off, with fred=off); 7.3 prints no FRED
+# line in its log. harness.fred_state() reads the line.
+FRED_CHECK = ('echo "lbr-dump-vm: cpus=$(grep -c ^processor /proc/cpuinfo) '
+              'fred=$(grep ^flags /proc/cpuinfo | grep -cw fred) '
+              'fred_entry=$(grep -cw asm_fred_entrypoint_user /proc/kallsyms)" > /dev/kmsg\n')
+# (written to /dev/kmsg: a kernel log line, whole up to its end, which a shell's tty output
+# interleaved with the kernel's is not always; tty output may still come before it on its line,
+# the kernel's console printing being deferred)
+FRED_LINE = re.compile(r"lbr-dump-vm: cpus=(\d+) fred=(\d+) fred_entry=(\d+)$", re.M)
+# The guest's first lines under Bochs, before the scenario's script: where the kernel is (its
+# KASLR offset, for the hang report), FRED_CHECK, and the file that has the test /init wait for
+# the serial port to send everything before it reboots (Bochs's UART sends at its line rate,
+# QEMU's at once: what the tty still held at the reset would be lost).
+BOCHS_PROLOGUE = ('echo "lbr-dump-vm: _text $(grep -w _text /proc/kallsyms | cut -d" " -f1)" > /dev/kmsg\n'
+                  + FRED_CHECK + ": > /lbr-dump-vm.drain\n")
+TEXT_LINE = re.compile(r"lbr-dump-vm: _text ([0-9a-f]+)$", re.M)
+
+
+@dataclasses.dataclass
+class BochsVm:
+    """A VM under Bochs, the FRED CPU: the same kernel variants, initramfs, command line and
+    guest script as Vm, on Bochs's `cpu` model (wildcat_lake: FRED) with `smp` CPUs, the serial
+    console to out/vm/NAME/console.log, Bochs's own log to bochs.log there. A run ends when the
+    guest resets the machine (a reboot: the test /init's at its end, a panic's with panic=-1),
+    when it powers off (Bochs then exits, with status 1), or at `timeout`; a run that times out
+    gets a hang report (hang_report_bochs()). The guest's script runs after BOCHS_PROLOGUE's
+    lines. Bochs has no LBR stack or BTS (only DEBUGCTL and one LASTBRANCHFROM/TO pair), no QMP
+    and no plugins: no emulator, memory dumps, wake-ups, NMIs or second boots here."""
+
+    name: str = "bochs"
+    kernel: str = "module"
+    cpu: str = "wildcat_lake"
+    smp: int = 1
+    memory: str = "512M"
+    pti: str = "off"
+    append: str = ""
+    script: str = ""
+    timeout: float = 300.0
+    watchdog: bool = False
+    # What harness.boot() reads of a Vm, fixed here.
+    emulate = None
+    dump_after = None
+    HANG = "each CPU's state where Bochs was stopped, once: it has no monitor to sample it twice"
+
+    def run(self) -> Result:
+        return run_locked(self.name, self.kernel, self._run)
+
+    def _run(self, run_dir: Path) -> Result:
+        bochs = bochs_dir()
+        kdir = kernel_dir(self.kernel)
+        initrd = (prepare_initramfs(self.kernel).read_bytes()
+                  + scenario_cpio(run_dir / "scenario.d", BOCHS_PROLOGUE + self.script))
+        mib = int(self.memory.removesuffix("M"))
+        # The initramfs high, as GRUB puts it: below the top 16 MiB (the BIOS's ACPI tables are
+        # at the top of RAM), away from where the kernel decompresses itself.
+        initrd_addr = ((mib - 16) * MIB - len(initrd)) & ~(MIB - 1)
+        low, high = linux_images((kdir / "arch/x86/boot/bzImage").read_bytes(),
+                                 # 115200 baud: the kernel's console waits for the UART,
+                                 # which Bochs runs at the line rate (9600 by default)
+                                 kernel_cmdline(self.pti, self.watchdog, self.append, "ttyS0,115200"),
+                                 initrd_addr, len(initrd))
+        disk, cylinders = boot_disk(bochs_boot_sector(),
+                                    [(low, SETUP_ADDR), (high, 0x100000), (initrd, initrd_addr)])
+        (run_dir / "disk.img").write_bytes(disk)
+        # Bochs locks its disk images with DISK.lock, which a killed Bochs leaves behind (the run
+        # directory's own lock keeps any other VM out).
+        (run_dir / "disk.img.lock").unlink(missing_ok=True)
+        console = run_dir / "console.log"
+        blog = run_dir / "bochs.log"
+        console.unlink(missing_ok=True)
+        blog.unlink(missing_ok=True)
+        (run_dir / "bochsrc").write_text(f"""\
+megs: {mib}
+cpu: model={self.cpu}, count={self.smp}, reset_on_triple_fault=1, ips=100000000
+romimage: file={bochs}/BIOS-bochs-latest
+vgaromimage: file={bochs}/VGABIOS-lgpl-latest.bin
+display_library: nogui
+clock: sync=none, time0=utc
+ata0-master: type=disk, path={run_dir}/disk.img, mode=flat, cylinders={cylinders}, heads=16, spt=63
+boot: disk
+port_e9_hack: enabled=1
+com1: enabled=1, mode=file, dev={console}
+log: {blog}
+panic: action=fatal
+error: action=report
+info: action=report
+debug: action=ignore
+""")
+        cmd = [str(bochs / "bin/bochs"), "-q", "-f", str(run_dir / "bochsrc")]
+        hang: list[str] = []
+
+        def on_timeout(session: int) -> None:
+            hang.append(hang_report_bochs(run_dir, blog, console, session, kdir / "vmlinux"))
+
+        r = run_bochs(cmd, console, blog, run_dir / "bochs.out", self.timeout, on_timeout)
+        r.hang = hang[0] if hang else None
+        if not r.console and not r.timed_out:
+            raise RuntimeError(f"Bochs ended (status {r.exit_code}) before the guest wrote to its console; "
+                               f"its output ({run_dir / 'bochs.out'}) ends:\n"
+                               + "\n".join((run_dir / "bochs.out").read_text(errors="replace").splitlines()[-8:]))
+        return r
+
+
+def run_bochs(cmd: list[str], console: Path, blog: Path, out: Path, timeout: float, on_timeout) -> Result:
+    """Runs Bochs in the build root until the guest resets the machine a second time (its
+    reboot: Bochs, unlike QEMU, has no -no-reboot), Bochs exits (at the guest's power-off, or a
+    panic of Bochs), or `timeout`; on timeout `on_timeout(session id)` runs before everything is
+    killed. Bochs's own output goes to `out`."""
+    wrapped = ["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_", *cmd]
+    start = time.monotonic()
+    timed_out = False
+    with open(out, "wb") as f:
+        p = subprocess.Popen(wrapped, cwd=REPO, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        try:
+            seen = resets = 0
+            while p.poll() is None and resets < 2:
+                time.sleep(0.1)
+                if blog.exists():  # read as it grows, whole lines
+                    with open(blog, "rb") as b:
+                        b.seek(seen)
+                        chunk = b.read()
+                    chunk = chunk[:chunk.rfind(b"\n") + 1]
+                    seen += len(chunk)
+                    resets += len(BOCHS_RESET.findall(chunk))
+                # A guest stuck in a loop that Bochs reports on every turn (a fault it cannot
+                # deliver) fills the disk at about 25 MB/s: stopped as a hang.
+                flood = seen > BOCHS_LOG_LIMIT
+                if flood or time.monotonic() - start > timeout:
+                    timed_out = True
+                    if flood:
+                        print(f"Bochs's log {blog} passed {BOCHS_LOG_LIMIT >> 20} MiB: stopped as hung",
+                              file=sys.stderr, flush=True)
+                    try:
+                        on_timeout(p.pid)
+                    except Exception as e:  # the report is a help, never the failure
+                        print(f"hang report failed: {e!r}", file=sys.stderr, flush=True)
+                    break
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    text = console.read_bytes().decode("utf-8", "replace").replace("\r\n", "\n") if console.exists() else ""
+    # Ended at the guest's reboot: 0, as QEMU's exit status with -no-reboot.
+    status = None if timed_out else 0 if resets >= 2 else p.returncode
+    return Result(text, timed_out, status, console, time.monotonic() - start, cmd)
+
+
+# Bochs's dump of a CPU's state (BX_CPU_C::debug(), logged as each CPU's lines at its exit).
+BOCHS_CPU_LINE = re.compile(r"\[CPU(\d+)\s*\] (.*)$", re.M)
+
+
+def hang_report_bochs(run_dir: Path, blog: Path, console: Path, session: int, vmlinux: Path) -> str:
+    """What a Bochs VM that timed out was doing: Bochs has no monitor, but it logs each CPU's
+    state when it exits, so Bochs is stopped (SIGINT: it panics, "SIGNAL 2 caught", and exits)
+    and each CPU's RIP (named in vmlinux, the KASLR offset from the guest's `_text` line of
+    BOCHS_PROLOGUE), privilege level, interrupt flag and activity state are read from its log.
+    The CPU lines are also written to hang-registers.txt in `run_dir`; the summary is returned."""
+    pids = subprocess.run(["pgrep", "-s", str(session), "-x", "bochs"], stdout=subprocess.PIPE,
+                          text=True).stdout.split()
+    if not pids:
+        return "no Bochs process found to stop"
+    start = blog.stat().st_size if blog.exists() else 0
+    os.kill(int(pids[0]), signal.SIGINT)
+    for _ in range(100):
+        if subprocess.run(["kill", "-0", pids[0]], stderr=subprocess.DEVNULL).returncode != 0:
+            break
+        time.sleep(0.1)
+    with open(blog, "rb") as b:
+        b.seek(start)
+        dump = b.read().decode("utf-8", "replace")
+    cpus: dict[int, list[str]] = {}
+    for m in BOCHS_CPU_LINE.finditer(dump):
+        cpus.setdefault(int(m[1]), []).append(m[2])
+    (run_dir / "hang-registers.txt").write_text(
+        "\n\n".join(f"CPU {n}\n" + "\n".join(lines) for n, lines in sorted(cpus.items())))
+    lines = []
+    text = console.read_text(errors="replace") if console.exists() else ""
+    syms = off = None
+    m = TEXT_LINE.search(text)
+    try:
+        syms = Symbols(vmlinux)
+        if m is not None and "_text" in syms.by_name:
+            off = int(m[1], 16) - syms.by_name["_text"]
+        else:
+            lines.append("no KASLR offset: the guest did not get to print its _text")
+    except (OSError, subprocess.CalledProcessError) as e:
+        lines.append(f"no symbols: {e}")
+    for n, body in sorted(cpus.items()):
+        body = "\n".join(body)
+        rip = re.search(r"\| RIP=([0-9a-f]+)", body)
+        cs = re.search(r"\|  CS:[0-9a-f]{4}\( [0-9a-f]{4}\| \d\|  (\d)\)", body)
+        fl = re.search(r"\| EFLAGS=[0-9a-f]+: (.*)$", body, re.M)
+        state = re.search(r"CPU is in .* \(([^)]*)\)", body)
+        if rip is None:
+            continue
+        addr = int(rip[1], 16)
+        cpl = cs[1] if cs else "?"
+        where = syms.name(addr - off) if (syms is not None and off is not None and cpl == "0") else ""
+        irqs = "" if fl is None else (" interrupts on" if " IF " in f" {fl[1]} " else " interrupts off")
+        lines.append(f"sample 1: vCPU {n} RIP {addr:#x} {where} CPL {cpl}{irqs}"
+                     f"{' ' + state[1] if state and state[1] != 'active' else ''}")
+    if not cpus:
+        lines.append(f"Bochs logged no CPU state when stopped (see {blog})")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", default="manual", help="run directory name under out/vm/")
     ap.add_argument("--kernel", choices=VARIANTS, default="module")
-    ap.add_argument("--cpu", default="Skylake-Client", help="QEMU -cpu model")
+    ap.add_argument("--cpu", help="QEMU -cpu model (default Skylake-Client), or Bochs's (wildcat_lake)")
     ap.add_argument("--smp", type=int, default=1)
     ap.add_argument("--pti", default="off", choices=("on", "off", "auto"))
     ap.add_argument("--append", default="", help="extra kernel command line")
@@ -558,11 +886,19 @@ def main() -> int:
     ap.add_argument("--accel", default="auto", choices=("auto", "kvm", "tcg"))
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--qemu-arg", action="append", default=[], help="extra QEMU argument")
+    ap.add_argument("--bochs", action="store_true",
+                    help="run under Bochs (FRED; --cpu is then a Bochs model, default wildcat_lake)")
     a = ap.parse_args()
     script = a.script_file.read_text() if a.script_file else a.script
-    vm = Vm(name=a.name, kernel=a.kernel, cpu=a.cpu, smp=a.smp, pti=a.pti, append=a.append,
-            script=script, emulate=a.emulate, accel=a.accel, timeout=a.timeout,
-            qemu_args=a.qemu_arg)
+    if a.bochs:
+        if a.emulate or a.qemu_arg or a.accel != "auto":
+            ap.error("--emulate, --qemu-arg and --accel are QEMU's")
+        vm = BochsVm(name=a.name, kernel=a.kernel, cpu=a.cpu or "wildcat_lake", smp=a.smp, pti=a.pti,
+                     append=a.append, script=script, timeout=a.timeout)
+    else:
+        vm = Vm(name=a.name, kernel=a.kernel, cpu=a.cpu or "Skylake-Client", smp=a.smp, pti=a.pti,
+                append=a.append, script=script, emulate=a.emulate, accel=a.accel, timeout=a.timeout,
+                qemu_args=a.qemu_arg)
     r = vm.run()
     sys.stdout.write(r.console)
     print(f"\n[vm] {'timed out' if r.timed_out else 'exited'} after {r.seconds:.1f}s; "

@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 # tests/run.py, the runner, puts tests/ and scripts/ on the module path (the one place that does).
-from vm import REPO, TARGET, Result, Vm, kernel_dir, prepare_initramfs, scenario_cpio, sh
+from vm import (FRED_LINE, REPO, TARGET, BochsVm, Result, Vm, kernel_dir, prepare_initramfs,
+                scenario_cpio, sh)
 
 # Paths and commands inside the test VM, one definition for every scenario.
 MODULE = "/lib/lbr-dump/lbr_dump.ko"
@@ -254,8 +255,10 @@ class Results:
         return f"{self.passed} passed, {self.failed} failed" + (f", {self.skipped} skipped" if self.skipped else "")
 
 
-def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
+def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = False, **kw) -> Result:
     """Boots a VM (see scripts/vm.py Vm for the arguments): the one way a scenario runs a guest.
+    With `bochs`, under Bochs, the FRED CPU (scripts/vm.py BochsVm and its arguments; where Bochs
+    cannot be had, vm.BochsUnavailable, which tests/run.py reports as one SKIP line).
 
     Before a test's own assertions count, the run must be what the test claims:
       - the guest brought up every vCPU it was given (`smp: Brought up ... N CPUs`, the first
@@ -266,9 +269,13 @@ def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
       - with `finish` (default), the guest's script ran to its end; a scenario that crashes the
         guest on purpose passes finish=False and checks the console itself;
       - the VM did not time out (each ends by itself): a hung guest fails here, with what its
-        vCPUs and QEMU's threads were doing (scripts/vm.py hang_report()).
+        vCPUs and QEMU's threads were doing (scripts/vm.py hang_report(); under Bochs
+        hang_report_bochs(): each CPU's state once, where Bochs was stopped);
+      - under Bochs, every CPU the guest brought up runs FRED (the kernel has FRED's entry code
+        and each CPU the `fred` flag in /proc/cpuinfo: scripts/vm.py FRED_CHECK): a FRED test
+        ran with FRED.
     """
-    vm = Vm(**kw)
+    vm = BochsVm(**kw) if bochs else Vm(**kw)
     r = vm.run()
     # Every scenario's VM ends by itself (its script's end, a reboot, a crash with panic=-1) or
     # at the console text it waits for (dump_after): a run that timed out hung or never got
@@ -276,7 +283,7 @@ def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
     what = "never printed what the run waits for" if vm.dump_after else "hung"
     assert not r.timed_out, (
         f"VM timed out after {r.seconds:.0f}s (log {r.log}): the guest {what}{silent_since(r.console)}.\n"
-        f"What it was doing (vCPUs sampled twice, a second apart; QEMU's threads):\n"
+        f"What it was doing ({vm.HANG}):\n"
         f"{r.hang or '(no report: see the harness output)'}\n"
         + first_problem(r.console) + "console tail:\n" + tail(r.console, 15))
     up = cpus_brought_up(r.console)
@@ -285,6 +292,15 @@ def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
     assert up == vm.smp, (
         f"the guest brought up {up} CPU(s), the VM was given {vm.smp} (log {r.log}): a test that "
         f"claims {vm.smp} vCPUs must run on {vm.smp}")
+    if bochs:
+        fred = fred_state(r.console)
+        assert fred is not None, (
+            f"the guest never said whether its CPUs run FRED (log {r.log}):\n" + first_problem(r.console)
+            + tail(r.console))
+        assert fred == (vm.smp, vm.smp, True), (
+            f"the guest does not run FRED on every CPU under Bochs's {vm.cpu} model: {fred[1]} of "
+            f"{fred[0]} CPU(s) have the fred flag, the kernel {'has' if fred[2] else 'lacks'} "
+            f"FRED's entry code (CONFIG_X86_FRED) (log {r.log})")
     if vm.emulate is not None:
         want = dict(a.split("=", 1) for a in vm.emulate.split(",") if "=" in a).get("model")
         start = next((e for e in r.emu_events() if e["event"] == "start"), None)
@@ -301,6 +317,14 @@ def boot(finish: bool = True, allow_would_fault: bool = False, **kw) -> Result:
             f"(log {r.log}); " + first_problem(r.console) + "console tail:\n" + tail(r.console)
         )
     return r
+
+
+def fred_state(console: str) -> tuple[int, int, bool] | None:
+    """What the guest said of FRED (scripts/vm.py FRED_CHECK, the first time): its CPUs, how
+    many have the `fred` flag, whether the kernel has FRED's entry code; None if it never said.
+    FRED is active on a CPU that has the flag under a kernel with the entry code."""
+    m = FRED_LINE.search(console)
+    return (int(m[1]), int(m[2]), m[3] != "0") if m else None
 
 
 def cpus_brought_up(console: str) -> int | None:

@@ -9,7 +9,9 @@ Stages, in order (a failed build fails the tests that need it, and the run goes 
   2. builds: the test kernel, both variants; lbr_dump.ko from clean, with no warning, and with
      the kernel's CLIPPY=1, with no lint;
   3. VM scenarios: every `test_*` function of tests/scenarios/*.py (KUnit suites report one
-     result per KTAP test case).
+     result per KTAP test case); the tests for which a file's `unavailable(test)` gives a
+     reason (fred.py's under Bochs: no Bochs source beside the repository) are one SKIP line
+     with the reason, counted as skipped.
 Prints PASS/FAIL lines, then `N passed, N failed`; exits 1 on any failure.
 
 --kvm runs, instead of all that, the `kvm_*` functions of tests/scenarios/kvm_guest.py (the same
@@ -236,6 +238,13 @@ def scenarios(r: harness.Results, only: list[str], jobs: int) -> None:
         mod = load_scenario(path)
         names = [n for n in sorted(dir(mod)) if n.startswith("test_")
                  and (not only or any(s in f"{path.stem}: {n[5:]}" for s in only))]
+        # A file whose tests need what this machine may lack says so (`unavailable(test)`: the
+        # reason, or None; it also prepares what they need, here, before the workers fork).
+        if hasattr(mod, "unavailable"):
+            reasons = {n: mod.unavailable(n) for n in names}
+            for reason in sorted({w for w in reasons.values() if w}):
+                r.skip([f"{path.stem}: {n[5:]}" for n in names if reasons[n] == reason], reason)
+            names = [n for n in names if not reasons[n]]
         if shares_a_vm_run(path):
             work += [(path, names)] if names else []
         else:

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build (or reuse) Bochs, the FRED CPU of the FRED tests (tests/scenarios/fred.py): QEMU TCG does
+# not emulate FRED; Bochs 3.1 does, with its `wildcat_lake` CPU model, when configured with
+# --enable-fred (Debian's bochs package is not: it cannot serve). Usage: scripts/bochs.sh
+# Prints the directory that holds bin/bochs and the BIOS images (BIOS-bochs-latest,
+# VGABIOS-lgpl-latest.bin) on stdout.
+#
+# The source is the vendored upstream tarball in ../shared/vendor/ beside the repository
+# (LBR_DUMP_BOCHS_TARBALL overrides), built in the build root (its g++) into $CACHE/bochs-KEY,
+# keyed by the tarball's sha256, the configure line and this script. Where the tarball is
+# missing this prints why on stderr and exits 3 (the tests then report one SKIP line), not 1.
+source "$(dirname "$0")/common.sh"
+
+TARBALL=${LBR_DUMP_BOCHS_TARBALL:-$REPO/../shared/vendor/bochs-3.1-783b58fd6.tar.xz}
+if [ ! -r "$TARBALL" ]; then
+	log "no Bochs source: $TARBALL is missing (it comes with ../shared/vendor/ beside the repository)"
+	exit 3
+fi
+TARBALL=$(realpath "$TARBALL")
+
+# The configure line of ../shared/vendor/README.md, which was shown to boot Linux 7.3 with FRED
+# on: 64-bit, SMP, the Wildcat Lake model's features (FRED, CET, AVX, ...), no GUI, no plugins,
+# no debugger.
+CONFIGURE=(--with-nogui --without-x11 --without-x --disable-plugins --disable-debugger
+	--disable-docbook --enable-x86-64 --enable-smp --enable-cpu-level=6
+	--enable-all-optimizations --enable-avx --enable-fred --enable-cet --enable-protection-keys
+	--enable-uintr --enable-vmx=2 --enable-pci --enable-fpu --enable-repeat-speedups
+	--enable-a20-pin --enable-cdrom)
+CFLAGS="-O2 -fno-strict-aliasing"
+
+"$REPO/scripts/toolchain.sh" >/dev/null
+TAR_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
+KEY=$( { echo "$TAR_SHA $CFLAGS ${CONFIGURE[*]}"; cat "$REPO/scripts/bochs.sh"; } | sha256sum | cut -c1-16)
+OUT="$CACHE/bochs-$KEY"
+
+exec 8>"$CACHE/bochs.lock"
+flock 8
+
+if [ ! -e "$OUT/.complete" ]; then
+	log "building Bochs from $(basename "$TARBALL") into $OUT"
+	start=$(date +%s)
+	rm -rf "$OUT" && mkdir -p "$OUT/src" "$OUT/bin"
+	tar -C "$OUT/src" --strip-components=1 -xf "$TARBALL"
+	[ -x "$OUT/src/bochs/configure" ] || die "$TARBALL holds no bochs/configure"
+	in_root sh -c 'cd "$1/src/bochs" && shift && CFLAGS="$0" CXXFLAGS="$0" ./configure "$@"' \
+		"$CFLAGS" "$OUT" "${CONFIGURE[@]}" >"$OUT/build.log" 2>&1 ||
+		{ tail -n 30 "$OUT/build.log" >&2; die "Bochs configure failed, full log: $OUT/build.log"; }
+	in_root make -C "$OUT/src/bochs" -j"$(nproc)" bochs >>"$OUT/build.log" 2>&1 ||
+		{ tail -n 30 "$OUT/build.log" >&2; die "Bochs build failed, full log: $OUT/build.log"; }
+	cp "$OUT/src/bochs/bochs" "$OUT/bin/bochs"
+	cp "$OUT/src/bochs/bios/BIOS-bochs-latest" "$OUT/src/bochs/bios/VGABIOS-lgpl/VGABIOS-lgpl-latest.bin" "$OUT/"
+	echo "$TAR_SHA" >"$OUT/.tarball-sha256"
+	# The objects are not needed once bin/bochs is out (about 100 MB).
+	rm -rf "$OUT/src"
+	touch "$OUT/.complete"
+	log "Bochs built in $(($(date +%s) - start)) s"
+fi
+used "$OUT"
+prune bochs
+echo "$OUT"

@@ -156,6 +156,10 @@ pub(crate) struct Refusal {
 enum Why {
     /// CPUID describes none.
     NoRecorder(Facility),
+    /// CPUID describes none, but the single last-branch pair answers (DEBUGCTL.LBR with MSRs
+    /// 0x1db and 0x1dc: the one-record LBR of the P6 family and of AMD, [`Recorder::AmdSingle`]'s
+    /// MSRs): what `force` may use (Bochs, whose FRED CPU has that pair and no LBR stack).
+    SinglePair(Facility),
     /// PDCM says PERF_CAPABILITIES exists, but reading it fails.
     Capabilities(Facility, MsrError),
     /// An access to the switch or the records failed.
@@ -194,7 +198,15 @@ fn probe_recorder(cpu: CpuId, hypervisor: Hypervisor) -> Result<Found, Why> {
         true => facility::bts(true, read_msr(cpu, msr::MISC_ENABLE).ok()),
         false => Bts::Absent,
     };
-    let recorder = facility.recorder.ok_or(Why::NoRecorder(facility))?;
+    let Some(recorder) = facility.recorder else {
+        let single = Recorder::AmdSingle;
+        let answers = read_msr(cpu, single.switch().msr).is_ok()
+            && read_msr(cpu, single.first_record_msr()).is_ok();
+        return Err(match answers {
+            true => Why::SinglePair(facility),
+            false => Why::NoRecorder(facility),
+        });
+    };
     let access = |e| Why::Access(facility, recorder, e);
     let Switch { msr, mask, .. } = recorder.switch();
 
@@ -257,6 +269,13 @@ impl Refusal {
     /// the only refusal the `force` parameter may override.
     pub(crate) fn forceable(&self) -> Option<Found> {
         match self.why {
+            Why::SinglePair(facility) => Some(Found {
+                facility,
+                recorder: Recorder::AmdSingle,
+                bts: Bts::Absent,
+                in_use: false,
+                hypervisor: self.hypervisor,
+            }),
             Why::DoesNotStick {
                 facility, recorder, ..
             } => Some(Found {
@@ -275,6 +294,7 @@ impl Why {
     fn facility(&self) -> &Facility {
         match self {
             Self::NoRecorder(fac)
+            | Self::SinglePair(fac)
             | Self::Capabilities(fac, _)
             | Self::Access(fac, _, _)
             | Self::Unsupported(fac, _, _)
@@ -300,6 +320,12 @@ impl fmt::Display for Why {
             Self::NoRecorder(fac) => write!(
                 f,
                 "{}: CPUID describes no branch recorder lbr-dump supports",
+                fac.signature
+            ),
+            Self::SinglePair(fac) => write!(
+                f,
+                "{}: CPUID describes no branch recorder lbr-dump supports (force=1 uses the single \
+                 last-branch pair: DEBUGCTL.LBR, MSRs 0x1db and 0x1dc)",
                 fac.signature
             ),
             Self::Capabilities(fac, e) => write!(

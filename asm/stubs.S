@@ -125,6 +125,23 @@
 #endif
 .endm
 
+/*
+ * LBR_FRED_GO_ON which: on to the kernel's FRED entry point for ring-3 (`user`) or ring-0
+ * (`kernel`) events, every register and the frame as delivered. Module: a direct jmp to the
+ * static call lbr_dump_fred_<which> (src/glue.c), which arming points at the kernel's entry
+ * point read from IA32_FRED_CONFIG (asm_fred_entrypoint_user, or its +256); with objtool's
+ * static-call sites the jmp itself becomes a direct jmp rel32 there. Built in: a direct jmp to
+ * asm_fred_entrypoint_<which> (arch/x86/entry/entry_64_fred.S), which has no ENDBR: only a
+ * direct jump may reach it. No data load, no indirect branch.
+ */
+.macro LBR_FRED_GO_ON which:req
+#ifdef MODULE
+	jmp	__SCT__lbr_dump_fred_\which
+#else
+	jmp	asm_fred_entrypoint_\which
+#endif
+.endm
+
 /* The static-call trampoline of \vec is on a stub's path: no kprobe there (module only). */
 .macro LBR_NOKPROBE_WAY_ON vec:req
 #ifdef MODULE
@@ -1108,10 +1125,16 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
  * kernel's handler clears both.
  * Stack at entry: SS, RSP, RFLAGS, CS, RIP (no error code). Every register is live.
  */
-.macro LBR_STOP_STUB vec:req half:req name:req
+.macro LBR_STOP_STUB vec:req half:req name:req fred=0
+/* With \fred, a FRED frame: the error code slot first, then RIP (below: LBR_FRED_*). */
+.set	.Lstop_f_\name, \fred * 8
 SYM_CODE_START(lbr_dump_stop_\name)
-	UNWIND_HINT_IRET_ENTRY
+	UNWIND_HINT_IRET_ENTRY offset=.Lstop_f_\name
+.if \fred
+	ANNOTATE_NOENDBR			/* reached by a direct jmp from lbr_dump_fred_kernel */
+.else
 	ENDBR
+.endif
 	movq	%rax, -8(%rsp)			/* the one stack slot used (see above) */
 	movq	%dr7, %rax
 	testb	$DR7_ENABLED, %al
@@ -1140,10 +1163,11 @@ SYM_CODE_START(lbr_dump_stop_\name)
 	LBR_CLAIM_SLOT .Lstop_put_back_\name	/* r9 = CPU block, rsi = snapshot */
 	movl	$\vec, LBR_SNAP_VECTOR(%rsi)
 	movq	$0, LBR_SNAP_ERROR(%rsi)
-	movq	%rsp, LBR_SNAP_FRAME(%rsi)	/* the frame, as delivered */
-	movq	(%rsp), %rax
+	leaq	.Lstop_f_\name(%rsp), %rax
+	movq	%rax, LBR_SNAP_FRAME(%rsi)	/* the frame (its RIP), as delivered */
+	movq	.Lstop_f_\name(%rsp), %rax
 	movq	%rax, LBR_SNAP_RIP(%rsi)
-	movq	24(%rsp), %rax
+	movq	.Lstop_f_\name+24(%rsp), %rax
 	movq	%rax, LBR_SNAP_RSP(%rsi)
 	movq	%cr2, %rax
 	movq	%rax, LBR_SNAP_CR2(%rsi)
@@ -1163,14 +1187,24 @@ SYM_CODE_START(lbr_dump_stop_\name)
 	movq	LBR_STOP_R9(%r11), %r9
 	movq	LBR_STOP_R10(%r11), %r10
 	movq	LBR_STOP_R11(%r11), %r11
+.if \fred
+	LBR_FRED_GO_ON kernel
+.else
 	LBR_GO_ON \vec
+.endif
 .Lstop_skip_\name:
 	movq	-8(%rsp), %rax
 	/* Every register and the frame as delivered: on to the kernel's handler (LBR_GO_ON). */
+.if \fred
+	LBR_FRED_GO_ON kernel
+.else
 	LBR_GO_ON \vec
+.endif
 SYM_CODE_END(lbr_dump_stop_\name)
 _ASM_NOKPROBE(lbr_dump_stop_\name)
+.if \fred == 0
 LBR_NOKPROBE_WAY_ON \vec
+.endif
 .endm
 
 	LBR_ENTRY_TEXT
@@ -1283,6 +1317,305 @@ SYM_FUNC_START(lbr_dump_nmi_thaw)
 	RET
 SYM_FUNC_END(lbr_dump_nmi_thaw)
 _ASM_NOKPROBE(lbr_dump_nmi_thaw)
+
+#ifdef CONFIG_X86_FRED
+/*
+ * FRED entry page. With FRED (Flexible Return and Event Delivery, on by default where the CPU
+ * has it; the kernel then invalidates the IDT), every event enters at the page whose address is
+ * in the CPU's IA32_FRED_CONFIG: ring-3 events at its base, ring-0 events at base + 256, with a
+ * FRED frame on the stack (arch/x86/entry/entry_64_fred.S). While armed, src/fred.rs points
+ * every CPU's IA32_FRED_CONFIG at this page instead of asm_fred_entrypoint_user's (the low bits,
+ * the redzone and the interrupt stack level, kept), and back when disarming. So one page serves
+ * every vector, every CPU:
+ *  - ring 3 (lbr_dump_fred_user): a direct jmp to the kernel's user entry and nothing else: no
+ *    data load, every register user-controlled, before the kernel's mitigations. Not captured
+ *    (as the IDT stubs pass user-mode exceptions); nor re-armed: a user-mode #DB (ptrace's
+ *    single-step) clears the LBR switch, which stays off until the next capture re-arms it
+ *    (Documentation/lbr-dump/design.rst "FRED").
+ *  - ring 0 (lbr_dump_fred_kernel): hardware exceptions of the captured vectors are captured as
+ *    the IDT stubs capture them: the event type and vector are tested in the frame, laid out so
+ *    that a crash falls through every test up to the freeze (no taken branch of ours before it);
+ *    a kernel-mode #DB re-arms (lbr_dump_rearm_1); once a panic has claimed the stop
+ *    (LBR_LIVE_GATES_SWITCHED is 2: the stop trampoline has run), the NMI and REBOOT_VECTOR go to
+ *    the stop stubs' FRED variants; everything else (interrupts, NMIs, INT3, ...) goes straight
+ *    on to the kernel's kernel entry after one or two compares of the frame.
+ * FRED's frame at delivery (the stack pointer at the error code; FRED pushes one for every
+ * event, 0 where the event has none), 64 bytes:
+ *   0 error code, 8 RIP, 16 CS (+ stack level, WFE), 24 RFLAGS, 32 RSP,
+ *   40 SS + event info (vector bits 39:32, type bits 51:48), 48 event data (#PF: the faulting
+ *   address, which FRED kernels read instead of CR2; #DB: DR6), 56 reserved.
+ * A ring-0 event delivered on the same stack level goes below a 64-byte redzone under RSP
+ * (FRED_CONFIG_REDZONE), aligned down; #DB, NMI, #MC and #DF move to stack levels 1, 2, 2 and 3
+ * (arch/x86/kernel/fred.c), and an NMI event blocks NMIs until its ERETS: either way the stack
+ * below RSP is ours to push on. FRED and page-table isolation
+ * never coexist (the kernel clears FRED when PTI is on, arch/x86/mm/pti.c): no CR3 to switch.
+ * FRED entry points have no ENDBR (event delivery needs none): ANNOTATE_NOENDBR.
+ */
+#define LBR_FRED_ERR	0
+#define LBR_FRED_RIP	8
+#define LBR_FRED_FLAGS	24
+#define LBR_FRED_RSP	32
+#define LBR_FRED_VECTOR	44	/* the SS slot's bits 39:32 */
+#define LBR_FRED_TYPE	46	/* its bits 55:48: the type in 51:48, 55:52 reserved (0) */
+#define LBR_FRED_DATA	48
+/* Event types (arch/x86/include/asm/fred.h EVENT_TYPE_*). */
+#define LBR_FRED_EXTINT	0
+#define LBR_FRED_NMI	2
+#define LBR_FRED_HWEXC	3
+/*
+ * The hardware exceptions the page can capture: the hookable vectors but #DB (re-arm only), as
+ * src/report.rs VECTORS lists them; LBR_CFG_FRED_VECTORS holds the chosen ones.
+ */
+#define LBR_FRED_CAPTURABLE	((1 << 0) | (1 << 6) | (1 << 8) | (1 << 11) | (1 << 12) | \
+				 (1 << 13) | (1 << 14) | (1 << 17) | (1 << 21))
+/* The kernel's REBOOT_VECTOR (arch/x86/include/asm/irq_vectors.h). */
+#define LBR_FRED_REBOOT	0xf8
+
+	LBR_ENTRY_TEXT
+	.balign	4096
+SYM_CODE_START_NOALIGN(lbr_dump_fred_user)
+	UNWIND_HINT_END_OF_STACK
+	ANNOTATE_NOENDBR
+	LBR_FRED_GO_ON user
+SYM_CODE_END(lbr_dump_fred_user)
+_ASM_NOKPROBE(lbr_dump_fred_user)
+
+	.org	lbr_dump_fred_user + 256, 0xcc
+SYM_CODE_START_NOALIGN(lbr_dump_fred_kernel)
+	UNWIND_HINT_IRET_ENTRY offset=8
+	ANNOTATE_NOENDBR
+	cmpb	$LBR_FRED_HWEXC, LBR_FRED_TYPE(%rsp)
+	jne	.Lfred_event			/* not an exception (not taken for a crash) */
+	pushq	%rax
+	pushq	%rcx
+	pushq	%rdx
+	/*
+	 * The stack now: 0 rdx, 8 rcx, 16 rax, 24 error code, 32 RIP, 40 CS, 48 RFLAGS, 56 RSP,
+	 * 64 SS + event info (vector at 68), 72 event data: above the pushes, the same offsets as
+	 * in the IDT stubs (which see an error code for these vectors).
+	 */
+	movzbl	24+LBR_FRED_VECTOR(%rsp), %eax	/* the vector */
+	movl	$LBR_FRED_CAPTURABLE, %ecx
+	btl	%eax, %ecx
+	jnc	.Lfred_not_captured		/* #DB, or a vector never captured */
+	btl	%eax, lbr_dump_capture+LBR_CFG_FRED_VECTORS(%rip)
+	jnc	.Lfred_pass			/* not one of the chosen vectors */
+	/*
+	 * A #PF data access to a user address with the saved RFLAGS.AC set: a user-access fault
+	 * (copy_from_user and friends) that the kernel resolves or fixes up, not captured (as
+	 * lbr_dump_stub_14). The address is the event data. Combined without a branch.
+	 */
+	cmpl	$14, %eax
+	sete	%cl
+	btq	$63, 24+LBR_FRED_DATA(%rsp)	/* CF: the address is in the upper (kernel) half */
+	setnc	%dl
+	andb	%dl, %cl
+	testl	$X86_EFLAGS_AC, 24+LBR_FRED_FLAGS(%rsp)
+	setnz	%dl
+	andb	%dl, %cl
+	testl	$PF_INSTR, 24+LBR_FRED_ERR(%rsp)
+	setz	%dl
+	andb	%dl, %cl			/* ZF clear: a user-access fault */
+	jnz	.Lfred_pass
+	ASM_CLAC				/* AC may be set inside a user-access region */
+	cld					/* DF may be set (memmove) */
+	/* Freeze. No taken branch before this. */
+	LBR_FREEZE push				/* 0: the control value at entry */
+	/*
+	 * The #GP, #NP and #SS the kernel fixes up and any user causes at will are not captured
+	 * (lbr_dump_stub_13 says why for each): a fault at ERETU (the user's bad return frame,
+	 * fixed up by ex_handler_eretu; FRED's equivalent of the IRET rule), a MOV to a segment
+	 * register (or LKGS) whose error code names a selector, and (#GP) RDMSR, WRMSR, WRMSRNS, and
+	 * FXRSTOR or XRSTOR of a user signal frame with AC set. Tested after the freeze (one
+	 * stub for every vector: branches by vector would be taken before it); such a fault
+	 * only puts the control value back. The stack now: 0 control value, 8 rdx, 16 rcx,
+	 * 24 rax, 32 error code, 40 RIP, 48 CS, 56 RFLAGS, 64 RSP, 72 SS + event info.
+	 */
+	movzbl	8+24+LBR_FRED_VECTOR(%rsp), %eax
+	subl	$11, %eax
+	cmpl	$2, %eax
+	ja	.Lfred_capture			/* not #NP, #SS or #GP */
+	/* The instruction at RIP, read as lbr_dump_stub_13 reads it (never past its page). */
+	movq	40(%rsp), %rcx			/* saved RIP */
+	leaq	lbr_dump_no_frame(%rip), %rax
+	movq	%rcx, %rdx
+	sarq	$31, %rdx
+	cmpq	$-1, %rdx			/* RIP >= 0xffffffff80000000? */
+	cmoveq	%rcx, %rax
+	movq	%rax, %rdx
+	orq	$0xfff, %rdx
+	subq	$3, %rdx
+	cmpq	%rdx, %rax
+	cmovaq	%rdx, %rax
+	subl	%eax, %ecx
+	shlb	$3, %cl
+	movl	(%rax), %eax
+	shrl	%cl, %eax			/* eax = bytes 0-3 at RIP */
+	cmpl	$0xca010ff3, %eax		/* ERETU: f3 0f 01 ca */
+	je	.Lfred_fixed_up
+	/*
+	 * LKGS (f2 0f 00 /6): with FRED, load_gs_index() loads a user's GS selector with it
+	 * (arch/x86/include/asm/gsseg.h), fixed up like MOV Sreg: the same selector test.
+	 */
+	movl	%eax, %ecx
+	andl	$0x38ffffff, %ecx
+	cmpl	$0x30000ff2, %ecx
+	je	.Lfred_sreg
+	movzbl	%al, %ecx
+	subl	$0x40, %ecx
+	cmpl	$0x10, %ecx
+	setb	%cl				/* a REX prefix (40-4f) */
+	cmpb	$0x3e, %al
+	sete	%ch				/* DS */
+	orb	%ch, %cl
+	movl	%eax, %edx
+	shrl	$8, %edx
+	testb	%cl, %cl
+	cmovnzl	%edx, %eax			/* eax = the bytes after the prefix, if one */
+	cmpb	$0x8e, %al			/* MOV Sreg, r/m16 */
+	jne	.Lfred_not_sreg
+.Lfred_sreg:
+	movl	32(%rsp), %edx			/* error code */
+	testb	$3, %dl				/* EXT, IDT: not a selector */
+	jnz	.Lfred_not_sreg
+	testl	$0xfffc, %edx			/* selector index, TI */
+	jnz	.Lfred_fixed_up
+.Lfred_not_sreg:
+	cmpb	$13, 8+24+LBR_FRED_VECTOR(%rsp)
+	jne	.Lfred_capture			/* the rest are #GP's */
+	cmpw	$0x300f, %ax			/* WRMSR */
+	je	.Lfred_fixed_up
+	cmpw	$0x320f, %ax			/* RDMSR */
+	je	.Lfred_fixed_up
+	movl	%eax, %ecx
+	andl	$0xffffff, %ecx
+	cmpl	$0xc6010f, %ecx			/* WRMSRNS */
+	je	.Lfred_fixed_up
+	cmpw	$0xae0f, %ax			/* FXRSTOR, XRSTOR: 0f ae /1, /5, a memory operand */
+	jne	.Lfred_capture
+	testl	$X86_EFLAGS_AC, 56(%rsp)	/* saved RFLAGS.AC */
+	jz	.Lfred_capture
+	shrl	$16, %eax			/* al = the ModRM byte */
+	movl	%eax, %ecx
+	andb	$0xc0, %cl
+	cmpb	$0xc0, %cl
+	je	.Lfred_capture			/* mod 3: a register form (LFENCE) */
+	andb	$0x18, %al
+	cmpb	$0x08, %al
+	je	.Lfred_fixed_up			/* reg 1 or 5 */
+.Lfred_capture:
+	pushq	%rsi
+	pushq	%rdi
+	pushq	%r8
+	pushq	%r9
+	pushq	%r10
+	/*
+	 * The stack now: 0 r10, 8 r9, 16 r8, 24 rdi, 32 rsi, 40 control value at entry, 48 rdx,
+	 * 56 rcx, 64 rax, then the frame at 72: 72 error code, 80 RIP, 104 RSP, 112 SS + event info,
+	 * 120 event data.
+	 */
+	LBR_THIS_CPU %r9
+	LBR_CLAIM_SLOT .Lfred_unfreeze
+	movzbl	72+LBR_FRED_VECTOR(%rsp), %eax
+	movl	%eax, LBR_SNAP_VECTOR(%rsi)
+	movq	72+LBR_FRED_ERR(%rsp), %rax
+	movq	%rax, LBR_SNAP_ERROR(%rsi)
+	leaq	72+LBR_FRED_RIP(%rsp), %rax
+	movq	%rax, LBR_SNAP_FRAME(%rsi)
+	movq	72+LBR_FRED_RIP(%rsp), %rax
+	movq	%rax, LBR_SNAP_RIP(%rsi)
+	movq	72+LBR_FRED_RSP(%rsp), %rax
+	movq	%rax, LBR_SNAP_RSP(%rsi)
+	movq	%cr2, %rax
+	cmpb	$14, 72+LBR_FRED_VECTOR(%rsp)
+	cmoveq	72+LBR_FRED_DATA(%rsp), %rax	/* #PF: the event data (CR2 is not what FRED's handler reads) */
+	movq	%rax, LBR_SNAP_CR2(%rsi)
+	LBR_RECORD 40(%rsp), fred
+	jmp	.Lfred_pop
+.Lfred_unfreeze:
+	/* No capture (CPU out of range, or nested): put the control value back as it was. */
+	LBR_PUT_BACK 40(%rsp)
+.Lfred_pop:
+	popq	%r10
+	popq	%r9
+	popq	%r8
+	popq	%rdi
+	popq	%rsi
+	addq	$8, %rsp			/* the control value at entry */
+	jmp	.Lfred_pass
+.Lfred_fixed_up:
+	/* Fixed up by the kernel: not captured, the control value put back. */
+	LBR_PUT_BACK (%rsp)
+	addq	$8, %rsp
+	jmp	.Lfred_pass
+.Lfred_not_captured:
+	cmpl	$1, %eax
+	jne	.Lfred_pass
+	/*
+	 * A kernel-mode #DB: re-arm as lbr_dump_rearm_1 does (its delivery cleared the LBR switch),
+	 * unless a hardware breakpoint is armed (a data breakpoint on lbr-dump's data would fire
+	 * again here: load nothing of ours).
+	 */
+	movq	%dr7, %rax
+	testb	$DR7_ENABLED, %al
+	jnz	.Lfred_pass
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	rdmsr
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* rax = control value now */
+	movq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %rdx
+	notq	%rdx
+	andq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx	/* rdx = armed & ~rearm mask */
+	cmpq	%rdx, %rax
+	jne	.Lfred_pass			/* not ours with the switch cleared: leave it */
+	LBR_CPU_BLOCK %rcx, .Lfred_pass
+	cmpl	$0, LBR_CPU_LENT(%rcx)
+	jne	.Lfred_pass			/* a KVM guest holds the LBR here, or disarming */
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rax
+	movq	%rax, %rdx
+	shrq	$32, %rdx
+	wrmsr					/* recording on again */
+.Lfred_pass:
+	popq	%rdx
+	popq	%rcx
+	popq	%rax
+.Lfred_go_on:
+	/* Every register and the frame as delivered: on to the kernel's kernel entry. */
+	LBR_FRED_GO_ON kernel
+.Lfred_event:
+	/*
+	 * Not a hardware exception. Once a panic has claimed the stop and its stop trampoline has
+	 * run (LBR_LIVE_GATES_SWITCHED 2), the NMI and REBOOT_VECTOR that stop this CPU go to the
+	 * stop stubs; until then, one data load per NMI and per REBOOT_VECTOR, none for other
+	 * events.
+	 */
+	cmpb	$LBR_FRED_NMI, LBR_FRED_TYPE(%rsp)
+	je	.Lfred_nmi
+	cmpb	$LBR_FRED_EXTINT, LBR_FRED_TYPE(%rsp)
+	jne	.Lfred_go_on
+	cmpb	$LBR_FRED_REBOOT, LBR_FRED_VECTOR(%rsp)
+	jne	.Lfred_go_on
+	cmpq	$2, lbr_dump_live+LBR_LIVE_GATES_SWITCHED(%rip)
+	jne	.Lfred_go_on
+	jmp	lbr_dump_stop_fred_ipi
+.Lfred_nmi:
+	cmpq	$2, lbr_dump_live+LBR_LIVE_GATES_SWITCHED(%rip)
+	jne	.Lfred_go_on
+	jmp	lbr_dump_stop_fred_nmi
+SYM_CODE_END(lbr_dump_fred_kernel)
+_ASM_NOKPROBE(lbr_dump_fred_kernel)
+
+#ifdef MODULE
+/* The static-call trampolines on the page's way on: no kprobe there. */
+_ASM_NOKPROBE(__SCT__lbr_dump_fred_user)
+_ASM_NOKPROBE(__SCT__lbr_dump_fred_kernel)
+#endif
+
+/* The stop stubs for a FRED frame (LBR_STOP_STUB above). */
+LBR_STOP_STUB 2 LBR_STOP_NMI fred_nmi fred=1
+LBR_STOP_STUB 248 LBR_STOP_IPI fred_ipi fred=1
+#endif /* CONFIG_X86_FRED */
 
 /* Stub address by vector (0: not hookable), for src/idt.rs; vector 1 only re-arms. */
 	.section .rodata

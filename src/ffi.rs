@@ -54,6 +54,7 @@ pub(crate) struct CaptureConfig {
     pub(crate) iret: u64,
     pub(crate) gate_pte_rw: u64,
     pub(crate) gate_pte_ro: u64,
+    pub(crate) fred_vectors: u64,
 }
 
 /// The page asm/stubs.S `lbr_dump_capture` fills (in `.data..ro_after_init`): the
@@ -100,6 +101,7 @@ const _: () = {
     assert!(offset_of!(CaptureConfig, iret) == cfg::IRET);
     assert!(offset_of!(CaptureConfig, gate_pte_rw) == cfg::GATE_PTE_RW);
     assert!(offset_of!(CaptureConfig, gate_pte_ro) == cfg::GATE_PTE_RO);
+    assert!(offset_of!(CaptureConfig, fred_vectors) == cfg::FRED_VECTORS);
     assert!(size_of::<CaptureConfig>() == cfg::SIZE);
     assert!(offset_of!(ConfigPage, msrs) == cfg::MSR_LIST);
     assert!(size_of::<ConfigPage>() == cfg::PAGE);
@@ -271,6 +273,24 @@ unsafe extern "C" {
 
     /// src/glue.c: `lbr_dump=on` (1), `lbr_dump=off` (0) on the command line, or -1.
     pub(crate) fn lbr_dump_boot_choice() -> c_int;
+
+    /// src/glue.c: `rdmsrq_safe()` on this CPU: 0, or -EIO if the read faulted.
+    pub(crate) fn lbr_dump_rdmsr_safe(msr: u32, value: *mut u64) -> c_int;
+
+    /// src/glue.c: keeps the module loaded for good (a no-op built in).
+    pub(crate) fn lbr_dump_pin();
+
+    /// src/glue.c: whether the kernel delivers events with FRED (`X86_FEATURE_FRED`).
+    pub(crate) fn lbr_dump_fred_active() -> bool;
+
+    /// src/glue.c: checks that `page` is the kernel's FRED entry page (asm_fred_entrypoint_user)
+    /// and, in a module, points the FRED page's static calls at it and its +256; 0, -EXDEV if it
+    /// is another page, -ENODEV without FRED. May sleep (text patching).
+    pub(crate) fn lbr_dump_fred_set_kernel_page(page: c_ulong) -> c_int;
+
+    /// src/glue.c: the address of lbr-dump's FRED entry page (asm/stubs.S `lbr_dump_fred_user`,
+    /// 4 KiB-aligned; its +256 is the ring-0 entry), 0 in a build without CONFIG_X86_FRED.
+    pub(crate) fn lbr_dump_fred_page() -> c_ulong;
 
     /// asm/cpu.S: this CPU's number from the CPUNODE segment limit, without `%gs`.
     pub(crate) fn lbr_dump_cpu_number() -> c_uint;

@@ -35,6 +35,7 @@
 #include <linux/vmalloc.h>
 #include <asm/cpufeature.h>
 #include <asm/desc.h>
+#include <asm/fred.h>
 #include <asm/gsseg.h>
 #include <asm/idtentry.h>
 #include <asm/msr.h>
@@ -59,6 +60,9 @@ void lbr_dump_config_protect(void *page);
 void lbr_dump_window_unmap(struct lbr_dump_window *w);
 void lbr_dump_window_write(const struct lbr_dump_window *w, void (*fn)(void *va, void *data), void *data);
 const char *lbr_dump_environment_refusal(void);
+bool lbr_dump_fred_active(void);
+int lbr_dump_fred_set_kernel_page(unsigned long page);
+unsigned long lbr_dump_fred_page(void);
 int lbr_dump_stop_machine(int (*fn)(void *data), void *data);
 unsigned long lbr_dump_virt_to_phys(void *addr);
 bool lbr_dump_pti_active(void);
@@ -67,6 +71,8 @@ int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
 void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void), void (*suspend)(void));
 void lbr_dump_on_each_cpu(void (*func)(void *info), void *info, bool wait);
 int lbr_dump_wrmsr_safe(u32 msr, u64 value);
+int lbr_dump_rdmsr_safe(u32 msr, u64 *value);
+void lbr_dump_pin(void);
 void lbr_dump_syscore_unregister(void);
 int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what);
 void lbr_dump_bts_unwatch(void);
@@ -228,8 +234,6 @@ const char *lbr_dump_environment_refusal(void)
 	if (boot_cpu_has(X86_FEATURE_PTI))
 		return "page-table isolation is active: a module's code is not mapped under the user CR3 that exceptions from user mode arrive with; build lbr-dump into the kernel (CONFIG_LBR_DUMP=y), whose stubs are entry text, or boot with pti=off";
 #endif
-	if (cpu_feature_enabled(X86_FEATURE_FRED))
-		return "FRED is active: exceptions do not go through the IDT (boot with fred=off)";
 	if (xen_pv_domain())
 		return "Xen PV guest: the hypervisor owns the IDT";
 	if (cc_platform_has(CC_ATTR_GUEST_STATE_ENCRYPT))
@@ -238,6 +242,65 @@ const char *lbr_dump_environment_refusal(void)
 		return "TDX guest: RDMSR at exception entry would raise #VE";
 	return NULL;
 }
+
+/* Whether events are delivered with FRED (src/fred.rs), not through the IDT. */
+bool lbr_dump_fred_active(void)
+{
+	return cpu_feature_enabled(X86_FEATURE_FRED);
+}
+
+#ifdef CONFIG_X86_FRED
+void lbr_dump_fred_user(void);	/* asm/stubs.S: the page, 4 KiB-aligned */
+
+unsigned long lbr_dump_fred_page(void)
+{
+	return (unsigned long)lbr_dump_fred_user;
+}
+
+#ifdef MODULE
+/*
+ * The FRED entry page's ways on to the kernel's entry points (asm/stubs.S LBR_FRED_GO_ON): static
+ * calls that arming points at asm_fred_entrypoint_user and asm_fred_entrypoint_kernel (its
+ * +256), found in IA32_FRED_CONFIG and checked by name: their trampolines become direct
+ * `jmp rel32`s (those entry points have no ENDBR: only a direct jump may reach them).
+ */
+void lbr_dump_entry(void);
+DEFINE_STATIC_CALL_NULL(lbr_dump_fred_user, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_fred_kernel, lbr_dump_entry);
+
+int lbr_dump_fred_set_kernel_page(unsigned long page)
+{
+	char name[KSYM_SYMBOL_LEN];
+	unsigned long off;
+
+	if (!cpu_feature_enabled(X86_FEATURE_FRED))
+		return -ENODEV;
+	if (!lbr_dump_symbol(page, name, &off) || off || strcmp(name, "asm_fred_entrypoint_user"))
+		return -EXDEV;
+	static_call_update(lbr_dump_fred_user, (void (*)(void))page);
+	static_call_update(lbr_dump_fred_kernel, (void (*)(void))(page + 256));
+	return 0;
+}
+#else
+/* Built in, the page jumps straight to the kernel's entry points: it must be theirs. */
+int lbr_dump_fred_set_kernel_page(unsigned long page)
+{
+	if (!cpu_feature_enabled(X86_FEATURE_FRED))
+		return -ENODEV;
+	return page == (unsigned long)asm_fred_entrypoint_user ? 0 : -EXDEV;
+}
+#endif
+#else
+unsigned long lbr_dump_fred_page(void)
+{
+	return 0;
+}
+
+int lbr_dump_fred_set_kernel_page(unsigned long page)
+{
+	return -ENODEV;
+}
+#endif
 
 /*
  * stop_machine(fn, data, NULL): fn runs on one CPU while every other online CPU spins in its
@@ -260,6 +323,20 @@ void lbr_dump_on_each_cpu(void (*func)(void *info), void *info, bool wait)
 int lbr_dump_wrmsr_safe(u32 msr, u64 value)
 {
 	return wrmsrq_safe(msr, value);
+}
+
+/* rdmsrq_safe() (an inline): a read on this CPU whose #GP comes back as -EIO. */
+int lbr_dump_rdmsr_safe(u32 msr, u64 *value)
+{
+	return rdmsrq_safe(msr, value);
+}
+
+/* Keeps the module loaded for good: a CPU may still enter its code (src/fred.rs). */
+void lbr_dump_pin(void)
+{
+#ifdef MODULE
+	__module_get(THIS_MODULE);
+#endif
 }
 
 /* virt_to_phys() (an inline) of a direct-map address: where a dump reader finds a BTS buffer. */

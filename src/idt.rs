@@ -140,6 +140,8 @@ pub(crate) enum GateRefusal {
     /// Built in, the stub goes on to the kernel's own entry point (asm/stubs.S LBR_GO_ON), and
     /// the gate holds another handler.
     NotKernelHandler,
+    /// FRED delivers the vector, and what was asked has only an IDT stub (the NMI watch).
+    Fred,
 }
 
 impl GateRefusal {
@@ -159,6 +161,7 @@ impl GateRefusal {
             Self::NotKernelHandler => {
                 "its gate does not hold the kernel's own entry point (asm_exc_*), where built-in lbr-dump's stub goes on"
             }
+            Self::Fred => "FRED delivers it, and the NMI watch is an IDT stub (not supported with FRED)",
         }
     }
 
@@ -447,6 +450,11 @@ impl Hooks {
     /// The IDT's gates (two u64 each) through the window: readable at any time.
     fn gates(&self) -> *const u64 {
         self.idt.va().cast_const().cast()
+    }
+
+    /// Whether both stop gates were prepared ([`Hooks::prepare_stop`]).
+    pub(crate) fn stop_gates_prepared(&self) -> bool {
+        self.stop.len() == 2
     }
 
     /// The stop trampoline's window: its address and its PTE's (address, writable value,

@@ -263,8 +263,11 @@ pub mod cfg {
     pub const GATE_PTE_RW: usize = 0xb0;
     /// The window's PTE otherwise: read-only.
     pub const GATE_PTE_RO: usize = 0xb8;
+    /// FRED: the hardware exceptions the FRED entry page's kernel stub captures (bit N: vector
+    /// N); the chosen vectors. 0 with the IDT.
+    pub const FRED_VECTORS: usize = 0xc0;
     /// Size of the structure.
-    pub const SIZE: usize = 0xc0;
+    pub const SIZE: usize = 0xc8;
     /// Offset of the MSR list in the page.
     pub const MSR_LIST: usize = 0x100;
     /// Entries the MSR list has room for.

@@ -22,6 +22,7 @@ mod control;
 mod entry;
 pub mod facility;
 mod ffi;
+mod fred;
 pub mod hypervisor;
 mod idt;
 pub mod layout;

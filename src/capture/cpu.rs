@@ -477,6 +477,10 @@ pub(super) unsafe extern "C" fn suspend() {
 /// Called only by the syscore resume callback glue.c registers, while it is registered.
 pub(super) unsafe extern "C" fn resume() {
     let Some(s) = recording() else { return };
+    // FRED: the kernel wrote its entry page back into IA32_FRED_CONFIG while restoring the CPU.
+    if crate::fred::active() {
+        crate::fred::resume_this_cpu();
+    }
     if let Some((m, v)) = s.values.filter {
         wrmsr_here(m, v);
     }

@@ -42,7 +42,7 @@ use kernel::{
 use kernel::cpu::CpuId;
 
 use crate::area::{AreaHeader, BtsHeader, Memory, MemoryMut, SnapshotView};
-use crate::entry::{self, Entry};
+use crate::entry::{self, ArmRefusal, Entry};
 use crate::facility::{debugctl, msr, Filter, Recorder};
 use crate::ffi;
 use crate::layout::{self, Geometry};
@@ -138,17 +138,8 @@ pub(crate) struct Armed {
 impl Armed {
     /// Whether the panic path is all there: both trampolines, and both stop gates prepared.
     fn panic_complete(&self) -> bool {
-        // SAFETY: a field of the stubs' configuration, written by `attach_panic_path` while no
-        // trampoline was attached; read here under the state lock.
-        let (nmi, ipi) = unsafe {
-            let c = ptr::addr_of!(ffi::lbr_dump_capture.cfg);
-            (
-                ptr::addr_of!((*c).nmi_gate).read_volatile(),
-                ptr::addr_of!((*c).ipi_gate).read_volatile(),
-            )
-        };
         let p = self.panic.attached;
-        p.panic && p.kexec && p.stop && nmi != 0 && ipi != 0
+        p.panic && p.kexec && p.stop && self.entry.as_ref().is_some_and(Entry::stops_captured)
     }
 
     /// Which of the panic path's trampolines are attached.
@@ -384,15 +375,22 @@ fn hook_gates(armed: &mut Armed, vectors: Vectors) -> Result {
     let mut list = [0; HOOKABLE.len()];
     let n = vectors.list(&mut list);
     let mask = |l: &[usize]| l.iter().fold(0u32, |m, &v| m | 1 << v);
+    if crate::fred::active() {
+        // Before any CPU's IA32_FRED_CONFIG points at the page: the vectors it captures.
+        configure_fred(u64::from(mask(&list[..n])));
+    }
     let (entry, list) =
         Entry::arm(&list[..n], |l| Vectors::new(mask(l)).is_some()).map_err(|e| {
             match e {
-                Some((v, why)) => pr_err!(
+                ArmRefusal::Vector(v, why) => pr_err!(
                     "refusing to arm: vector {v} ({}): {}\n",
                     vector_name(v as u32),
                     why.reason()
                 ),
-                None => pr_err!("refusing to arm: none of the chosen vectors has a gate to hook\n"),
+                ArmRefusal::NotAccepted => {
+                    pr_err!("refusing to arm: none of the chosen vectors has a gate to hook\n")
+                }
+                ArmRefusal::Fred(why) => pr_err!("refusing to arm: {}\n", why.reason()),
             }
             ENODEV
         })?;

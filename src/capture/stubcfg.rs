@@ -21,6 +21,19 @@ pub(super) fn rearm_without_bts() {
     };
 }
 
+/// FRED: the hardware exceptions the entry page's ring-0 stub captures (`cfg::FRED_VECTORS`, bit
+/// N: vector N), written before any CPU's IA32_FRED_CONFIG points at the page (src/fred.rs), and
+/// not changed while one does.
+pub(super) fn configure_fred(vectors: u64) {
+    // SAFETY: an aligned u64 of the stubs' configuration; no CPU's IA32_FRED_CONFIG points at
+    // the page yet (this is written before `Entry::arm`), so no stub reads it.
+    unsafe {
+        window::write_config(|page| {
+            ptr::addr_of_mut!((*page).cfg.fred_vectors).write_volatile(vectors);
+        })
+    };
+}
+
 /// The stubs' configuration (asm/stubs.S reads it through `lbr_dump_capture`), with the MSR list
 /// they read, written through the configuration page's window.
 pub(super) fn configure_stubs(

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The FRED entry backend: every CPU's IA32_FRED_CONFIG pointed at lbr-dump's entry page, and
+//! back.
+//!
+//! With FRED (Flexible Return and Event Delivery) active, the kernel delivers every event
+//! through the entry page whose address is in each CPU's IA32_FRED_CONFIG
+//! (`cpu_init_fred_exceptions()`, arch/x86/kernel/fred.c: `asm_fred_entrypoint_user` with the
+//! redzone and interrupt stack level in the low bits), and the IDT is invalid. Arming writes, on
+//! each CPU, the same value with lbr-dump's page (asm/stubs.S `lbr_dump_fred_user`: ring-3 events
+//! jump straight on; its +256, `lbr_dump_fred_kernel`: ring-0 events are tested and captured as
+//! the IDT stubs capture them), from a CPU-hotplug callback, so that a CPU coming online later
+//! (whose bring-up rewrites the kernel's value) and the boot CPU after resume (which rewrites it
+//! too: [`resume_this_cpu`]) get it as well; disarming writes the kernel's value back on every
+//! CPU where lbr-dump's is still in place. The page's jumps to the kernel's entry points are
+//! direct: in a module, static calls that arming points at them (src/glue.c).
+//!
+//! The MSR is per CPU and written on that CPU, by that CPU: no other CPU's delivery can see half
+//! of a change (unlike an IDT gate), and a CPU is never inside the page while its own hotplug
+//! callback runs, so once every CPU has written the kernel's value back no CPU is left inside
+//! the page.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use kernel::{bindings, cpu::CpuId, prelude::*};
+
+use crate::ffi;
+use crate::probe::{read_msr, write_msr_here};
+
+/// IA32_FRED_CONFIG (arch/x86/include/asm/msr-index.h MSR_IA32_FRED_CONFIG).
+pub(crate) const FRED_CONFIG: u32 = 0x1d4;
+
+/// Bits 11:0 of IA32_FRED_CONFIG: the redzone, the interrupt stack level (and reserved bits);
+/// the rest is the entry page.
+const LOW: u64 = 0xfff;
+
+/// The kernel's IA32_FRED_CONFIG value, and lbr-dump's (the same low bits, lbr-dump's page):
+/// what the hotplug and resume callbacks write. Set before the callbacks are registered, while
+/// no callback runs (the state lock); 0 while disarmed.
+static KERNEL: AtomicU64 = AtomicU64::new(0);
+static OURS: AtomicU64 = AtomicU64::new(0);
+/// Set while arming runs the online callback on every online CPU: a CPU whose value is not the
+/// kernel's then refuses arming; later, it only stays out (and says so).
+static ARMING: AtomicBool = AtomicBool::new(false);
+/// Set from the start of disarming: nothing points a CPU at the page any more (a resume
+/// meanwhile leaves the kernel's value), while `cpu_offline` still recognises lbr-dump's.
+static DISARMING: AtomicBool = AtomicBool::new(false);
+
+/// IA32_FRED_CONFIG on this CPU (callbacks run on the CPU they are for, some with interrupts
+/// off: no cross-CPU call).
+fn read_here() -> Option<u64> {
+    let mut v = 0u64;
+    // SAFETY: reads an MSR on this CPU with the exception-safe accessor into a live local.
+    (unsafe { ffi::lbr_dump_rdmsr_safe(FRED_CONFIG, &mut v) } == 0).then_some(v)
+}
+
+/// Whether the kernel delivers events with FRED (then the IDT is not used).
+pub(crate) fn active() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { ffi::lbr_dump_fred_active() }
+}
+
+/// Why the FRED backend cannot arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FredRefusal {
+    /// IA32_FRED_CONFIG cannot be read on the arming CPU.
+    Unreadable,
+    /// Its entry page is not the kernel's `asm_fred_entrypoint_user`.
+    NotKernelPage,
+    /// A CPU's IA32_FRED_CONFIG does not hold the value the kernel wrote (another owner's page,
+    /// other low bits).
+    Changed,
+    /// The static calls to the kernel's entry points cannot be set.
+    StaticCall,
+    /// The CPU-hotplug state cannot be registered.
+    Hotplug,
+}
+
+impl FredRefusal {
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Self::Unreadable => "FRED: IA32_FRED_CONFIG cannot be read",
+            Self::NotKernelPage => {
+                "FRED: IA32_FRED_CONFIG does not point at the kernel's entry page (asm_fred_entrypoint_user)"
+            }
+            Self::Changed => {
+                "FRED: a CPU's IA32_FRED_CONFIG does not hold the value the kernel wrote (see above)"
+            }
+            Self::StaticCall => "FRED: the jumps to the kernel's entry points cannot be set",
+            Self::Hotplug => "FRED: the CPU-hotplug state cannot be registered",
+        }
+    }
+}
+
+/// Every CPU's IA32_FRED_CONFIG pointed at lbr-dump's entry page. Dropping it writes the
+/// kernel's value back on every CPU (the hotplug state's removal runs [`cpu_offline`] on each).
+pub(crate) struct FredHooks {
+    state: bindings::cpuhp_state,
+}
+
+impl FredHooks {
+    /// Points every online CPU, and every CPU that comes online, at lbr-dump's page. The
+    /// stubs' configuration is written already (their vectors, `configure_fred`).
+    pub(crate) fn arm() -> Result<Self, FredRefusal> {
+        let kernel =
+            read_msr(CpuId::current(), FRED_CONFIG).map_err(|_| FredRefusal::Unreadable)?;
+        let page = kernel & !LOW;
+        // SAFETY: no preconditions; `page` is only compared and, in a module, becomes the
+        // target of the static calls' direct jumps (and its +256) once it was found to be the
+        // kernel's FRED entry page.
+        match unsafe { ffi::lbr_dump_fred_set_kernel_page(page as kernel::ffi::c_ulong) } {
+            0 => {}
+            e if e == -(bindings::EXDEV as i32) => return Err(FredRefusal::NotKernelPage),
+            _ => return Err(FredRefusal::StaticCall),
+        }
+        // SAFETY: no preconditions.
+        let ours = unsafe { ffi::lbr_dump_fred_page() } as u64;
+        if ours == 0 || ours & LOW != 0 {
+            // Not built with CONFIG_X86_FRED, or the page is not aligned (asm/stubs.S aligns it).
+            return Err(FredRefusal::StaticCall);
+        }
+        DISARMING.store(false, Ordering::Relaxed);
+        KERNEL.store(kernel, Ordering::Relaxed);
+        OURS.store(ours | (kernel & LOW), Ordering::Relaxed);
+        ARMING.store(true, Ordering::Relaxed);
+        // SAFETY: the name is a static string; the callbacks are valid for the module's lifetime
+        // and read only the atomics set above; removed on drop.
+        let st = unsafe {
+            bindings::__cpuhp_setup_state(
+                bindings::cpuhp_state_CPUHP_AP_ONLINE_DYN,
+                c"lbr_dump:fred".as_char_ptr(),
+                true,
+                Some(cpu_online),
+                Some(cpu_offline),
+                false,
+            )
+        };
+        ARMING.store(false, Ordering::Relaxed);
+        if st < 0 {
+            OURS.store(0, Ordering::Relaxed);
+            return Err(if st == -(bindings::EBUSY as i32) {
+                FredRefusal::Changed
+            } else {
+                FredRefusal::Hotplug
+            });
+        }
+        Ok(FredHooks {
+            state: st as bindings::cpuhp_state,
+        })
+    }
+}
+
+impl Drop for FredHooks {
+    fn drop(&mut self) {
+        DISARMING.store(true, Ordering::Relaxed);
+        // SAFETY: the dynamic state `arm` registered; runs `cpu_offline` on every online CPU
+        // (on that CPU) and waits for running callbacks.
+        unsafe { bindings::__cpuhp_remove_state(self.state, true) };
+        // Every online CPU holds the kernel's value again, or the module stays: a CPU that still
+        // enters the page must find it there.
+        let ours = OURS.load(Ordering::Relaxed);
+        // (An offline CPU's read fails: its bring-up writes the kernel's value.)
+        for cpu in (0..kernel::cpu::nr_cpu_ids()).filter_map(CpuId::from_u32) {
+            if matches!(read_msr(cpu, FRED_CONFIG), Ok(v) if v == ours) {
+                pr_err!(
+                    "FRED: CPU {} still enters at lbr-dump's page after disarming: the module stays loaded\n",
+                    cpu.as_u32()
+                );
+                // SAFETY: no preconditions.
+                unsafe { ffi::lbr_dump_pin() };
+                return;
+            }
+        }
+        OURS.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Writes lbr-dump's value on this CPU if the kernel's is there. `Err(value)` if another value
+/// is there (and not lbr-dump's).
+fn point_here() -> Result<(), u64> {
+    let (kernel, ours) = (KERNEL.load(Ordering::Relaxed), OURS.load(Ordering::Relaxed));
+    if ours == 0 || DISARMING.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    match read_here() {
+        Some(v) if v == kernel => write_msr_here(FRED_CONFIG, ours).map_err(|_| v),
+        Some(v) if v == ours => Ok(()),
+        Some(v) => Err(v),
+        None => Err(0),
+    }
+}
+
+/// CPU coming online (and every online CPU at arming; runs on that CPU, after the kernel's
+/// bring-up wrote its IA32_FRED_CONFIG).
+///
+/// # Safety
+///
+/// Called only by the CPU-hotplug core for the state [`FredHooks::arm`] registered.
+unsafe extern "C" fn cpu_online(cpu: kernel::ffi::c_uint) -> kernel::ffi::c_int {
+    match point_here() {
+        Ok(()) => 0,
+        Err(v) if ARMING.load(Ordering::Relaxed) => {
+            pr_err!(
+                "refusing to arm: FRED: CPU {cpu}'s IA32_FRED_CONFIG is {v:#x}, not the kernel's {:#x}\n",
+                KERNEL.load(Ordering::Relaxed)
+            );
+            -(bindings::EBUSY as i32)
+        }
+        Err(v) => {
+            pr_warn!(
+                "FRED: CPU {cpu}'s IA32_FRED_CONFIG is {v:#x}, not the kernel's: it is not captured\n"
+            );
+            0
+        }
+    }
+}
+
+/// CPU going offline (and every online CPU when disarming; runs on that CPU): the kernel's
+/// value back where lbr-dump's is in place.
+///
+/// # Safety
+///
+/// As [`cpu_online`].
+unsafe extern "C" fn cpu_offline(_cpu: kernel::ffi::c_uint) -> kernel::ffi::c_int {
+    let (kernel, ours) = (KERNEL.load(Ordering::Relaxed), OURS.load(Ordering::Relaxed));
+    if ours != 0 && read_here() == Some(ours) && write_msr_here(FRED_CONFIG, kernel).is_err() {
+        pr_err!("FRED: cannot write the kernel's IA32_FRED_CONFIG back on this CPU\n");
+    }
+    0
+}
+
+/// Resume from suspend (the boot CPU, IRQs off; src/capture/cpu.rs `resume`): the kernel wrote
+/// its value back while restoring the CPU; lbr-dump's again, if armed.
+pub(crate) fn resume_this_cpu() {
+    if let Err(v) = point_here() {
+        pr_warn!("FRED: resume: IA32_FRED_CONFIG is {v:#x}, not the kernel's: the boot CPU is not captured\n");
+    }
+}

@@ -7,14 +7,16 @@ harness.boot(bochs=True) reads it from the guest (scripts/vm.py FRED_CHECK: the 
 each CPU in /proc/cpuinfo and FRED's entry code in /proc/kallsyms; the flag alone is not enough,
 a kernel without CONFIG_X86_FRED shows it too; 7.3 prints no FRED line in its log). Bochs has
 no LBR stack and no BTS (only DEBUGCTL and one LASTBRANCHFROM/TO pair), and its CPUID shows no
-recorder lbr_dump knows: the probe refuses there, force=1 or not. Where Bochs's source
+recorder lbr_dump knows, only the single last-branch pair, which force=1 arms with (records
+empty: Bochs's DEBUGCTL.LBR does not stay on). Where Bochs's source
 (../shared/vendor/) is missing, the Bochs tests are one SKIP line (unavailable(), read by
 tests/run.py); the QEMU test runs all the same."""
 
 import re
+import subprocess
 
-from harness import (MODULE, SYSFS, assert_clean, boot, cpus_brought_up, fred_state, kernel_dir,
-                     kernel_lines, tail)
+from harness import (CRASH, LKDTM, MODULE, REPO, SYM, SYSFS, assert_clean, boot, cpus_brought_up,
+                     fred_state, kernel_dir, kernel_lines, snapshot_heads, tail)
 from vm import FRED_CHECK, BochsUnavailable, bochs_boot_sector, bochs_dir
 
 
@@ -81,31 +83,211 @@ INSMOD = (f"insmod {MODULE} {{args}} 2>/tmp/err || "
           'echo "fred-test: insmod failed: $(cat /tmp/err)" > /dev/kmsg')
 
 
-def test_bochs_lbr_dump_is_refused_under_fred(r):
-    """Today's behaviour under FRED, where exceptions do not go through the IDT: lbr_dump does
-    not arm, with one line saying why and -ENODEV, and the machine runs on. The line is the
-    probe's: Bochs's wildcat_lake has no branch recorder in its CPUID (no Arch LBR, a model
-    without legacy LBR), a refusal force=1 does not lift, so loading stops before arming, whose
-    FRED refusal (src/glue.c, "FRED is active") cannot be reached here."""
+def test_bochs_lbr_dump_without_force_is_refused_by_the_probe(r):
+    """Bochs's wildcat_lake has no branch recorder in its CPUID (no Arch LBR, a model without
+    legacy LBR), only the single last-branch pair (DEBUGCTL.LBR, MSRs 0x1db and 0x1dc): without
+    force=1 the load is refused with one line that says so and -ENODEV, and the machine runs
+    on; with force=1 (every other Bochs test) lbr_dump arms with that pair (src/probe.rs
+    `SinglePair`)."""
     vm = boot(bochs=True, name="fred-refused", timeout=240, script=f"""
-echo "fred-test: arm at load" > /dev/kmsg
-{INSMOD.format(args="force=1 enable=1")}
 echo "fred-test: load" > /dev/kmsg
-{INSMOD.format(args="force=1")}
+{INSMOD.format(args="enable=1")}
 echo "fred-test: still running: $(ls {SYSFS} 2>&1)" > /dev/kmsg
 """)
     con = vm.console
-    parts = re.split(r"^.*fred-test: (?:arm at load|load)$", con, flags=re.M)
-    assert len(parts) == 3, tail(con)
-    for what, part in (("force=1 enable=1", parts[1]), ("force=1", parts[2])):
-        # (busybox insmod tries finit_module() and, when that fails, init_module(): a refused
-        # load runs the module's init twice, each attempt with the same single line)
-        lines = [l for l in kernel_lines(part, "lbr_dump: ") if "taints kernel" not in l]
-        assert 1 <= len(lines) <= 2 and len(set(lines)) == 1 and lines[0].endswith(
-            "CPUID describes no branch recorder lbr-dump supports: no usable branch recorder"), (
-            f"{what}: want one line per load attempt, got {lines}\n" + tail(part))
-        assert re.search(r"fred-test: insmod failed: insmod: can't insert '\S*lbr_dump\.ko': "
-                         r"No such device$", part, re.M), f"{what}:\n" + part
-        assert "refusing to arm" not in part, f"{what}:\n" + part
-    assert re.search(r"fred-test: still running: .*No such file or directory", parts[2]), parts[2]
+    part = con[con.index("fred-test: load"):]
+    # (busybox insmod tries finit_module() and, when that fails, init_module(): a refused load
+    # runs the module's init twice, each attempt with the same single line)
+    lines = [l for l in kernel_lines(part, "lbr_dump: ") if "taints kernel" not in l]
+    assert 1 <= len(lines) <= 2 and len(set(lines)) == 1 and lines[0].endswith(
+        "CPUID describes no branch recorder lbr-dump supports (force=1 uses the single last-branch "
+        "pair: DEBUGCTL.LBR, MSRs 0x1db and 0x1dc): no usable branch recorder"), (lines, tail(part))
+    assert re.search(r"fred-test: insmod failed: insmod: can't insert '\S*lbr_dump\.ko': "
+                     r"No such device$", part, re.M), part
+    assert "refusing to arm" not in part, part
+    assert re.search(r"fred-test: still running: .*No such file or directory", part), part
     assert_clean(con)
+
+
+# ---- lbr-dump's FRED backend (src/fred.rs, asm/stubs.S lbr_dump_fred_*) ----
+#
+# Bochs's DEBUGCTL.LBR does not stay on and it has one record pair: the records are empty and
+# each snapshot says `was-off`; what these test is the FRED path itself (delivery, filtering,
+# pass-through, the snapshot's vector, RIP, error code and CR2, restore). The records are the QEMU
+# emulator tests' (the same capture code).
+
+ARM = f"insmod {MODULE} force=1 enable=1\n"
+SHOW = f"insmod {CRASH} crash=fred; rmmod lbr_crash\n"
+
+
+def pages(console: str, marker: str) -> dict[int, tuple[int, str]]:
+    """Each CPU's IA32_FRED_CONFIG and its page's symbol, as `crash=fred` printed them after the
+    line `marker` (and before the next marker)."""
+    part = console[console.index(marker) + len(marker):]
+    nxt = part.find("fred-test: ")
+    part = part if nxt < 0 else part[:nxt]
+    return {int(m[1]): (int(m[2], 16), m[3]) for m in
+            re.finditer(r"lbr_crash: fred: cpu=(\d+) config=(0x[0-9a-f]+) page=(\S+(?: \[\w+\])?)", part)}
+
+
+def test_bochs_arming_points_every_cpu_at_lbr_dumps_page_and_back(r):
+    """Armed at load and again through sysfs, every CPU's IA32_FRED_CONFIG holds lbr-dump's page
+    with the kernel's low bits (redzone, stack level); a CPU taken offline and brought back
+    while armed gets it again (its bring-up wrote the kernel's); disarmed and after unload,
+    every CPU holds exactly the value the kernel wrote. Meanwhile user-mode faults, a
+    single-step, #DE/#UD/#GP/#SS in user mode, kernel-mode user-access faults, system calls and
+    interrupts all run, and nothing is captured."""
+    vm = boot(bochs=True, name="fred-arm", smp=2, timeout=400, script=f"""
+echo fred-test: before; {SHOW}{ARM}
+echo fred-test: armed; {SHOW}
+lbr-faults; echo fred-test: faults=$?
+lbr-singlestep || echo fred-test: singlestep=$?
+for t in d u g s; do lbr-trap $t || true; done
+i=0; while [ $i -lt 200 ]; do i=$((i+1)); cat /proc/self/stat >/dev/null; done
+echo fred-test: captures=$(cat {SYSFS}/captures)
+echo 0 > /sys/devices/system/cpu/cpu1/online
+echo 1 > /sys/devices/system/cpu/cpu1/online
+echo fred-test: replugged; {SHOW}
+echo 0 > {SYSFS}/enabled
+echo fred-test: disarmed; {SHOW}
+echo 1 > {SYSFS}/enabled
+echo fred-test: rearmed; {SHOW}
+rmmod lbr_dump
+echo fred-test: unloaded; {SHOW}
+""")
+    con = vm.console
+    before = pages(con, "fred-test: before")
+    assert sorted(before) == [0, 1], tail(con)
+    kernel = before[0][0]
+    assert all(v == (kernel, before[0][1]) for v in before.values()), before
+    assert before[0][1].startswith("asm_fred_entrypoint_user"), before
+    for when in ("armed", "replugged", "rearmed"):
+        now = pages(con, f"fred-test: {when}")
+        assert sorted(now) == [0, 1], (when, now, tail(con))
+        for cpu, (config, page) in now.items():
+            assert page == "lbr_dump_fred_user [lbr_dump]", (when, cpu, page)
+            assert config & 0xfff == kernel & 0xfff and config & ~0xfff != kernel & ~0xfff, (when, cpu, hex(config))
+    for when in ("disarmed", "unloaded"):
+        assert pages(con, f"fred-test: {when}") == before, (when, pages(con, f"fred-test: {when}"))
+    assert "fred-test: faults=0" in con, tail(con)
+    assert "fred-test: singlestep=133" in con, tail(con)     # SIGTRAP after the #DB
+    for sig in ("divide error", "invalid opcode", "general protection", "stack segment"):
+        assert re.search(rf"traps: lbr-trap\[\d+\] trap {sig}|traps: lbr-trap\[\d+\] {sig}", con), (sig, tail(con))
+    assert "fred-test: captures=0" in con, tail(con)
+    assert not snapshot_heads(con), snapshot_heads(con)
+    # (The user-mode traps print "general protection fault", which assert_clean flags.)
+    bad = [l for l in con.splitlines() if re.search(r"Oops:|BUG:|Kernel panic|WARNING: CPU:|Call Trace", l)]
+    assert not bad, bad
+
+
+def crash(name: str, trigger: str, resolve: str):
+    """Arms, records the address of `resolve` (a kernel symbol), runs `trigger`; returns the
+    console, the snapshot's header fields and that address."""
+    vm = boot(bochs=True, name=f"fred-{name}", smp=1, timeout=300, finish=False,
+              script=SYM + ARM + f"echo fred-test: sym=$(sym {resolve}) >/dev/kmsg\n" + trigger)
+    con = vm.console
+    heads = snapshot_heads(con)
+    assert len(heads) == 1, heads or tail(con)
+    head = dict(re.findall(r"(\w+)=(\S+)", heads[0]))
+    addr = int(re.search(r"fred-test: sym=([0-9a-f]+)", con)[1], 16)
+    return con, head, addr
+
+
+def oops_rip(con: str) -> tuple[str, int]:
+    m = re.search(r"RIP: 0010:(\w+)\+0x([0-9a-f]+)/", con)
+    assert m, tail(con)
+    return m[1], int(m[2], 16)
+
+
+def test_bochs_lkdtm_exception_is_captured_with_its_vector_and_rip(r):
+    """lkdtm EXCEPTION (a NULL store) oopses; the FRED ring-0 stub captured it: the snapshot's
+    vector is the oops's (Bochs reports #GP for this store, QEMU #PF), its RIP the oops's, in
+    lkdtm_EXCEPTION, its error code the oops's, and the state `was-off` (Bochs's DEBUGCTL.LBR
+    does not stay on)."""
+    con, head, addr = crash("exception", f"echo EXCEPTION > {LKDTM}\n", "lkdtm_EXCEPTION")
+    sym, off = oops_rip(con)
+    assert sym == "lkdtm_EXCEPTION", sym
+    assert int(head["rip"], 16) == addr + off, (head, hex(addr))
+    oops = re.search(r"Oops: (general protection fault|.*page fault|.*)", con)[1]
+    vector = 13 if "general protection" in oops else 14
+    assert head["vector"] == str(vector), (head, oops)
+    assert head["state"] == "was-off" and head["records"] == "0", head
+
+
+def test_bochs_lkdtm_bug_is_captured_as_ud(r):
+    """lkdtm BUG (ud2) is #UD, vector 6, at the oops's RIP in lkdtm_BUG, error code 0."""
+    con, head, addr = crash("bug", f"echo BUG > {LKDTM}\n", "lkdtm_BUG")
+    sym, off = oops_rip(con)
+    assert sym == "lkdtm_BUG", sym
+    assert (head["vector"], head["error"]) == ("6", "0x0"), head
+    assert int(head["rip"], 16) == addr + off, (head, hex(addr))
+
+
+def test_bochs_corrupted_pointer_jump_is_captured_with_cr2_from_the_event_data(r):
+    """lbr_crash crash=jump calls through a corrupted pointer to an unmapped address: a #PF
+    instruction fetch, vector 14, whose RIP and CR2 (FRED's event data) are that address and
+    whose error code has the instruction-fetch bit (0x10)."""
+    vm = boot(bochs=True, name="fred-jump", smp=1, timeout=300, finish=False,
+              script=ARM + f"insmod {CRASH} crash=jump\n")
+    con = vm.console
+    heads = snapshot_heads(con)
+    assert len(heads) == 1, heads or tail(con)
+    head = dict(re.findall(r"(\w+)=(\S+)", heads[0]))
+    assert head["vector"] == "14", head
+    assert head["rip"] == head["cr2"], head
+    assert int(head["error"], 16) & 0x10, head
+    m = re.search(r"BUG: unable to handle page fault for address: ([0-9a-f]+)", con)
+    assert m and int(m[1], 16) == int(head["cr2"], 16), (m and m[0], head)
+
+
+def test_bochs_sysrq_c_captures_the_panic_and_stops_the_other_cpu(r):
+    """sysrq-c on 2 CPUs: the panicking CPU's snapshot at panic() (vector 256), and the other
+    CPU's, taken by its stop interrupt through the FRED ring-0 entry's stop path (REBOOT_VECTOR
+    248, or the NMI 2 a second later)."""
+    vm = boot(bochs=True, name="fred-sysrq", smp=2, timeout=300, finish=False,
+              script=ARM + "echo c > /proc/sysrq-trigger\n")
+    con = vm.console
+    heads = [dict(re.findall(r"(\w+)=(\S+)", h)) for h in snapshot_heads(con)]
+    assert len(heads) == 2, heads or tail(con)
+    panic = [h for h in heads if h["vector"] == "256"]
+    stop = [h for h in heads if h["vector"] in ("248", "2")]
+    assert len(panic) == 1 and len(stop) == 1, heads
+    assert panic[0]["cpu"] != stop[0]["cpu"], heads
+
+
+def test_fred_stubs_take_no_branch_before_the_freeze(r):
+    """Static, on the module built against the FRED kernel: the ring-3 entry is one direct jmp;
+    the ring-0 entry's fall-through path (every conditional branch not taken, as for a crash)
+    reaches the WRMSR that freezes with no unconditional jump, call or return of its own; and no
+    FRED code has an indirect jump or call."""
+    ko = REPO / "out" / "module" / "lbr_dump.ko"
+    subprocess.run(["scripts/module.sh"], cwd=REPO, check=True, capture_output=True)
+    p = subprocess.run(["bash", "-c", f"source scripts/common.sh; in_root llvm-objdump -d --no-show-raw-insn {ko}"],
+                       cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    funcs: dict[str, list[str]] = {}
+    cur = None
+    for line in p.stdout.splitlines():
+        m = re.match(r"^[0-9a-f]+ <(\S+)>:$", line)
+        if m:
+            cur = m[1]
+            funcs[cur] = []
+        elif cur and re.match(r"^\s+[0-9a-f]+:\s", line):
+            funcs[cur].append(line.split(":", 1)[1].strip())
+    user = [i for i in funcs["lbr_dump_fred_user"] if not i.startswith("int3")]
+    assert len(user) == 1 and re.match(r"jmp\s+[0-9a-f]+", user[0]), user
+    kernel = funcs["lbr_dump_fred_kernel"]
+    path = []
+    for insn in kernel:
+        path.append(insn)
+        if insn.startswith("wrmsr"):
+            break
+    assert path[-1].startswith("wrmsr"), "no WRMSR on the fall-through path"
+    assert any(i.startswith("rdmsr") for i in path), path
+    taken = [i for i in path if re.match(r"(jmp|call|ret)", i)]
+    assert not taken, f"an unconditional branch before the freeze: {taken}"
+    for name in ("lbr_dump_fred_user", "lbr_dump_fred_kernel", "lbr_dump_stop_fred_nmi", "lbr_dump_stop_fred_ipi"):
+        indirect = [i for i in funcs[name] if re.match(r"(jmp|call)q?\s+\*", i)]
+        assert not indirect, (name, indirect)
+    print(f"FRED cost: ring-3 entry {len(user)} instruction; ring-0 entry to the freeze "
+          f"{len(path)} instructions for a captured exception")

@@ -859,6 +859,28 @@ static int lbr_crash_idt(void)
 	return 0;
 }
 
+/* crash=fred: each CPU's IA32_FRED_CONFIG (where events enter with FRED), symbolized. */
+static void lbr_crash_fred_here(void *unused)
+{
+	u64 config;
+
+	if (rdmsrq_safe(MSR_IA32_FRED_CONFIG, &config)) {
+		pr_info("fred: cpu=%d unreadable\n", smp_processor_id());
+		return;
+	}
+	pr_info("fred: cpu=%d config=%#llx page=%ps\n", smp_processor_id(), config,
+		(void *)(unsigned long)(config & ~0xfffULL));
+}
+
+static int lbr_crash_fred(void)
+{
+	int c;
+
+	for_each_online_cpu(c)
+		smp_call_function_single(c, lbr_crash_fred_here, NULL, 1);
+	return 0;
+}
+
 /* crash=msrs, ds_owner, ds_take */
 static void lbr_crash_msrs_here(void *unused)
 {
@@ -1574,6 +1596,7 @@ static void __exit lbr_crash_exit(void)
 	X(gp, lbr_crash_gp, "load through a non-canonical pointer (#GP)") \
 	X(owner, lbr_crash_owner, "add DEBUGCTL.FREEZE_LBRS_ON_PMI, then crash as gp") \
 	X(idt, lbr_crash_idt, "no crash: print the gates lbr_dump hooks, read from the IDT") \
+	X(fred, lbr_crash_fred, "no crash: print each CPU's IA32_FRED_CONFIG (FRED's entry page)") \
 	X(select, lbr_crash_select, "suppress conditional branches (LBR_SELECT), crash as gp") \
 	X(torn, lbr_crash_torn, "re-arm during a capture (capture_cfg=), then crash as gp") \
 	X(migrate, lbr_crash_migrate, "a #GP on CPU 1 whose task moves to CPU 0 before the oops") \

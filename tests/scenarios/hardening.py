@@ -65,11 +65,12 @@ def test_no_indirect_branch_in_live_stubs(r):
     # After arming, the live bytes of every stub (read back by lbr_crash, disassembled on the
     # host by LLVM) contain no indirect jump or call, on any path; every jump out of a stub lands
     # on the kernel's original handler of that vector (read from the IDT before arming), directly
-    # or through a direct-jump trampoline.
+    # or through a direct-jump trampoline. (The FRED page's trampolines, unset with the IDT, are
+    # fred.py's.)
     vm = boot(name="hard-text", cpu="EPYC-Genoa", accel="tcg", script=f"""
 echo ==kernel== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 insmod {MODULE} force=1 enable=1
-pat=' (lbr_dump_stub_[0-9]+|lbr_dump_rearm_1|__SCT__lbr_dump_[a-z_0-9]+)([[:space:]]|$)'
+pat=' (lbr_dump_stub_[0-9]+|lbr_dump_rearm_1|__SCT__lbr_dump_orig_[0-9]+)([[:space:]]|$)'
 addrs=$(grep -E "$pat" /proc/kallsyms | cut -d' ' -f1 | sed 's/^/0x/' | tr '\\n' ',' | sed 's/,$//')
 grep -E "$pat" /proc/kallsyms | sed 's/^/sym /'
 insmod {CRASH} crash=text text=$addrs && rmmod lbr_crash

@@ -551,6 +551,32 @@ SYM_DATA_END(lbr_dump_live)
 	wrmsr
 .endm
 
+/*
+ * LBR_REARM done: after a #DB (whose delivery cleared the LBR switch), writes lbr-dump's armed
+ * value back if the control MSR holds it with only the switch cleared and no KVM guest holds
+ * this CPU's LBR (LBR_CPU_LENT); otherwise goes to \done, leaving the value. The caller checked
+ * DR7 first (a data breakpoint on lbr-dump's data). Clobbers rax, rcx, rdx and flags.
+ */
+.macro LBR_REARM done:req
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	rdmsr
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* rax = control value now */
+	movq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %rdx
+	notq	%rdx
+	andq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx	/* rdx = armed & ~rearm mask */
+	cmpq	%rdx, %rax
+	jne	\done			/* not ours with the switch cleared: leave it */
+	LBR_CPU_BLOCK %rcx, \done
+	cmpl	$0, LBR_CPU_LENT(%rcx)
+	jne	\done			/* a KVM guest holds the LBR here, or disarming */
+	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rax
+	movq	%rax, %rdx
+	shrq	$32, %rdx
+	wrmsr					/* recording on again */
+.endm
+
 	LBR_ENTRY_TEXT
 .macro LBR_STUB vec:req err:req
 /* #PF keeps CR2 at entry on the stack: 8 more bytes between the pushes and the frame. */
@@ -824,23 +850,7 @@ SYM_CODE_START(lbr_dump_rearm_1)
 	pushq	%rcx
 	pushq	%rdx
 	LBR_KERNEL_CR3				/* built in, PTI: the user CR3 or 0 pushed, kernel's loaded */
-	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
-	rdmsr
-	shlq	$32, %rdx
-	orq	%rdx, %rax			/* rax = control value now */
-	movq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %rdx
-	notq	%rdx
-	andq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx	/* rdx = armed & ~rearm mask */
-	cmpq	%rdx, %rax
-	jne	.Lrearm_done			/* not ours with the switch cleared: leave it */
-	LBR_CPU_BLOCK %rcx, .Lrearm_done
-	cmpl	$0, LBR_CPU_LENT(%rcx)
-	jne	.Lrearm_done			/* a KVM guest holds the LBR here, or disarming */
-	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
-	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rax
-	movq	%rax, %rdx
-	shrq	$32, %rdx
-	wrmsr					/* recording on again */
+	LBR_REARM .Lrearm_done
 .Lrearm_done:
 	LBR_RESTORE_CR3				/* built in: the CR3 at entry, popped */
 	popq	%rdx
@@ -1559,23 +1569,7 @@ SYM_CODE_START_NOALIGN(lbr_dump_fred_kernel)
 	movq	%dr7, %rax
 	testb	$DR7_ENABLED, %al
 	jnz	.Lfred_pass
-	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
-	rdmsr
-	shlq	$32, %rdx
-	orq	%rdx, %rax			/* rax = control value now */
-	movq	lbr_dump_capture+LBR_CFG_REARM_MASK(%rip), %rdx
-	notq	%rdx
-	andq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rdx	/* rdx = armed & ~rearm mask */
-	cmpq	%rdx, %rax
-	jne	.Lfred_pass			/* not ours with the switch cleared: leave it */
-	LBR_CPU_BLOCK %rcx, .Lfred_pass
-	cmpl	$0, LBR_CPU_LENT(%rcx)
-	jne	.Lfred_pass			/* a KVM guest holds the LBR here, or disarming */
-	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
-	movq	lbr_dump_capture+LBR_CFG_ARMED(%rip), %rax
-	movq	%rax, %rdx
-	shrq	$32, %rdx
-	wrmsr					/* recording on again */
+	LBR_REARM .Lfred_pass
 .Lfred_pass:
 	popq	%rdx
 	popq	%rcx

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{cpu, regs, Table, AMD, INTEL};
+use common::{arch_lbr, cpu, regs, Table, AMD, INTEL};
 use lbr_core::facility::*;
 
 const PDCM: u32 = 1 << 15; // CPUID.1:ECX
@@ -350,19 +350,6 @@ fn flavours_have_one_code_and_one_name_each() {
         );
     }
     assert_eq!((Flavour::from_code(0), Flavour::from_code(5)), (None, None));
-}
-
-/// Arch LBR with every capability and the depths of `depths` (CPUID 0x1C EAX[7:0]).
-fn arch_lbr(depths: u8) -> ArchLbr {
-    ArchLbr {
-        depths,
-        cpl_filter: true,
-        branch_filter: true,
-        call_stack: true,
-        mispredict: true,
-        timed: true,
-        branch_type: true,
-    }
 }
 
 #[test]

@@ -7,7 +7,10 @@
 //! NEAR_IND_JMP, 7 NEAR_REL_JMP); ARCH_LBR_CTL 0x14CE bit 0 LBREn, 1 OS, 2 USR, 16..22 *enable*
 //! JCC, REL_JMP, IND_JMP, REL_CALL, IND_CALL, RET, OTHER.
 
-use lbr_core::facility::{ArchLbr, Filter, LbrFormat, LegacyLbr, Recorder};
+mod common;
+
+use common::arch_lbr;
+use lbr_core::facility::{Filter, LbrFormat, LegacyLbr, Recorder};
 use lbr_core::plan::{ArmValues, Rings, Vectors};
 
 fn skylake(select: Option<u32>) -> Recorder {
@@ -23,15 +26,7 @@ fn skylake(select: Option<u32>) -> Recorder {
 }
 
 fn arch() -> Recorder {
-    Recorder::IntelArch(ArchLbr {
-        depths: 0xff,
-        cpl_filter: true,
-        branch_filter: true,
-        call_stack: true,
-        mispredict: true,
-        timed: true,
-        branch_type: true,
-    })
+    Recorder::IntelArch(arch_lbr(0xff))
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // each test crate uses part of it
 
-use lbr_core::facility::{Cpuid, CpuidRegs};
+use lbr_core::facility::{ArchLbr, Cpuid, CpuidRegs};
 use std::collections::HashMap;
 
 /// A CPU as a table of CPUID leaves; absent leaves read as zero, like a real CPU past its maximum.
@@ -31,4 +31,17 @@ pub fn cpu(vendor: (u32, u32, u32), max: u32, leaves: &[((u32, u32), CpuidRegs)]
         t.insert(*k, *v);
     }
     Table(t)
+}
+
+/// Arch LBR with every capability and the depths of `depths` (CPUID 0x1C EAX[7:0]).
+pub fn arch_lbr(depths: u8) -> ArchLbr {
+    ArchLbr {
+        depths,
+        cpl_filter: true,
+        branch_filter: true,
+        call_stack: true,
+        mispredict: true,
+        timed: true,
+        branch_type: true,
+    }
 }

@@ -9,7 +9,8 @@
 #
 # The source is the vendored upstream tarball in ../shared/vendor/ beside the repository
 # (LBR_DUMP_BOCHS_TARBALL overrides), built in the build root (its g++) into $CACHE/bochs-KEY,
-# keyed by the tarball's sha256, the configure line and this script. Where the tarball is
+# keyed by the tarball's sha256, the configure line, this script and the patches it applies
+# (scripts/bochs-*.patch: fixes to Bochs, each with its reason). Where the tarball is
 # missing this prints why on stderr and exits 3 (the tests then report one SKIP line), not 1.
 source "$(dirname "$0")/common.sh"
 
@@ -32,7 +33,10 @@ CFLAGS="-O2 -fno-strict-aliasing"
 
 "$REPO/scripts/toolchain.sh" >/dev/null
 TAR_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
-KEY=$( { echo "$TAR_SHA $CFLAGS ${CONFIGURE[*]}"; cat "$REPO/scripts/bochs.sh"; } | sha256sum | cut -c1-16)
+# Fixes applied to the source (each patch says what and why).
+PATCHES=("$REPO/scripts/bochs-lkgs.patch")
+KEY=$( { echo "$TAR_SHA $CFLAGS ${CONFIGURE[*]}"; cat "$REPO/scripts/bochs.sh" "${PATCHES[@]}"; } |
+	sha256sum | cut -c1-16)
 OUT="$CACHE/bochs-$KEY"
 
 exec 8>"$CACHE/bochs.lock"
@@ -44,6 +48,9 @@ if [ ! -e "$OUT/.complete" ]; then
 	rm -rf "$OUT" && mkdir -p "$OUT/src" "$OUT/bin"
 	tar -C "$OUT/src" --strip-components=1 -xf "$TARBALL"
 	[ -x "$OUT/src/bochs/configure" ] || die "$TARBALL holds no bochs/configure"
+	for p in "${PATCHES[@]}"; do
+		patch -d "$OUT/src" -p1 --quiet --forward <"$p" || die "$p does not apply to $TARBALL"
+	done
 	in_root sh -c 'cd "$1/src/bochs" && shift && CFLAGS="$0" CXXFLAGS="$0" ./configure "$@"' \
 		"$CFLAGS" "$OUT" "${CONFIGURE[@]}" >"$OUT/build.log" 2>&1 ||
 		{ tail -n 30 "$OUT/build.log" >&2; die "Bochs configure failed, full log: $OUT/build.log"; }

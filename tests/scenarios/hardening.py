@@ -178,9 +178,10 @@ def test_instruction_fetch_from_user_with_ac_is_captured(r):
 def test_unprivileged_iret_faults_are_not_captured(r):
     # Any user can make the kernel take a kernel-mode #GP, #NP or #SS at will: a return to user
     # mode whose IRET faults, on the espfix64 stack a #DF, a #GP in a user-access region (XRSTOR
-    # of a bad signal frame), and a segment reload with the user's selector that the kernel fixes
-    # up (lbr-iretfault, as uid 65534: 10,000 of each of six kinds). They are the user's faults,
-    # which the kernel hands back as signals or fixes up,
+    # of a bad signal frame), and segment reloads with the user's selector that the kernel fixes
+    # up (lbr-iretfault, as uid 65534: 10,000 of each of six kinds, and 1,000 GS reloads at a
+    # context switch). They are the user's faults, which the kernel hands back as signals or
+    # fixes up,
     # not crashes: none may cost a capture (~100 RDMSR), nor push a snapshot out of the ring.
     # A user who can open /dev/kvm makes the kernel's wrmsr_safe() take #GPs at will (a guest's
     # MSR writes): lbr_crash crash=fixed_gp plays them, 10,000 RDMSR and 10,000 WRMSR of an absent
@@ -208,9 +209,9 @@ insmod {CRASH} crash=gp
     # AC is set in user-access regions only with SMAP (stac/clac are alternatives), and the
     # signal frame is restored with XRSTOR only with XSAVE: the fx route needs both.
     assert set(re.search(r"cpuflags: (.*)", con)[1].split()) == {"smap", "xsave"}, re.findall(r"cpuflags: .*", con)
-    m = re.search(r"lbr-iretfault: uid=(\d+) gp=(\d+) np=(\d+) ss=(\d+) df=(\d+) fx=(\d+) sg=(\d+)", con)
+    m = re.search(r"lbr-iretfault: uid=(\d+) gp=(\d+) np=(\d+) ss=(\d+) df=(\d+) fx=(\d+) sg=(\d+) gs=(\d+)", con)
     assert m and "iretfault-exit=0" in con, "lbr-iretfault did not run:\n" + tail(con)
-    assert m[1] != "0" and m.groups()[1:] == ("10000",) * 6, m[0]
+    assert m[1] != "0" and m.groups()[1:] == ("10000",) * 6 + ("1000",), m[0]
     fixed = re.search(r"lbr_crash: fixed_gp: msr=(\d+) ac=(\d+)", con)
     assert fixed and fixed.groups() == ("20000", "1"), kernel_lines(con, "lbr_crash: fixed_gp")
     assert "unchecked MSR access error: RDMSR from 0x8ff" in con, "the unchecked RDMSR did not fault"

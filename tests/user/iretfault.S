@@ -24,11 +24,18 @@
  * present LDT data segment (entry 3), then that entry made not present (modify_ldt), whose
  * refresh_ldt_segments() reloads DS: #NP in kernel mode, fixed up by loading 0 (loadsegment()'s
  * EX_TYPE_ZERO_REG); counted as `sg` when DS reads 0 after it.
+ * Then GS_ROUNDS times the same with GS, which refresh_ldt_segments() leaves alone: GS loaded
+ * with entry 3, the entry made not present, then a 1 ms nanosleep, whose context switch back to
+ * this task reloads GS from the selector saved at the switch away (__switch_to(),
+ * load_seg_legacy(): a selector above 3 is loaded with load_gs_index(): with FRED the LKGS
+ * instruction, otherwise a MOV to GS between two SWAPGS, with the user's GS base in place):
+ * #NP in kernel mode, fixed up by loading 0 (arch/x86/include/asm/gsseg.h, entry_64.S
+ * asm_load_gs_index); counted as `gs` when GS reads 0 after it.
  * The kernel hands each fault back to the process (error_entry's bad-IRET fixup; espfix's #DF
  * turned into a #GP by exc_double_fault) as SIGSEGV or SIGBUS; the handler counts it and goes on
  * with the next round (it never returns: SA_NODEFER, so the signal is never blocked). Prints
- * `lbr-iretfault: uid=U gp=N np=N ss=N df=N fx=N sg=N` (signals handled per kind, fixed-up
- * reloads) and exits 0; exit 3 if
+ * `lbr-iretfault: uid=U gp=N np=N ss=N df=N fx=N sg=N gs=N` (signals handled per kind,
+ * fixed-up reloads) and exits 0; exit 3 if
  * a bad return did not fault. Static, no libc (-nostdlib).
  *
  * The frame at %rsp when `syscall` runs is struct rt_sigframe without its pretcode (see
@@ -36,6 +43,7 @@
  * fpstate 224: 0, no FPU state). 512 bytes, zeroed, is room for it.
  */
 #define ROUNDS		10000
+#define GS_ROUNDS	1000		/* each sleeps 1 ms */
 #define UC_FLAGS	0x6		/* UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS */
 #define USER_CS		0x33		/* __USER_CS */
 #define USER_DS		0x2b		/* __USER_DS */
@@ -61,13 +69,15 @@ ldt:	.long	0, 0, 0xfffff, 0x75	/* 32-bit code, 4 KiB pages, not present */
 	.long	2, 0, 0xffff, 0x40	/* 16-bit data, byte granular, present */
 seg_on:	.long	3, 0, 0xfffff, 0x51	/* 32-bit data, 4 KiB pages, present */
 seg_off: .long	3, 0, 0xfffff, 0x71	/* the same, not present */
+/* struct timespec for nanosleep(): 1 ms */
+nap:	.quad	0, 1000000
 /* Per kind: the CS and SS the return asks for. */
 kinds:	.short	USER_CS, BAD_SEL	/* gp */
 	.short	LDT_CODE_NP, USER_DS	/* np */
 	.short	USER_CS, LDT_DATA_NP	/* ss */
 	.short	BAD_SEL, LDT_DATA16	/* df */
 	.short	USER_CS, USER_DS	/* fx: with fpbuf as the FPU state */
-names:	.ascii	" gp= np= ss= df= fx= sg="
+names:	.ascii	" gp= np= ss= df= fx= sg= gs="
 head:	.ascii	"lbr-iretfault: uid="
 head_end:
 
@@ -78,7 +88,7 @@ act:	.quad	handler, SA_FLAGS, restorer, 0
 
 	.bss
 	.balign	16
-count:	.skip	(KINDS + 1) * 8		/* and the fixed-up segment reloads */
+count:	.skip	(KINDS + 2) * 8		/* and the fixed-up DS and GS reloads */
 kind:	.skip	8
 uid:	.skip	8
 round:	.skip	8
@@ -226,6 +236,37 @@ _start:
 4:	decl	%r12d
 	jnz	3b
 
+	/* The GS reloads, each at the context switch back from a nanosleep. */
+	movl	$GS_ROUNDS, %r12d
+5:	movl	$154, %eax			/* modify_ldt(1, &seg_on, 16) */
+	movl	$1, %edi
+	leaq	seg_on(%rip), %rsi
+	movl	$16, %edx
+	syscall
+	testl	%eax, %eax
+	jnz	.Lfail
+	movl	$LDT_DATA3, %eax
+	movl	%eax, %gs
+	movl	$154, %eax			/* modify_ldt(1, &seg_off, 16): GS left as it is */
+	movl	$1, %edi
+	leaq	seg_off(%rip), %rsi
+	movl	$16, %edx
+	syscall
+	testl	%eax, %eax
+	jnz	.Lfail
+	movl	$35, %eax			/* nanosleep(&nap, NULL): switched away and back */
+	leaq	nap(%rip), %rdi
+	xorl	%esi, %esi
+	syscall
+	testl	%eax, %eax
+	jnz	.Lfail
+	movl	%gs, %eax
+	testl	%eax, %eax
+	jnz	6f
+	incq	count+(KINDS+1)*8(%rip)
+6:	decl	%r12d
+	jnz	5b
+
 	/* The report line. */
 	leaq	line(%rip), %rdi
 	leaq	head(%rip), %rsi
@@ -242,7 +283,7 @@ _start:
 	movq	(%rax,%rbx,8), %rax
 	call	put_number
 	incq	%rbx
-	cmpq	$KINDS + 1, %rbx
+	cmpq	$KINDS + 2, %rbx
 	jb	2b
 	movb	$10, (%rdi)
 	incq	%rdi

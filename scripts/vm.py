@@ -691,7 +691,9 @@ class BochsVm:
     guest resets the machine (a reboot: the test /init's at its end, a panic's with panic=-1),
     when it powers off (Bochs then exits, with status 1), or at `timeout`; a run that times out
     gets a hang report (hang_report_bochs()). The guest's script runs after BOCHS_PROLOGUE's
-    lines. Bochs has no LBR stack or BTS (only DEBUGCTL and one LASTBRANCHFROM/TO pair), no QMP
+    lines. Bochs has no LBR stack or BTS; it runs with ignore_bad_msrs=0 (an MSR the model lacks
+    raises #GP, as on a real part) and scripts/bochs-msrs.def's MSRs: the kernel's few that the
+    model lacks, and DEBUGCTL with one LASTBRANCHFROM/TO pair that record nothing. No QMP
     and no plugins: no emulator, memory dumps, wake-ups, NMIs or second boots here."""
 
     name: str = "bochs"
@@ -738,7 +740,7 @@ class BochsVm:
         blog.unlink(missing_ok=True)
         (run_dir / "bochsrc").write_text(f"""\
 megs: {mib}
-cpu: model={self.cpu}, count={self.smp}, reset_on_triple_fault=1, ips=100000000
+cpu: model={self.cpu}, count={self.smp}, reset_on_triple_fault=1, ips=100000000, ignore_bad_msrs=0, msrs="{REPO}/scripts/bochs-msrs.def"
 romimage: file={bochs}/BIOS-bochs-latest
 vgaromimage: file={bochs}/VGABIOS-lgpl-latest.bin
 display_library: nogui

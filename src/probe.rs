@@ -158,7 +158,8 @@ enum Why {
     NoRecorder(Facility),
     /// CPUID describes none, but the single last-branch pair answers (DEBUGCTL.LBR with MSRs
     /// 0x1db and 0x1dc: the one-record LBR of the P6 family and of AMD, [`Recorder::AmdSingle`]'s
-    /// MSRs): what `force` may use (Bochs, whose FRED CPU has that pair and no LBR stack).
+    /// MSRs): what `force` may use (the Bochs FRED runs, where scripts/bochs-msrs.def gives the
+    /// model that pair and no LBR stack).
     SinglePair(Facility),
     /// PDCM says PERF_CAPABILITIES exists, but reading it fails.
     Capabilities(Facility, MsrError),

@@ -273,7 +273,8 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
         hang_report_bochs(): each CPU's state once, where Bochs was stopped);
       - under Bochs, every CPU the guest brought up runs FRED (the kernel has FRED's entry code
         and each CPU the `fred` flag in /proc/cpuinfo: scripts/vm.py FRED_CHECK): a FRED test
-        ran with FRED.
+        ran with FRED; and no MSR the model lacks was accessed unchecked (Bochs raises #GP for
+        them: scripts/bochs-msrs.def), unless `allow_would_fault`.
     """
     vm = BochsVm(**kw) if bochs else Vm(**kw)
     r = vm.run()
@@ -301,6 +302,13 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
             f"the guest does not run FRED on every CPU under Bochs's {vm.cpu} model: {fred[1]} of "
             f"{fred[0]} CPU(s) have the fred flag, the kernel {'has' if fred[2] else 'lacks'} "
             f"FRED's entry code (CONFIG_X86_FRED) (log {r.log})")
+        # Bochs runs with ignore_bad_msrs=0 (scripts/bochs-msrs.def): an MSR its model lacks
+        # raises #GP, as on a real part. One accessed without the _safe accessors is the
+        # kernel's "unchecked MSR access error": what the emulator calls would-fault.
+        unchecked = re.findall(r"unchecked MSR access error: .*", r.console)
+        assert allow_would_fault or not unchecked, (
+            f"the guest touched MSRs Bochs's {vm.cpu} model does not have, unchecked (a #GP on "
+            f"real hardware): {unchecked[:5]} (log {r.log})")
     if vm.emulate is not None:
         want = dict(a.split("=", 1) for a in vm.emulate.split(",") if "=" in a).get("model")
         start = next((e for e in r.emu_events() if e["event"] == "start"), None)

@@ -8,14 +8,16 @@ each CPU in /proc/cpuinfo and FRED's entry code in /proc/kallsyms; the flag alon
 a kernel without CONFIG_X86_FRED shows it too; 7.3 prints no FRED line in its log). Bochs has
 no LBR stack and no BTS (only DEBUGCTL and one LASTBRANCHFROM/TO pair), and its CPUID shows no
 recorder lbr_dump knows, only the single last-branch pair, which force=1 arms with (records
-empty: Bochs's DEBUGCTL.LBR does not stay on). Where Bochs's source
+empty: Bochs has no such MSRs; scripts/bochs-msrs.def gives the model a DEBUGCTL whose LBR bit
+does not stay on and a pair that reads 0). Bochs runs with ignore_bad_msrs=0: every other MSR
+the model lacks raises #GP, as on a real part. Where Bochs's source
 (../shared/vendor/) is missing, the Bochs tests are one SKIP line (unavailable(), read by
 tests/run.py); the QEMU test runs all the same."""
 
 import re
 import subprocess
 
-from harness import (CRASH, LKDTM, MODULE, REPO, SYM, SYSFS, assert_clean, boot, cpus_brought_up,
+from harness import (CFG, CRASH, LKDTM, MODULE, REPO, SYM, SYSFS, assert_clean, boot, cpus_brought_up,
                      fred_state, kernel_dir, kernel_lines, snapshot_heads, tail)
 from vm import FRED_CHECK, BochsUnavailable, bochs_boot_sector, bochs_dir
 
@@ -68,6 +70,21 @@ def test_bochs_guest_without_fred_is_failed(r):
     assert "0 of 1 CPU(s) have the fred flag, the kernel has FRED's entry code" in msg, msg
 
 
+def test_bochs_msrs_the_model_lacks_fault_as_on_hardware(r):
+    """Bochs, by default, reads an MSR its CPU model lacks as 0 and drops writes to it; the
+    runs set ignore_bad_msrs=0, so that such an access raises #GP as a real part's would, and
+    name the few MSRs the model lacks but lbr-dump's runs need (scripts/bochs-msrs.def). Here
+    AMD's DE_CFG (0xc0011029), which an Intel part lacks: 10 rdmsr_safe() and 10 wrmsr_safe() all
+    fail, and the unchecked read is the kernel's "unchecked MSR access error" (lbr_crash
+    crash=fixed_gp, lbr_dump not loaded)."""
+    vm = boot(bochs=True, name="fred-msrs", timeout=240, allow_would_fault=True,
+              script=f"insmod {CRASH} crash=fixed_gp rounds=10 msr=0xc0011029; rmmod lbr_crash\n")
+    con = vm.console
+    m = re.search(r"lbr_crash: fixed_gp: msr=(\d+) ac=(\d+)", con)
+    assert m and m[1] == "20", kernel_lines(con, "lbr_crash") or tail(con)
+    assert "unchecked MSR access error: RDMSR from 0xc0011029" in con, tail(con)
+
+
 def test_qemu_runs_the_same_kernel_without_fred(r):
     """Under QEMU TCG, which does not emulate FRED, the same kernel runs with the IDT (as
     Debian's kernel does on CPUs without FRED): no CPU has the flag. Every other scenario relies
@@ -111,7 +128,7 @@ echo "fred-test: still running: $(ls {SYSFS} 2>&1)" > /dev/kmsg
 
 # ---- lbr-dump's FRED backend (src/fred.rs, asm/stubs.S lbr_dump_fred_*) ----
 #
-# Bochs's DEBUGCTL.LBR does not stay on and it has one record pair: the records are empty and
+# The DEBUGCTL.LBR of bochs-msrs.def does not stay on and its one record pair reads 0: the records are empty and
 # each snapshot says `was-off`; what these test is the FRED path itself (delivery, filtering,
 # pass-through, the snapshot's vector, RIP, error code and CR2, restore). The records are the QEMU
 # emulator tests' (the same capture code).
@@ -203,8 +220,8 @@ def oops_rip(con: str) -> tuple[str, int]:
 def test_bochs_lkdtm_exception_is_captured_with_its_vector_and_rip(r):
     """lkdtm EXCEPTION (a NULL store) oopses; the FRED ring-0 stub captured it: the snapshot's
     vector is the oops's (Bochs reports #GP for this store, QEMU #PF), its RIP the oops's, in
-    lkdtm_EXCEPTION, its error code the oops's, and the state `was-off` (Bochs's DEBUGCTL.LBR
-    does not stay on)."""
+    lkdtm_EXCEPTION, its error code the oops's, and the state `was-off` (the DEBUGCTL.LBR of
+    scripts/bochs-msrs.def does not stay on)."""
     con, head, addr = crash("exception", f"echo EXCEPTION > {LKDTM}\n", "lkdtm_EXCEPTION")
     sym, off = oops_rip(con)
     assert sym == "lkdtm_EXCEPTION", sym

@@ -309,3 +309,142 @@ def test_fred_stubs_take_no_branch_before_the_freeze(r):
         assert not indirect, (name, indirect)
     print(f"FRED cost: ring-3 entry {len(user)} instruction; ring-0 entry to the freeze "
           f"{len(path)} instructions for a captured exception")
+
+
+# What `crash=fred` printed for CPU `cpu` last, in the guest (its IA32_FRED_CONFIG, in hex).
+CONFIG_OF = ("$(dmesg | sed -n 's/.*lbr_crash: fred: cpu={cpu} config=\\(0x[0-9a-f]*\\).*/\\1/p' "
+             "| tail -1)")
+
+
+def test_bochs_arming_is_refused_while_a_cpu_holds_another_value(r):
+    """A CPU whose IA32_FRED_CONFIG is not the value the kernel wrote (another owner's, here
+    the kernel's page with a larger redzone on CPU 1: lbr_crash crash=fred_set) makes arming
+    fail with one line naming the CPU and both values, and the reason; CPU 0, pointed at
+    lbr-dump's page before CPU 1's refusal, holds the kernel's value again and CPU 1 the other
+    owner's: nothing changed. With CPU 1's value the kernel's again, arming succeeds."""
+    vm = boot(bochs=True, name="fred-changed", smp=2, timeout=400, script=f"""
+echo fred-test: before >/dev/kmsg; {SHOW}
+k={CONFIG_OF.format(cpu=1)}
+insmod {CRASH} crash=fred_set cpu=1 target=$(printf 0x%x $(( (k & ~0x1c0) | 0x80 ))); rmmod lbr_crash
+echo fred-test: changed >/dev/kmsg; {SHOW}
+{INSMOD.format(args="force=1 enable=1")}
+echo fred-test: refused enabled=$(cat {SYSFS}/enabled 2>&1) >/dev/kmsg; {SHOW}
+insmod {CRASH} crash=fred_set cpu=1 target=$k; rmmod lbr_crash
+{INSMOD.format(args="force=1 enable=1")}
+echo fred-test: armed >/dev/kmsg; {SHOW}
+""")
+    con = vm.console
+    before = pages(con, "fred-test: before")
+    kernel, ksym = before[1]
+    assert before[0] == before[1] and kernel & 0x1c0 == 0x40, before
+    changed = pages(con, "fred-test: changed")
+    other = (kernel & ~0x1c0) | 0x80
+    assert changed == {0: (kernel, ksym), 1: (other, ksym)}, changed
+    part = con[con.index("fred-test: changed"):con.index("fred-test: refused")]
+    lines = kernel_lines(part, "lbr_dump: ")
+    want = f"lbr_dump: refusing to arm: FRED: CPU 1's IA32_FRED_CONFIG is {other:#x}, not the kernel's {kernel:#x}"
+    assert any(l.endswith(want) for l in lines), (want, lines)
+    assert any("a CPU's IA32_FRED_CONFIG does not hold the value the kernel wrote" in l for l in lines), lines
+    assert pages(con, "fred-test: refused") == changed, pages(con, "fred-test: refused")
+    armed = pages(con, "fred-test: armed")
+    assert sorted(armed) == [0, 1] and all(p == "lbr_dump_fred_user [lbr_dump]" for _, p in armed.values()), armed
+    assert "fred-test: insmod failed" not in con[con.index("fred-test: refused"):], tail(con)
+    assert_clean(con)
+
+
+def test_bochs_suspend_and_resume_keep_every_cpu_at_lbr_dumps_page(r):
+    """Suspend to RAM while armed, on 2 CPUs. Bochs's ACPI enters S3 by resetting the machine,
+    and its BIOS goes to the kernel's wake-up vector: the boot CPU comes back from a reset, its
+    IA32_FRED_CONFIG rewritten by the kernel (restore_processor_state():
+    cpu_init_fred_exceptions()), and CPU 1 comes back through hotplug. Afterwards both enter at
+    lbr-dump's page again (the resume callback, src/fred.rs resume_this_cpu, and the hotplug
+    callback), and a crash on CPU 0 is captured."""
+    vm = boot(bochs=True, name="fred-resume", smp=2, timeout=400, finish=False, script=f"""
+{ARM}echo fred-test: armed >/dev/kmsg; {SHOW}
+echo mem > /sys/power/state; echo fred-test: resumed=$? >/dev/kmsg; {SHOW}
+taskset -c 0 insmod {CRASH} crash=jump
+""")
+    con = vm.console
+    bochs_log = (vm.log.parent / "bochs.log").read_text(errors="replace")
+    assert "ACPI control: suspend to ram" in bochs_log, "Bochs did not enter S3"
+    assert "PM: suspend entry (deep)" in con and "PM: suspend exit" in con, tail(con)
+    assert "fred-test: resumed=0" in con, tail(con)
+    for when in ("armed", "resumed=0"):
+        now = pages(con, f"fred-test: {when}")
+        assert sorted(now) == [0, 1] and all(p == "lbr_dump_fred_user [lbr_dump]" for _, p in now.values()), (when, now)
+    heads = [dict(re.findall(r"(\w+)=(\S+)", h)) for h in snapshot_heads(con)]
+    assert len(heads) == 1 and heads[0]["vector"] == "14" and heads[0]["cpu"] == "0", heads or tail(con)
+
+
+def test_bochs_built_in_armed_at_boot_enters_at_lbr_dumps_page(r):
+    """The built-in driver, booted with lbr_dump=on lbr_dump.force=1, arms at its initcall with
+    FRED: both CPUs enter at its page (built in, the page jumps straight to the kernel's entry
+    points; src/glue.c checks the kernel's page by address), and a crash is captured."""
+    vm = boot(bochs=True, kernel="builtin", name="fred-builtin", smp=2, timeout=300, finish=False,
+              append="lbr_dump=on lbr_dump.force=1",
+              script=f"echo fred-test: boot >/dev/kmsg; {SHOW}insmod {CRASH} crash=jump\n")
+    con = vm.console
+    assert kernel_lines(con, "lbr_dump: armed"), kernel_lines(con, "lbr_dump")
+    now = pages(con, "fred-test: boot")
+    assert sorted(now) == [0, 1] and all(p == "lbr_dump_fred_user" for _, p in now.values()), now
+    heads = [dict(re.findall(r"(\w+)=(\S+)", h)) for h in snapshot_heads(con)]
+    assert len(heads) == 1 and heads[0]["vector"] == "14", heads or tail(con)
+    assert heads[0]["rip"] == heads[0]["cr2"], heads
+
+
+def test_bochs_faulting_returns_and_segment_loads_of_a_user_are_not_captured(r):
+    """What any user can make the kernel do at will, with FRED: returns to user mode whose ERETU
+    faults (a bad SS, a not-present CS or SS, a bad CS: #GP, #NP, #SS in kernel mode at the
+    ERETU, which the kernel hands back as signals), an XRSTOR of a bad signal frame with AC set,
+    a DS reload (MOV to DS) and a GS reload at a context switch (LKGS) fixed up by loading 0
+    (lbr-iretfault, as uid 65534), and the thousands of user-mode page faults of it and of a shell
+    loop (cminflt, field 11 of the shell's /proc/PID/stat: its waited-for children's): none is
+    captured, and the next crash is the next capture."""
+    vm = boot(bochs=True, name="fred-iretfault", smp=1, timeout=900, finish=False, script=f"""
+echo "fred-test: cpuflags $(grep -m1 '^flags' /proc/cpuinfo | tr ' \\t' '\\n\\n' | grep -x -e smap -e xsave | paste -sd' ')" >/dev/kmsg
+{ARM}echo fred-test: captures-armed=$(cat {SYSFS}/captures) >/dev/kmsg
+f0=$(cut -d' ' -f11 /proc/$$/stat)
+lbr-iretfault > /tmp/out; echo "fred-test: exit=$? $(cat /tmp/out)" >/dev/kmsg
+i=0; while [ $i -lt 100 ]; do i=$((i+1)); cat /proc/self/stat >/dev/null; done
+f1=$(cut -d' ' -f11 /proc/$$/stat)
+echo fred-test: captures-after=$(cat {SYSFS}/captures) minflt=$((f1-f0)) >/dev/kmsg
+insmod {CRASH} crash=gp
+""")
+    con = vm.console
+    flags = re.search(r"fred-test: cpuflags (.*)", con)
+    assert flags and set(flags[1].split()) == {"smap", "xsave"}, flags and flags[0]
+    m = re.search(r"fred-test: exit=(\d+) lbr-iretfault: uid=(\d+) gp=(\d+) np=(\d+) ss=(\d+) df=(\d+) "
+                  r"fx=(\d+) sg=(\d+) gs=(\d+)", con)
+    assert m and m[1] == "0" and m[2] != "0", re.findall(r"fred-test: exit=.*", con) or tail(con)
+    assert m.groups()[2:] == ("10000",) * 6 + ("1000",), m[0]
+    armed = int(re.search(r"fred-test: captures-armed=(\d+)", con)[1])
+    after = re.search(r"fred-test: captures-after=(\d+) minflt=(\d+)", con)
+    assert after and int(after[1]) == armed, (armed, after and after[0])
+    assert int(after[2]) > 5000, f"only {after[2]} user page faults"
+    heads = [dict(re.findall(r"(\w+)=(\S+)", h)) for h in snapshot_heads(con)]
+    assert len(heads) == 1 and heads[0]["vector"] == "13", heads or tail(con)
+    assert int(heads[0]["seq"]) == armed + 1, heads
+
+
+def test_bochs_data_breakpoints_on_stub_data_survive(r):
+    """Kernel-mode #DB with FRED: hardware data breakpoints on every word the stubs read, four
+    at a time (lbr_crash crash=watch), while kernel-mode #PF and #GP (fixed up), user-mode #PF,
+    #DE, #UD, #GP, #SS and a user single-step run; each breakpoint hit is a #DB in kernel mode
+    through lbr-dump's ring-0 entry (its re-arm, asm/stubs.S LBR_REARM) that must load nothing
+    of lbr-dump's while DR7 is set, or it re-enters itself forever."""
+    traps = "; ".join(f"(lbr-trap {t} || true)" for t in "dugs")
+    groups = "".join(f"""
+insmod {CRASH} crash=watch capture_cfg=0x$cfg group={g}
+lbr-faults; lbr-singlestep || true; {traps}
+rmmod lbr_crash
+echo fred-test: group-{g}-survived >/dev/kmsg
+""" for g in range(8))
+    vm = boot(bochs=True, name="fred-watch", smp=1, timeout=900, script=ARM + CFG + groups)
+    con = vm.console
+    for g in range(8):
+        assert f"fred-test: group-{g}-survived" in con, tail(con)
+    assert len(kernel_lines(con, "lbr_crash: watch: kernel #PF and #GP survived")) == 8, tail(con)
+    hits = [int(h) for h in re.findall(r"watch: removed, (\d+) breakpoint hits", con)]
+    assert len(hits) == 8 and all(h > 0 for h in hits), f"breakpoints did not fire: {hits}"
+    bad = [l for l in con.splitlines() if re.search(r"Oops:|BUG:|Kernel panic|WARNING: CPU:", l)]
+    assert not bad, bad

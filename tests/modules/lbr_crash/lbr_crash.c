@@ -881,6 +881,41 @@ static int lbr_crash_fred(void)
 	return 0;
 }
 
+/*
+ * crash=fred_set: CPU cpu='s IA32_FRED_CONFIG := target=, what another owner of FRED's entry
+ * (or a kernel that rewrote it) would leave. Only the low bits (redzone, stack level) may
+ * change: an entry page other than the one in place would send that CPU's events elsewhere.
+ */
+static void lbr_crash_fred_set_here(void *ret)
+{
+	u64 config;
+
+	if (rdmsrq_safe(MSR_IA32_FRED_CONFIG, &config)) {
+		*(int *)ret = -ENODEV;
+		return;
+	}
+	if ((config ^ target) & ~0xfffULL) {
+		*(int *)ret = -EINVAL;
+		return;
+	}
+	*(int *)ret = wrmsrq_safe(MSR_IA32_FRED_CONFIG, target);
+	pr_info("fred_set: cpu=%d config=%#llx -> %#lx = %d\n", smp_processor_id(), config, target,
+		*(int *)ret);
+}
+
+static int lbr_crash_fred_set(void)
+{
+	int ret = -ENODEV;
+
+	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu))
+		return -EINVAL;
+	smp_call_function_single(cpu, lbr_crash_fred_set_here, &ret, 1);
+	if (ret == -EINVAL)
+		pr_err("fred_set: %#lx would change CPU %d's entry page, not only its low bits\n",
+		       target, cpu);
+	return ret;
+}
+
 /* crash=msrs, ds_owner, ds_take */
 static void lbr_crash_msrs_here(void *unused)
 {
@@ -1597,6 +1632,7 @@ static void __exit lbr_crash_exit(void)
 	X(owner, lbr_crash_owner, "add DEBUGCTL.FREEZE_LBRS_ON_PMI, then crash as gp") \
 	X(idt, lbr_crash_idt, "no crash: print the gates lbr_dump hooks, read from the IDT") \
 	X(fred, lbr_crash_fred, "no crash: print each CPU's IA32_FRED_CONFIG (FRED's entry page)") \
+	X(fred_set, lbr_crash_fred_set, "no crash: CPU cpu='s IA32_FRED_CONFIG low bits := target='s") \
 	X(select, lbr_crash_select, "suppress conditional branches (LBR_SELECT), crash as gp") \
 	X(torn, lbr_crash_torn, "re-arm during a capture (capture_cfg=), then crash as gp") \
 	X(migrate, lbr_crash_migrate, "a #GP on CPU 1 whose task moves to CPU 0 before the oops") \

@@ -154,13 +154,16 @@ fn print_raw(line: &mut LineBuf) {
     unsafe { bindings::_printk(c"\x013lbr_dump: %s\n".as_char_ptr().cast(), line.as_ptr()) };
 }
 
-/// Prints `line` followed by `from` and `to` symbolized (`| %pS -> %pS`): a record or LER line.
+/// Prints `line` followed by `from` and `to` symbolized (`| from=%pS to=%pS`, no symbol after
+/// whitespace: report.rs): a record, LER or BTS line.
 fn print_branch(line: &mut LineBuf, from: u64, to: u64) {
     // SAFETY: NUL-terminated format; `%s` gets a NUL-terminated buffer, the two `%pS` get
     // addresses, which printk symbolizes without dereferencing them.
     unsafe {
         bindings::_printk(
-            c"\x013lbr_dump: %s | %pS -> %pS\n".as_char_ptr().cast(),
+            c"\x013lbr_dump: %s | from=%pS to=%pS\n"
+                .as_char_ptr()
+                .cast(),
             line.as_ptr(),
             from as *const c_void,
             to as *const c_void,
@@ -179,7 +182,7 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
         let mut l = LineBuf::new();
         let _ = write!(
             l,
-            "v1 cpu={cpu} none: no snapshot of this exception (vector not hooked, nested in a capture, or not an exception)"
+            "v2 cpu={cpu} none: no snapshot of this exception (vector not hooked, nested in a capture, or not an exception)"
         );
         return print_raw(&mut l);
     };
@@ -245,7 +248,7 @@ fn print_panic(a: &Armed) {
 /// Prints a `none:` line for `cpu`.
 fn none(cpu: usize, reason: &str) {
     let mut l = LineBuf::new();
-    let _ = write!(l, "v1 cpu={cpu} none: {reason}");
+    let _ = write!(l, "v2 cpu={cpu} none: {reason}");
     print_raw(&mut l);
 }
 

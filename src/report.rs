@@ -4,14 +4,19 @@
 //! [`Header`] and [`RecordLine`] (appending the `%pS` symbols through printk), the decoder reads
 //! the same lines back with [`parse`], so printer and reader cannot drift.
 //!
-//! Format, version 1 (stable: fields are only ever added at the end of a line):
+//! Format, version 2 (stable: fields are only ever added at the end of a line):
 //! ```text
-//! lbr_dump: v1 cpu=C seq=S vector=V (#NAME) error=0xE rip=0xR cr2=0xA flavour=F format=N records=K state=STATE nest=D filter=B
-//! lbr_dump: #I 0xFROM -> 0xTO [mispred] [in_tx] [abort] [spec] [cycles=N] [type=T] | FROM_SYM -> TO_SYM
-//! lbr_dump: ler 0xFROM -> 0xTO | FROM_SYM -> TO_SYM
+//! lbr_dump: v2 cpu=C seq=S vector=V (#NAME) error=0xE rip=0xR cr2=0xA flavour=F format=N records=K state=STATE nest=D filter=B
+//! lbr_dump: #I 0xFROM -> 0xTO [mispred] [in_tx] [abort] [spec] [cycles=N] [type=T] | from=FROM_SYM to=TO_SYM
+//! lbr_dump: ler 0xFROM -> 0xTO | from=FROM_SYM to=TO_SYM
 //! lbr_dump: end cpu=C seq=S
-//! lbr_dump: v1 cpu=C none: REASON
+//! lbr_dump: v2 cpu=C none: REASON
 //! ```
+//! Version 1 differs only in its symbols, `| FROM_SYM -> TO_SYM`, and its `v1`; [`parse`] reads
+//! both. Version 2 puts no symbol after whitespace: tools that symbolize or blame every
+//! `name+0xN/0xN` that follows a blank in a report (syzkaller's Linux reporter,
+//! `linuxSymbolizeRe` in pkg/report/linux.go, and its guilty-file search) leave its lines
+//! alone, and the raw addresses, which are all a reader needs, come first.
 //! Records come newest first (#0 is the exception itself when recording was on). The `ler` line,
 //! after the records, is the last exception record (Intel LER, AMD LastException:
 //! [`crate::facility::Recorder::last_exception`]), the last branch the CPU took before the most
@@ -211,7 +216,7 @@ impl fmt::Display for Header<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "v1 cpu={} seq={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x} flavour={} format={} records={} state={}",
+            "v2 cpu={} seq={} vector={} ({}) error={:#x} rip={:#x} cr2={:#x} flavour={} format={} records={} state={}",
             self.cpu,
             self.seq,
             self.vector,
@@ -342,12 +347,20 @@ fn field<'a>(tok: Option<&'a str>, key: &str) -> Option<&'a str> {
     tok?.strip_prefix(key)?.strip_prefix('=')
 }
 
-/// Parses one line of lbr-dump output. Anything before [`PREFIX`] (timestamps, syslog prefixes)
-/// is ignored; a line without it, or one that does not follow the format, gives `None`.
+/// The version label that begins a header or `none:` line: `v2 ` (printed), or `v1 ` (an older
+/// lbr-dump's); the rest of `rest` after it.
+pub fn strip_version(rest: &str) -> Option<&str> {
+    rest.strip_prefix("v2 ")
+        .or_else(|| rest.strip_prefix("v1 "))
+}
+
+/// Parses one line of lbr-dump output, version 2 or 1. Anything before [`PREFIX`] (timestamps,
+/// syslog prefixes) is ignored; a line without it, or one that does not follow the format, gives
+/// `None`.
 pub fn parse(line: &str) -> Option<Line<'_>> {
     let at = line.find(PREFIX)?;
     let rest = line[at + PREFIX.len()..].trim_end_matches(['\r', '\n']);
-    if let Some(r) = rest.strip_prefix("v1 ") {
+    if let Some(r) = strip_version(rest) {
         let mut t = r.split(' ');
         let cpu = num(field(t.next(), "cpu")?)? as u32;
         let next = t.next()?;
@@ -461,14 +474,18 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
 }
 
 /// The `%pS` symbols of a line's two addresses, when printed.
-type Symbols<'a> = (Option<&'a str>, Option<&'a str>);
+pub type Symbols<'a> = (Option<&'a str>, Option<&'a str>);
 
-/// The two parts of a record or `ler` line: the raw part and the symbols after ` | `, if
-/// printed. `None` if the symbol part has no ` -> ` (a line cut inside it).
-fn split_symbols(r: &str) -> Option<(&str, Symbols<'_>)> {
+/// The two parts of a record, `ler` or `bts` line: the raw part and the symbols after ` | `,
+/// if printed: `from=FROM_SYM to=TO_SYM` (version 2) or `FROM_SYM -> TO_SYM` (version 1).
+/// `None` if the symbol part is neither (a line cut inside it).
+pub fn split_symbols(r: &str) -> Option<(&str, Symbols<'_>)> {
     match r.split_once(" | ") {
         Some((raw, syms)) => {
-            let (f, t) = syms.split_once(" -> ")?;
+            let (f, t) = match syms.strip_prefix("from=") {
+                Some(v2) => v2.split_once(" to=")?,
+                None => syms.split_once(" -> ")?,
+            };
             Some((raw, (Some(f), Some(t))))
         }
         None => Some((r, (None, None))),

@@ -379,9 +379,9 @@ def kernel_lines(console: str, prefix: str) -> list[str]:
 
 
 def snapshot_heads(console: str) -> list[str]:
-    """The header lines of the snapshots lbr-dump printed (`lbr_dump: v1 cpu=C seq=S ...`), not
+    """The header lines of the snapshots lbr-dump printed (`lbr_dump: v2 cpu=C seq=S ...`), not
     its `none:` lines (a CPU or an oops without a snapshot; a panic that follows an oops)."""
-    return [l for l in kernel_lines(console, "lbr_dump: v1 ") if " none: " not in l]
+    return [l for l in kernel_lines(console, "lbr_dump: v2 ") if " none: " not in l]
 
 
 def assert_clean(console: str) -> None:

@@ -117,7 +117,7 @@ def decode_ler(flavour, fmt, f, t):
     return f, t
 
 
-PRINTED_LER = re.compile(r"lbr_dump: ler 0x([0-9a-f]{16}) -> 0x([0-9a-f]{16}) \| (\S+(?: \[\w+\])?) -> (\S+(?: \[\w+\])?)")
+PRINTED_LER = re.compile(r"lbr_dump: ler 0x([0-9a-f]{16}) -> 0x([0-9a-f]{16}) \| from=(\S+(?: \[\w+\])?) to=(\S+(?: \[\w+\])?)")
 
 
 def printed_lers(text):
@@ -127,7 +127,7 @@ def printed_lers(text):
             for m in PRINTED_LER.finditer(text)]
 
 
-PRINTED = re.compile(r"lbr_dump: #(\d+) 0x([0-9a-f]+) -> 0x([0-9a-f]+)((?: [a-z_]+(?:=\w+)?)*) \| (\S+(?: \[\w+\])?) -> (\S+(?: \[\w+\])?)")
+PRINTED = re.compile(r"lbr_dump: #(\d+) 0x([0-9a-f]+) -> 0x([0-9a-f]+)((?: [a-z_]+(?:=\w+)?)*) \| from=(\S+(?: \[\w+\])?) to=(\S+(?: \[\w+\])?)")
 
 
 def printed_records(text):

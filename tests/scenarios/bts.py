@@ -465,11 +465,11 @@ def test_exception_bts_records_are_the_newest_stored(r):
               timeout=300, script=f"insmod {MODULE} bts=8 bts_print=400 enable=1\n"
                                   f"echo EXCEPTION > {LKDTM}\n")
     con = vm.console
-    m = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=14 .* rip=(0x[0-9a-f]+)", con)
+    m = re.search(r"lbr_dump: v2 cpu=(\d+) seq=(\d+) vector=14 .* rip=(0x[0-9a-f]+)", con)
     assert m, "no #PF snapshot printed"
     head, printed, _ = assert_bts_equals_stored(vm.emu_events(), con, int(m[1]), int(m[2]), 8)
     assert head["wrapped"] and head["records"] == 341 and head["shown"] == 341, head
-    stub = int(re.search(r"#0 0x[0-9a-f]+ -> (0x[0-9a-f]+) \| \S+ -> lbr_dump_stub_14\+0x0/", con)[1], 16)
+    stub = int(re.search(r"#0 0x[0-9a-f]+ -> (0x[0-9a-f]+) \| from=\S+ to=lbr_dump_stub_14\+0x0/", con)[1], 16)
     assert printed[0] == (int(m[3], 16), stub), f"BTS #0 {printed[0]} is not the exception"
     assert not [e for e in vm.emu_events() if e["event"] in ("would-fault", "bts-misprogrammed", "bts-full")]
 
@@ -483,7 +483,7 @@ def test_corrupted_pointer_bts_names_the_caller(r):
               timeout=300, dump_after="---[ end trace",
               script=f"insmod {MODULE} bts=4 enable=1\ninsmod {CRASH} crash=jump || true\nsleep 600\n")
     con = vm.console
-    m = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=14 ", con)
+    m = re.search(r"lbr_dump: v2 cpu=(\d+) seq=(\d+) vector=14 ", con)
     assert m, "no #PF snapshot printed"
     head, printed, stored = assert_bts_equals_stored(vm.emu_events(), con, int(m[1]), int(m[2]), 4)
     assert_dump_bts_equals_stored(vm, int(m[1]), int(m[2]), head, printed, stored)
@@ -491,7 +491,7 @@ def test_corrupted_pointer_bts_names_the_caller(r):
     assert printed[0][0] == 0xffff800000001000 and printed[1][1] == 0xffff800000001000, printed[:2]
     # Through the retpoline thunk: lbr_crash_jump -> thunk -> ... -> ret to the bad address.
     lines = kernel_lines(con, "lbr_dump: bts #")
-    assert any(" | lbr_crash_jump+" in l for l in lines[1:6]), "no BTS record names lbr_crash_jump:\n" + "\n".join(lines[:6])
+    assert any(" | from=lbr_crash_jump+" in l for l in lines[1:6]), "no BTS record names lbr_crash_jump:\n" + "\n".join(lines[:6])
 
 
 def test_sysrq_c_on_cpu1_two_cpus_1mib(r):
@@ -503,11 +503,11 @@ def test_sysrq_c_on_cpu1_two_cpus_1mib(r):
                                          "taskset -c 1 sh -c 'echo c > /proc/sysrq-trigger'\n")
     con = vm.console
     events = vm.emu_events()
-    panic = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=256 ", con)
-    assert panic and panic[1] == "1", f"the panic was not captured on CPU 1: {kernel_lines(con, 'lbr_dump: v1')}"
+    panic = re.search(r"lbr_dump: v2 cpu=(\d+) seq=(\d+) vector=256 ", con)
+    assert panic and panic[1] == "1", f"the panic was not captured on CPU 1: {kernel_lines(con, 'lbr_dump: v2')}"
     assert_bts_equals_stored(events, con, 1, int(panic[2]), 1024)
-    stop = re.search(r"lbr_dump: v1 cpu=0 seq=(\d+) vector=(2|248) ", con)
-    assert stop, f"CPU 0 was not captured as it stopped: {kernel_lines(con, 'lbr_dump: v1')}"
+    stop = re.search(r"lbr_dump: v2 cpu=0 seq=(\d+) vector=(2|248) ", con)
+    assert stop, f"CPU 0 was not captured as it stopped: {kernel_lines(con, 'lbr_dump: v2')}"
     assert_bts_equals_stored(events, con, 0, int(stop[1]), 1024)
 
 
@@ -523,8 +523,8 @@ def test_memory_dump_holds_the_whole_1mib_history_of_cpu1(r):
                      f"taskset -c 1 sh -c 'echo EXCEPTION > {LKDTM}' || true\n"
                      "sleep 600\n")
     con = vm.console
-    m = re.search(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=14 ", con)
-    assert m and m[1] == "1", f"the #PF was not captured on CPU 1: {kernel_lines(con, 'lbr_dump: v1')}"
+    m = re.search(r"lbr_dump: v2 cpu=(\d+) seq=(\d+) vector=14 ", con)
+    assert m and m[1] == "1", f"the #PF was not captured on CPU 1: {kernel_lines(con, 'lbr_dump: v2')}"
     seq = int(m[2])
     head, printed, stored = assert_bts_equals_stored(vm.emu_events(), con, 1, seq, 1024)
     assert_dump_bts_equals_stored(vm, 1, seq, head, printed, stored)

@@ -25,7 +25,7 @@ def crashed():
     res = boot(finish=False, name="decode-crash", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
              timeout=300, dump_after="---[ end trace",
              script=f"insmod {MODULE} enable=1\nsh -c 'insmod {CRASH} crash=jump' || true\nsleep 600\n")
-    assert "lbr_dump: v1 " in res.console, "no snapshot printed:\n" + tail(res.console)
+    assert "lbr_dump: v2 " in res.console, "no snapshot printed:\n" + tail(res.console)
     assert res.dump is not None, "no memory dump was made:\n" + tail(res.console)
     return res
 
@@ -171,7 +171,7 @@ def test_kdump_vmcore_agrees_with_log(r):
     # directly; lbr-decode reads the vmcore like QEMU's dump.
     res, disk = kdump("decode-kdump", f"sh -c 'insmod {CRASH} crash=jump' || true",
                       append="oops=panic", cpu="Skylake-Client", accel="tcg", emulate="model=skylake")
-    assert "lbr_dump: v1 " in res.console, "no snapshot printed:\n" + tail(res.console)
+    assert "lbr_dump: v2 " in res.console, "no snapshot printed:\n" + tail(res.console)
     _, out, err = decode(*symbols(), res.log)
     [logged] = json.loads(out)["snapshots"]
     dump_agrees_with_log(disk, logged)

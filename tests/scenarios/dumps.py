@@ -115,7 +115,7 @@ def dumped():
                       cpu="Skylake-Client", accel="tcg", emulate="model=skylake", memory="1G",
                       capture_script=CAPTURE, root_files=makedumpfile_files(), disk_mib=DISK_MIB)
     con = res.console
-    assert "lbr_dump: v1 " in con, "no snapshot printed:\n" + tail(con)
+    assert "lbr_dump: v2 " in con, "no snapshot printed:\n" + tail(con)
     assert "dumps: done" in con, "the capture kernel did not run makedumpfile to the end:\n" + tail(con)
     outputs = {}
     with open(disk, "rb") as f:

@@ -25,8 +25,8 @@ def snapshots(console):
     """Every printed snapshot, in order: dicts of the header's fields (cpu, seq, vector, state,
     nest) with `records` (records.printed_records of its lines) and the header `line`."""
     out = []
-    for head in kernel_lines(console, "lbr_dump: v1 "):
-        m = re.match(r"lbr_dump: v1 cpu=(\d+) seq=(\d+) vector=(\d+) \((\S+)\) .* state=(\S+)(?: nest=(\d+))?$", head)
+    for head in kernel_lines(console, "lbr_dump: v2 "):
+        m = re.match(r"lbr_dump: v2 cpu=(\d+) seq=(\d+) vector=(\d+) \((\S+)\) .* state=(\S+)(?: nest=(\d+))?$", head)
         if not m:
             continue
         block = console[console.index(head):]
@@ -39,8 +39,8 @@ def snapshots(console):
 
 def nones(console):
     """{cpu: reason} of the `none:` lines."""
-    return {int(m[1]): m[2] for m in (re.match(r"lbr_dump: v1 cpu=(\d+) none: (.*)$", l)
-                                      for l in kernel_lines(console, "lbr_dump: v1 ")) if m}
+    return {int(m[1]): m[2] for m in (re.match(r"lbr_dump: v2 cpu=(\d+) none: (.*)$", l)
+                                      for l in kernel_lines(console, "lbr_dump: v2 ")) if m}
 
 
 def equals_ground_truth(res, snap):
@@ -341,7 +341,7 @@ def test_kdump_vmcore_has_every_cpu(r):
                           "echo c > /proc/sysrq-trigger", smp=2, cpu="Skylake-Client", accel="tcg",
                           emulate=f"model={MODEL}")
         assert "Kernel panic - not syncing: sysrq triggered crash" in res.console
-        assert "lbr_dump: v1 " not in res.console, "printed before kdump: the notifiers ran first?"
+        assert "lbr_dump: v2 " not in res.console, "printed before kdump: the notifiers ran first?"
         code, out, err = decode(*symbols(), disk)
         assert code == 0, err
         doc = json.loads(out)

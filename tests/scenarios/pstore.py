@@ -103,7 +103,7 @@ def decoded(res, text, name):
 
 def snapshot_bytes(text, cpu, seq):
     """Bytes of the snapshot cpu/seq in a pstore record, from its header line to its end line."""
-    start = text.index(f"lbr_dump: v1 cpu={cpu} seq={seq} ")
+    start = text.index(f"lbr_dump: v2 cpu={cpu} seq={seq} ")
     start = text.rindex("\n", 0, start) + 1
     end = text.index("\n", text.index(f"lbr_dump: end cpu={cpu} seq={seq}")) + 1
     return end - start
@@ -126,14 +126,14 @@ def test_whole_snapshot_read_back_after_reboot(r):
         assert len(s["records"]) == 32, len(s["records"])
         assert_decoded_equals_freeze(events, s)
         # The decoded records are the first boot's printed ones (the console's copy).
-        [head] = [l for l in kernel_lines(res.boots[0], "lbr_dump: v1 cpu=0 seq=1 ")]
+        [head] = [l for l in kernel_lines(res.boots[0], "lbr_dump: v2 cpu=0 seq=1 ")]
         printed = printed_records(res.boots[0][res.boots[0].index(head):])[:32]
         assert [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16)) for x in s["records"]] == \
             [(p["from"], p["to"]) for p in printed]
         assert len(text) <= (4096 - 12) * 100 // 60, f"{name}: {len(text)} bytes, more than a 4096-byte record holds"
         assert snapshot_bytes(text, 0, 1) <= SNAPSHOT_BUDGET, snapshot_bytes(text, 0, 1)
     # The panic that followed the oops says so in its record too.
-    assert "lbr_dump: v1 cpu=0 none: this panic follows the oops" in files["Panic"][1]
+    assert "lbr_dump: v2 cpu=0 none: this panic follows the oops" in files["Panic"][1]
 
 
 def truth(events, cpu, newest):
@@ -156,14 +156,14 @@ def test_record_too_small_names_the_missing_records(r):
     files = pstore_files(texts)
     name, text = files["Oops"]
     first = res.boots[0]
-    [head] = kernel_lines(first, "lbr_dump: v1 cpu=0 seq=1 ")
+    [head] = kernel_lines(first, "lbr_dump: v2 cpu=0 seq=1 ")
     printed = printed_records(first[first.index(head):])[:32]
     events = res.emu_events(boot=1)
     assert_equals_freeze(events, head, printed)  # the console's copy is whole and true
     want = truth(events, 0, (printed[0]["from"], printed[0]["to"]))
     assert len(want) == 32
     # What the record holds, read by the tests' own parser: the oldest records and the end line.
-    assert "lbr_dump: v1 " not in text, "the record holds the snapshot's header: not cut"
+    assert "lbr_dump: v2 " not in text, "the record holds the snapshot's header: not cut"
     kept = printed_records(text)
     assert kept and "lbr_dump: end cpu=0 seq=1" in text, text[-600:]
     k = kept[0]["index"]

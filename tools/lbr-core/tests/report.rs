@@ -56,6 +56,70 @@ fn parses_kernel_lines_with_decorations() {
     );
 }
 
+/// The same lines in version 2, as the module prints them now: `| from=SYM to=SYM`, `v2`.
+#[test]
+fn parses_version_2_lines_as_version_1() {
+    let v1 = [
+        "[   12.345678] lbr_dump: v1 cpu=1 seq=7 vector=14 (#PF) error=0x2 rip=0xffffffffc0001234 cr2=0x0 flavour=intel-lbr format=5 records=32 state=complete nest=0",
+        "lbr_dump: #0 0xffffffffc0001230 -> 0xffffffff81a00000 mispred cycles=3 | crash_me+0x10/0x40 [lbr_check] -> asm_exc_page_fault+0x0/0x30",
+        "lbr_dump: #1 0xffffffff81000010 -> 0xffff800000001000 | __pi___x86_indirect_thunk_r11+0xa/0x20 -> 0xffff800000001000",
+        "lbr_dump: ler 0xffffffff81000010 -> 0xffffffff81000020 | f+0x0/0x10 -> g+0x0/0x10 [m]",
+        "lbr_dump: v1 cpu=0 none: no snapshot of this exception",
+    ];
+    let v2 = [
+        "[   12.345678] lbr_dump: v2 cpu=1 seq=7 vector=14 (#PF) error=0x2 rip=0xffffffffc0001234 cr2=0x0 flavour=intel-lbr format=5 records=32 state=complete nest=0",
+        "lbr_dump: #0 0xffffffffc0001230 -> 0xffffffff81a00000 mispred cycles=3 | from=crash_me+0x10/0x40 [lbr_check] to=asm_exc_page_fault+0x0/0x30",
+        "lbr_dump: #1 0xffffffff81000010 -> 0xffff800000001000 | from=__pi___x86_indirect_thunk_r11+0xa/0x20 to=0xffff800000001000",
+        "lbr_dump: ler 0xffffffff81000010 -> 0xffffffff81000020 | from=f+0x0/0x10 to=g+0x0/0x10 [m]",
+        "lbr_dump: v2 cpu=0 none: no snapshot of this exception",
+    ];
+    for (a, b) in v1.iter().zip(v2) {
+        assert!(parse(a).is_some(), "{a}");
+        assert_eq!(parse(a), parse(b), "{b}");
+    }
+    let Some(Line::Record {
+        from_sym, to_sym, ..
+    }) = parse(v2[1])
+    else {
+        panic!()
+    };
+    assert_eq!(
+        (from_sym, to_sym),
+        (
+            Some("crash_me+0x10/0x40 [lbr_check]"),
+            Some("asm_exc_page_fault+0x0/0x30")
+        )
+    );
+    // A symbol part cut inside it is no symbol part: the line is damaged.
+    assert_eq!(
+        parse("lbr_dump: #0 0xffffffffc0001230 -> 0xffffffff81a00000 | from=crash_me+0x10/0x40"),
+        None
+    );
+}
+
+/// What the module prints as a header is version 2.
+#[test]
+fn headers_are_printed_as_version_2() {
+    let h = Header {
+        cpu: 0,
+        seq: 1,
+        vector: 14,
+        error: 0,
+        rip: 1,
+        cr2: 0,
+        flavour: "intel-lbr",
+        format: 5,
+        records: 1,
+        state: State::Complete,
+        nest: Some(0),
+        filter: Filter::All,
+    };
+    assert!(
+        h.to_string().starts_with("v2 cpu=0 seq=1 vector=14 (#PF) "),
+        "{h}"
+    );
+}
+
 #[test]
 fn rejects_other_lines() {
     for l in [

@@ -10,7 +10,8 @@
 //!
 //! ```text
 //! lbr_dump: bts cpu=C seq=S records=N shown=M wrapped=yes|no buffer=0xVIRT size=BYTES state=kept
-//! lbr_dump: bts #I 0xFROM -> 0xTO | FROM_SYM -> TO_SYM          (M lines, newest first)
+//! lbr_dump: bts #I 0xFROM -> 0xTO | from=FROM_SYM to=TO_SYM     (M lines, newest first;
+//!                                                                  v1: `| FROM_SYM -> TO_SYM`)
 //! lbr_dump: bts cpu=C seq=S state=foreign ds_area=0xADDR       (another owner's debug store)
 //! lbr_dump: bts cpu=C seq=S state=reused owner=SEQ             (a later capture took the buffer)
 //! lbr_dump: bts cpu=C seq=S state=inconsistent base=0x.. index=0x.. buffer=0x..
@@ -85,15 +86,14 @@ fn addr(s: &str, whole: bool) -> Option<u64> {
 pub fn parse_line(rest: &str) -> Option<BtsLine<'_>> {
     let r = rest.trim_end_matches(['\r', '\n']).strip_prefix("bts ")?;
     if let Some(r) = r.strip_prefix('#') {
-        let (raw, syms) = match r.split_once(" | ") {
-            Some((raw, syms)) => {
-                let (f, t) = syms.split_once(" -> ")?;
+        let (raw, syms) = match lbr_core::report::split_symbols(r)? {
+            (raw, (Some(f), Some(t))) => {
                 if f.is_empty() || t.is_empty() {
                     return None;
                 }
                 (raw, Some((f, t)))
             }
-            None => (r, None),
+            (raw, _) => (raw, None),
         };
         let mut t = raw.split(' ');
         let index = t.next()?;

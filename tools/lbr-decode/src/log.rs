@@ -612,7 +612,7 @@ impl LogParser {
                 // Other lbr_dump messages (the load line, "armed") are not snapshot lines; a
                 // snapshot line that does not parse was damaged or cut.
                 let rest = &p[PREFIX.len()..];
-                if rest.starts_with("v1 ")
+                if lbr_core::report::strip_version(rest).is_some()
                     || rest.starts_with('#')
                     || rest.starts_with("ler ")
                     || rest.starts_with("end ")

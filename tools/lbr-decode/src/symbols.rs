@@ -342,11 +342,17 @@ pub struct Printed<'a> {
     pub module: Option<&'a str>,
 }
 
-/// Parses a `%pS` symbol (`None`: not one, such as a bare address).
+/// Parses a `%pS` symbol (`None`: not one, such as a bare address). The module may also come
+/// without its brackets (`name+0xoff/0xsize module`): the kernel's scripts/decode_stacktrace.sh
+/// drops them from a module name that ends a line.
 pub fn parse_printed(s: &str) -> Option<Printed<'_>> {
     let (sym, module) = match s.split_once(" [") {
         Some((sym, m)) => (sym, Some(m.strip_suffix(']')?)),
-        None => (s, None),
+        None => match s.split_once(' ') {
+            Some((sym, m)) if !m.is_empty() && !m.contains(' ') => (sym, Some(m)),
+            Some(_) => return None,
+            None => (s, None),
+        },
     };
     let (name, rest) = sym.rsplit_once('+')?;
     let (off, size) = rest.split_once('/')?;
@@ -530,6 +536,14 @@ mod tests {
         );
         assert_eq!(parse_printed("0xffff800000001000"), None);
         assert_eq!(parse_printed("f+0x1/"), None);
+        // As scripts/decode_stacktrace.sh leaves a module name that ends a line; what it makes
+        // of a symbol it did resolve (`vpanic (kernel/panic.c:586)`) is no %pS symbol.
+        assert_eq!(
+            parse_printed("lbr_dump_stub_14+0x0/0x1e0 lbr_dump"),
+            parse_printed("lbr_dump_stub_14+0x0/0x1e0 [lbr_dump]")
+        );
+        assert_eq!(parse_printed("vpanic (kernel/panic.c:586)"), None);
+        assert_eq!(parse_printed("f+0x1/0x2 a b"), None);
     }
 
     #[test]

@@ -213,22 +213,12 @@ _start:
 
 	/* The segment reloads (registers are ours again: no bad return since). */
 	movl	$ROUNDS, %r12d
-3:	movl	$154, %eax			/* modify_ldt(1, &seg_on, 16) */
-	movl	$1, %edi
-	leaq	seg_on(%rip), %rsi
-	movl	$16, %edx
-	syscall
-	testl	%eax, %eax
-	jnz	.Lfail
+3:	leaq	seg_on(%rip), %rsi
+	call	write_entry3
 	movl	$LDT_DATA3, %eax
 	movl	%eax, %ds
-	movl	$154, %eax			/* modify_ldt(1, &seg_off, 16): DS reloaded, faults */
-	movl	$1, %edi
-	leaq	seg_off(%rip), %rsi
-	movl	$16, %edx
-	syscall
-	testl	%eax, %eax
-	jnz	.Lfail
+	leaq	seg_off(%rip), %rsi		/* DS reloaded, faults */
+	call	write_entry3
 	movl	%ds, %eax
 	testl	%eax, %eax
 	jnz	4f
@@ -238,22 +228,12 @@ _start:
 
 	/* The GS reloads, each at the context switch back from a nanosleep. */
 	movl	$GS_ROUNDS, %r12d
-5:	movl	$154, %eax			/* modify_ldt(1, &seg_on, 16) */
-	movl	$1, %edi
-	leaq	seg_on(%rip), %rsi
-	movl	$16, %edx
-	syscall
-	testl	%eax, %eax
-	jnz	.Lfail
+5:	leaq	seg_on(%rip), %rsi
+	call	write_entry3
 	movl	$LDT_DATA3, %eax
 	movl	%eax, %gs
-	movl	$154, %eax			/* modify_ldt(1, &seg_off, 16): GS left as it is */
-	movl	$1, %edi
-	leaq	seg_off(%rip), %rsi
-	movl	$16, %edx
-	syscall
-	testl	%eax, %eax
-	jnz	.Lfail
+	leaq	seg_off(%rip), %rsi		/* GS left as it is */
+	call	write_entry3
 	movl	$35, %eax			/* nanosleep(&nap, NULL): switched away and back */
 	leaq	nap(%rip), %rdi
 	xorl	%esi, %esi
@@ -300,6 +280,17 @@ _start:
 	movl	$60, %eax
 	movl	$1, %edi
 	syscall
+
+/* write_entry3: modify_ldt(1, rsi, 16), LDT entry 3 as *rsi says (seg_on or seg_off); exit(1)
+ * if it fails. Clobbers rax, rcx, rdx, rdi, r11. */
+write_entry3:
+	movl	$154, %eax
+	movl	$1, %edi
+	movl	$16, %edx
+	syscall
+	testl	%eax, %eax
+	jnz	.Lfail
+	ret
 
 /* put_number: rax in decimal at rdi, rdi advanced past it. Clobbers rax, rcx, rdx, r8. */
 put_number:

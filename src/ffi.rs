@@ -277,8 +277,9 @@ unsafe extern "C" {
     /// src/glue.c: `rdmsrq_safe()` on this CPU: 0, or -EIO if the read faulted.
     pub(crate) fn lbr_dump_rdmsr_safe(msr: u32, value: *mut u64) -> c_int;
 
-    /// src/glue.c: keeps the module loaded for good (a no-op built in).
-    pub(crate) fn lbr_dump_pin();
+    /// src/glue.c: keeps the module loaded for good (built in: nothing to do); false if the
+    /// module is being unloaded and cannot stay.
+    pub(crate) fn lbr_dump_pin() -> bool;
 
     /// src/glue.c: whether the kernel delivers events with FRED (`X86_FEATURE_FRED`).
     pub(crate) fn lbr_dump_fred_active() -> bool;

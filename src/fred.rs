@@ -25,7 +25,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::{bindings, cpu::CpuId, prelude::*};
 
 use crate::ffi;
-use crate::probe::{read_msr, write_msr_here};
+use crate::probe::{read_msr, write_msr, write_msr_here};
 
 /// IA32_FRED_CONFIG (arch/x86/include/asm/msr-index.h MSR_IA32_FRED_CONFIG).
 pub(crate) const FRED_CONFIG: u32 = 0x1d4;
@@ -157,19 +157,29 @@ impl Drop for FredHooks {
         // (on that CPU) and waits for running callbacks.
         unsafe { bindings::__cpuhp_remove_state(self.state, true) };
         // Every online CPU holds the kernel's value again, or the module stays: a CPU that still
-        // enters the page must find it there.
-        let ours = OURS.load(Ordering::Relaxed);
-        // (An offline CPU's read fails: its bring-up writes the kernel's value.)
+        // enters the page must find it there. (An offline CPU's read fails: its bring-up writes
+        // the kernel's value.) A CPU whose teardown write failed gets one more, from here.
+        let (kernel, ours) = (KERNEL.load(Ordering::Relaxed), OURS.load(Ordering::Relaxed));
         for cpu in (0..kernel::cpu::nr_cpu_ids()).filter_map(CpuId::from_u32) {
-            if matches!(read_msr(cpu, FRED_CONFIG), Ok(v) if v == ours) {
+            let still = |cpu| matches!(read_msr(cpu, FRED_CONFIG), Ok(v) if v == ours);
+            if !still(cpu) || (write_msr(cpu, FRED_CONFIG, kernel).is_ok() && !still(cpu)) {
+                continue;
+            }
+            // SAFETY: no preconditions.
+            if unsafe { ffi::lbr_dump_pin() } {
                 pr_err!(
                     "FRED: CPU {} still enters at lbr-dump's page after disarming: the module stays loaded\n",
                     cpu.as_u32()
                 );
-                // SAFETY: no preconditions.
-                unsafe { ffi::lbr_dump_pin() };
                 return;
             }
+            // The module is being unloaded (rmmod): it cannot stay, and its page is about to
+            // be freed while this CPU delivers every kernel-mode event through it. Stop here,
+            // with the reason, rather than crash later at a freed address.
+            panic!(
+                "lbr_dump: FRED: CPU {} still enters at lbr-dump's page while the module unloads",
+                cpu.as_u32()
+            );
         }
         OURS.store(0, Ordering::Relaxed);
     }

@@ -72,7 +72,7 @@ void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void), voi
 void lbr_dump_on_each_cpu(void (*func)(void *info), void *info, bool wait);
 int lbr_dump_wrmsr_safe(u32 msr, u64 value);
 int lbr_dump_rdmsr_safe(u32 msr, u64 *value);
-void lbr_dump_pin(void);
+bool lbr_dump_pin(void);
 void lbr_dump_syscore_unregister(void);
 int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what);
 void lbr_dump_bts_unwatch(void);
@@ -331,11 +331,17 @@ int lbr_dump_rdmsr_safe(u32 msr, u64 *value)
 	return rdmsrq_safe(msr, value);
 }
 
-/* Keeps the module loaded for good: a CPU may still enter its code (src/fred.rs). */
-void lbr_dump_pin(void)
+/*
+ * Keeps the module loaded for good: a CPU may still enter its code (src/fred.rs). False if it
+ * cannot: the module is being unloaded (try_module_get() fails once rmmod has begun, where
+ * __module_get() would count a reference that no longer stops the unload).
+ */
+bool lbr_dump_pin(void)
 {
 #ifdef MODULE
-	__module_get(THIS_MODULE);
+	return try_module_get(THIS_MODULE);
+#else
+	return true;
 #endif
 }
 

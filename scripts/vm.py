@@ -776,8 +776,11 @@ def run_bochs(cmd: list[str], console: Path, blog: Path, out: Path, timeout: flo
     """Runs Bochs in the build root until the guest resets the machine a second time (its
     reboot: Bochs, unlike QEMU, has no -no-reboot), Bochs exits (at the guest's power-off, or a
     panic of Bochs), or `timeout`; on timeout `on_timeout(session id)` runs before everything is
-    killed. Bochs's own output goes to `out`."""
-    wrapped = ["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_", *cmd]
+    killed. Bochs's own output goes to `out`. Bochs runs under `timeout`: a runner killed
+    before its `finally` (SIGTERM, SIGKILL) would otherwise leave it rebooting the guest for
+    ever in a session of its own, eating a core."""
+    wrapped = ["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_",
+               "timeout", "-s", "KILL", str(int(timeout) + 120), *cmd]
     start = time.monotonic()
     timed_out = False
     with open(out, "wb") as f:

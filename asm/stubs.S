@@ -523,7 +523,9 @@ SYM_DATA_END(lbr_dump_live)
  * LBR_FREEZE save: freezes the recorder: reads the control MSR, keeps its value at entry in \save
  * (a memory operand, or `push`), writes it back with the enable bits of LBR_CFG_MASK cleared. No
  * branch, one data load before the RDMSR. Clobbers rax, rcx, rdx, flags.
- * LBR_PUT_BACK src: writes the entry value kept in \src back unchanged (no capture after all).
+ * LBR_PUT_BACK src: writes the entry value kept in \src back unchanged (no capture after all),
+ * if the control MSR still holds the frozen value: as after a capture (LBR_RECORD), a value
+ * another owner wrote since the freeze is left. Clobbers rax, rcx, rdx, flags.
  */
 .macro LBR_FREEZE save:req
 	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
@@ -545,10 +547,19 @@ SYM_DATA_END(lbr_dump_live)
 
 .macro LBR_PUT_BACK src:req
 	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
+	rdmsr
+	shlq	$32, %rdx
+	orq	%rdx, %rax			/* rax = control value now */
+	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
+	notq	%rdx
+	andq	\src, %rdx			/* rdx = the frozen value written */
+	cmpq	%rdx, %rax
+	jne	.Lput_back_done\@		/* another owner (a perf NMI) changed it since: leave it */
 	movq	\src, %rax
 	movq	%rax, %rdx
 	shrq	$32, %rdx
 	wrmsr
+.Lput_back_done\@:
 .endm
 
 /*
@@ -575,6 +586,120 @@ SYM_DATA_END(lbr_dump_live)
 	movq	%rax, %rdx
 	shrq	$32, %rdx
 	wrmsr					/* recording on again */
+.endm
+
+/*
+ * The #GP, #NP and #SS that any user can make the kernel take at will and that the kernel fixes
+ * up, recognised by the instruction at the saved RIP (the IDT stubs, lbr_dump_stub_<11-13>,
+ * before their freeze; FRED's ring-0 entry, lbr_dump_fred_kernel, after it).
+ *
+ * LBR_INSN_AT_RIP rip: eax = the instruction's first 4 bytes (after one DS or REX prefix: 3
+ * bytes), from the saved RIP in \rip (a memory operand), read only where they cannot fault,
+ * else zeros (lbr_dump_no_frame). RIP was fetched, so its page is mapped; it is read only when
+ * it is kernel or module text (the top 2 GiB: canonical in any paging mode, and all of it is
+ * kernel text or execmem, readable: x86 has no supervisor execute-only pages), and never past
+ * its page (an instruction may end at the page's end): in a page's last 3 bytes, the page's
+ * last dword is read and shifted down, the missing bytes zero. Chosen with cmov: no branch.
+ * Clobbers rcx, rdx, flags.
+ */
+.macro LBR_INSN_AT_RIP rip:req
+	movq	\rip, %rcx			/* saved RIP */
+	leaq	lbr_dump_no_frame(%rip), %rax
+	movq	%rcx, %rdx
+	sarq	$31, %rdx
+	cmpq	$-1, %rdx			/* RIP >= 0xffffffff80000000? */
+	cmoveq	%rcx, %rax			/* rax = RIP, or the zeros */
+	movq	%rax, %rdx
+	orq	$0xfff, %rdx
+	subq	$3, %rdx			/* rdx = the page's last dword */
+	cmpq	%rdx, %rax
+	cmovaq	%rdx, %rax			/* RIP in the page's last 3 bytes: that dword */
+	subl	%eax, %ecx			/* cl = RIP - rax: 0, or 1-3 (the zeros: any) */
+	shlb	$3, %cl
+	movl	(%rax), %eax
+	shrl	%cl, %eax			/* eax = bytes 0-3 */
+	movzbl	%al, %ecx
+	subl	$0x40, %ecx
+	cmpl	$0x10, %ecx
+	setb	%cl				/* a REX prefix (40-4f) */
+	cmpb	$0x3e, %al
+	sete	%ch				/* DS (ds wrmsr: msr.h wrmsrns() pads WRMSR with it) */
+	orb	%ch, %cl
+	movl	%eax, %edx
+	shrl	$8, %edx
+	testb	%cl, %cl
+	cmovnzl	%edx, %eax			/* eax = the bytes after the prefix, if one */
+.endm
+
+/*
+ * LBR_SEG_LOAD_FAULT err: dl nonzero and ZF clear if the instruction in eax (LBR_INSN_AT_RIP)
+ * loads a segment register and the error code in \err (a memory operand) names a selector
+ * (index or TI set; EXT and IDT clear): a descriptor load with a bad selector. Any user can
+ * make the kernel do that at will, with the user's selector: loadsegment() and
+ * load_gs_index() after modify_ldt() or set_thread_area(), fixed up by their exception-table
+ * entries: not captured. The loads: a MOV to a segment register (8E /r), and LKGS (F2 0F 00
+ * /6), with which load_gs_index() loads GS wherever the CPU has it (arch/x86/include/asm/
+ * gsseg.h), FRED or not: fred=off leaves LKGS on (FRED depends on LKGS, not the reverse:
+ * arch/x86/kernel/cpu/cpuid-deps.c). (LLDT, LTR, an IRET back to kernel mode with a corrupted
+ * CS or SS are other instructions: captured.) No branch. Clobbers rcx, rdx, flags.
+ */
+.macro LBR_SEG_LOAD_FAULT err:req
+	movl	%eax, %edx
+	andl	$0x38ffffff, %edx
+	cmpl	$0x30000ff2, %edx		/* LKGS: f2 0f 00 /6 */
+	sete	%dl
+	cmpb	$0x8e, %al			/* MOV Sreg, r/m16 */
+	sete	%cl
+	orb	%cl, %dl
+	testb	$3, \err			/* EXT, IDT: not a selector */
+	setz	%cl
+	andb	%cl, %dl
+	testl	$0xfffc, \err			/* selector index, TI */
+	setnz	%cl
+	andb	%cl, %dl			/* ZF clear: a segment load's selector fault */
+.endm
+
+/*
+ * LBR_GP_FIXED_UP rflags: dh nonzero and ZF clear if the #GP at the instruction in eax
+ * (LBR_INSN_AT_RIP) is one the kernel fixes up by the instruction alone: every RDMSR, WRMSR
+ * and WRMSRNS of arch/x86/include/asm/msr.h's accessors has an exception-table entry
+ * (ex_handler_msr() warns for the unchecked ones and goes on), and a KVM guest's MSR writes
+ * reach wrmsr_safe() at will (SPEC_CTRL with a reserved bit). The few raw ones without an
+ * entry (IBRS_ENTER/EXIT, write_ibpb, KVM's SPEC_CTRL switch in vmenter.h, Hyper-V's crash
+ * path, SEV's #VC) oops there uncaptured: Documentation/lbr-dump/design.rst "How capture
+ * works". FXRSTOR and XRSTOR (0F AE /1, /5, a memory operand) with the saved RFLAGS.AC (in
+ * \rflags, a memory operand) set restore a user's signal frame inside a user-access region
+ * (fxrstor_from_user_sigframe(), xrstor_from_user_sigframe(): a bad frame is the user's
+ * SIGSEGV). Other instructions with AC set (a wild kernel pointer inside a
+ * user_access_begin() region) are captured. No branch. Clobbers eax, rcx, dh, flags.
+ */
+.macro LBR_GP_FIXED_UP rflags:req
+	movl	%eax, %ecx
+	shrl	$16, %ecx			/* cl = the ModRM byte of 0F AE */
+	movb	%cl, %dh
+	andb	$0x18, %dh
+	cmpb	$0x08, %dh			/* reg field 1 or 5 */
+	sete	%dh
+	andb	$0xc0, %cl
+	cmpb	$0xc0, %cl			/* mod 3 is a register form (LFENCE: 0F AE E8) */
+	setne	%cl
+	andb	%cl, %dh
+	cmpw	$0xae0f, %ax			/* 0F AE */
+	sete	%cl
+	andb	%cl, %dh
+	testl	$X86_EFLAGS_AC, \rflags	/* saved RFLAGS.AC */
+	setnz	%cl
+	andb	%cl, %dh			/* dh = a user signal frame's restore */
+	cmpw	$0x300f, %ax			/* WRMSR: 0F 30 */
+	sete	%cl
+	orb	%cl, %dh
+	cmpw	$0x320f, %ax			/* RDMSR: 0F 32 */
+	sete	%cl
+	orb	%cl, %dh
+	andl	$0xffffff, %eax
+	cmpl	$0xc6010f, %eax			/* WRMSRNS: 0F 01 C6 */
+	sete	%cl
+	orb	%cl, %dh			/* ZF clear: fixed up by the kernel */
 .endm
 
 	LBR_ENTRY_TEXT
@@ -617,99 +742,18 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	testb	$3, 8(%rax)			/* its CS.RPL: a return to user mode? */
 	jnz	.Lpass_\vec
 	/*
-	 * The instruction at RIP, for the tests below: its first 4 bytes (after one DS or REX
-	 * prefix: 3 bytes), read only where they cannot fault, else zeros (lbr_dump_no_frame).
-	 * RIP was fetched, so its page is mapped; it is read only when it is kernel or module
-	 * text (the top 2 GiB: canonical in any paging mode, and all of it is kernel text or
-	 * execmem, readable: x86 has no supervisor execute-only pages), and never past its page
-	 * (an instruction may end at the page's end): in a page's last 3 bytes, the page's last
-	 * dword is read and shifted down, the missing bytes zero. Chosen with cmov: no branch.
+	 * The kernel fixes up a segment load with a user's selector (any of the three vectors)
+	 * and, for #GP, an MSR access or a user signal frame's restore: not captured (the macros
+	 * above say why). Combined without a branch: taken only in those cases. The stack as
+	 * above: 24 error code, 48 RFLAGS.
 	 */
-	movq	32(%rsp), %rcx			/* saved RIP */
-	leaq	lbr_dump_no_frame(%rip), %rax
-	movq	%rcx, %rdx
-	sarq	$31, %rdx
-	cmpq	$-1, %rdx			/* RIP >= 0xffffffff80000000? */
-	cmoveq	%rcx, %rax			/* rax = RIP, or the zeros */
-	movq	%rax, %rdx
-	orq	$0xfff, %rdx
-	subq	$3, %rdx			/* rdx = the page's last dword */
-	cmpq	%rdx, %rax
-	cmovaq	%rdx, %rax			/* RIP in the page's last 3 bytes: that dword */
-	subl	%eax, %ecx			/* cl = RIP - rax: 0, or 1-3 (the zeros: any) */
-	shlb	$3, %cl
-	movl	(%rax), %eax
-	shrl	%cl, %eax			/* eax = bytes 0-3 */
-	movzbl	%al, %ecx
-	subl	$0x40, %ecx
-	cmpl	$0x10, %ecx
-	setb	%cl				/* a REX prefix (40-4f) */
-	cmpb	$0x3e, %al
-	sete	%ch				/* DS (ds wrmsr: msr.h wrmsrns() pads WRMSR with it) */
-	orb	%ch, %cl
-	movl	%eax, %edx
-	shrl	$8, %edx
-	testb	%cl, %cl
-	cmovnzl	%edx, %eax			/* eax = the bytes after the prefix, if one */
-	/*
-	 * A MOV to a segment register (8E /r) whose error code names a selector (index or TI
-	 * set; EXT and IDT clear): a descriptor load with a bad selector. Any user can make the
-	 * kernel do that at will, with the user's selector: loadsegment() and
-	 * asm_load_gs_index() after modify_ldt() or set_thread_area(), fixed up by their
-	 * exception-table entries: not captured. (LLDT, LTR, an IRET back to kernel mode with a
-	 * corrupted CS or SS are other instructions: captured.)
-	 */
-	movl	24(%rsp), %edx			/* error code */
-	testb	$3, %dl				/* EXT, IDT */
-	setz	%cl
-	testl	$0xfffc, %edx			/* selector index, TI */
-	setnz	%dl
-	andb	%dl, %cl
-	cmpb	$0x8e, %al			/* MOV Sreg, r/m16 */
-	sete	%dl
-	andb	%dl, %cl			/* ZF clear: a segment load's selector fault */
-	jnz	.Lpass_\vec
+	LBR_INSN_AT_RIP 32(%rsp)
+	LBR_SEG_LOAD_FAULT 24(%rsp)
 .if \vec == 13
-	/*
-	 * A #GP the kernel fixes up by the instruction alone: every RDMSR, WRMSR and WRMSRNS of
-	 * arch/x86/include/asm/msr.h's accessors has an exception-table entry (ex_handler_msr()
-	 * warns for the unchecked ones and goes on), and a KVM guest's MSR writes reach
-	 * wrmsr_safe() at will (SPEC_CTRL with a reserved bit). The few raw ones without an entry
-	 * (IBRS_ENTER/EXIT, write_ibpb, KVM's SPEC_CTRL switch in vmenter.h, Hyper-V's crash path,
-	 * SEV's #VC) oops there uncaptured: Documentation/lbr-dump/design.rst "How capture works". FXRSTOR and XRSTOR (0F AE /1, /5, a memory operand)
-	 * with the saved RFLAGS.AC set restore a user's signal frame inside a user-access region
-	 * (fxrstor_from_user_sigframe(), xrstor_from_user_sigframe(): a bad frame is the user's
-	 * SIGSEGV). Not captured. Other instructions with AC set (a wild kernel pointer inside a
-	 * user_access_begin() region) are.
-	 */
-	movl	%eax, %ecx
-	shrl	$16, %ecx			/* cl = the ModRM byte of 0F AE */
-	movl	%ecx, %edx
-	andb	$0x18, %dl
-	cmpb	$0x08, %dl			/* reg field 1 or 5 */
-	sete	%dl
-	andb	$0xc0, %cl
-	cmpb	$0xc0, %cl			/* mod 3 is a register form (LFENCE: 0F AE E8) */
-	setne	%cl
-	andb	%cl, %dl
-	cmpw	$0xae0f, %ax			/* 0F AE */
-	sete	%cl
-	andb	%cl, %dl
-	testl	$X86_EFLAGS_AC, 48(%rsp)	/* saved RFLAGS.AC */
-	setnz	%cl
-	andb	%cl, %dl			/* dl = a user signal frame's restore */
-	cmpw	$0x300f, %ax			/* WRMSR: 0F 30 */
-	sete	%cl
-	orb	%cl, %dl
-	cmpw	$0x320f, %ax			/* RDMSR: 0F 32 */
-	sete	%cl
-	orb	%cl, %dl
-	andl	$0xffffff, %eax
-	cmpl	$0xc6010f, %eax			/* WRMSRNS: 0F 01 C6 */
-	sete	%cl
-	orb	%cl, %dl			/* ZF clear: fixed up by the kernel */
-	jnz	.Lpass_\vec
+	LBR_GP_FIXED_UP 48(%rsp)
+	orb	%dh, %dl			/* ZF clear: fixed up by the kernel */
 .endif
+	jnz	.Lpass_\vec
 .elseif \vec == 8
 	/*
 	 * The same fault on the espfix64 stack (an IRET to a 16-bit user stack segment), which the
@@ -1135,16 +1179,9 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
  * kernel's handler clears both.
  * Stack at entry: SS, RSP, RFLAGS, CS, RIP (no error code). Every register is live.
  */
-.macro LBR_STOP_STUB vec:req half:req name:req fred=0
+.macro LBR_STOP_BODY vec:req half:req name:req fred:req
 /* With \fred, a FRED frame: the error code slot first, then RIP (below: LBR_FRED_*). */
 .set	.Lstop_f_\name, \fred * 8
-SYM_CODE_START(lbr_dump_stop_\name)
-	UNWIND_HINT_IRET_ENTRY offset=.Lstop_f_\name
-.if \fred
-	ANNOTATE_NOENDBR			/* reached by a direct jmp from lbr_dump_fred_kernel */
-.else
-	ENDBR
-.endif
 	movq	%rax, -8(%rsp)			/* the one stack slot used (see above) */
 	movq	%dr7, %rax
 	testb	$DR7_ENABLED, %al
@@ -1210,11 +1247,21 @@ SYM_CODE_START(lbr_dump_stop_\name)
 .else
 	LBR_GO_ON \vec
 .endif
+.endm
+
+/*
+ * The IDT's stop stubs, at their gates. (FRED's are inlined in lbr_dump_fred_kernel, on the
+ * way of its dispatch that each takes: a jump to a separate stub would be one more taken branch
+ * before the freeze.)
+ */
+.macro LBR_STOP_STUB vec:req half:req name:req
+SYM_CODE_START(lbr_dump_stop_\name)
+	UNWIND_HINT_IRET_ENTRY
+	ENDBR
+	LBR_STOP_BODY \vec, \half, \name, 0
 SYM_CODE_END(lbr_dump_stop_\name)
 _ASM_NOKPROBE(lbr_dump_stop_\name)
-.if \fred == 0
 LBR_NOKPROBE_WAY_ON \vec
-.endif
 .endm
 
 	LBR_ENTRY_TEXT
@@ -1394,6 +1441,8 @@ _ASM_NOKPROBE(lbr_dump_fred_user)
 SYM_CODE_START_NOALIGN(lbr_dump_fred_kernel)
 	UNWIND_HINT_IRET_ENTRY offset=8
 	ANNOTATE_NOENDBR
+	cmpb	$LBR_FRED_NMI, LBR_FRED_TYPE(%rsp)
+	je	.Lfred_nmi			/* an NMI (not taken for a crash) */
 	cmpb	$LBR_FRED_HWEXC, LBR_FRED_TYPE(%rsp)
 	jne	.Lfred_event			/* not an exception (not taken for a crash) */
 	pushq	%rax
@@ -1432,87 +1481,27 @@ SYM_CODE_START_NOALIGN(lbr_dump_fred_kernel)
 	/* Freeze. No taken branch before this. */
 	LBR_FREEZE push				/* 0: the control value at entry */
 	/*
-	 * The #GP, #NP and #SS the kernel fixes up and any user causes at will are not captured
-	 * (lbr_dump_stub_13 says why for each): a fault at ERETU (the user's bad return frame,
-	 * fixed up by ex_handler_eretu; FRED's equivalent of the IRET rule), a MOV to a segment
-	 * register (or LKGS) whose error code names a selector, and (#GP) RDMSR, WRMSR, WRMSRNS, and
-	 * FXRSTOR or XRSTOR of a user signal frame with AC set. Tested after the freeze (one
-	 * stub for every vector: branches by vector would be taken before it); such a fault
-	 * only puts the control value back. The stack now: 0 control value, 8 rdx, 16 rcx,
-	 * 24 rax, 32 error code, 40 RIP, 48 CS, 56 RFLAGS, 64 RSP, 72 SS + event info.
+	 * The #GP, #NP and #SS the kernel fixes up and any user causes at will are not captured:
+	 * a fault at ERETU (the user's bad return frame, fixed up by ex_handler_eretu; FRED's
+	 * equivalent of the IDT stubs' IRET rule), and the IDT stubs' rules (LBR_SEG_LOAD_FAULT,
+	 * LBR_GP_FIXED_UP: the same macros). Tested after the freeze (one stub for every vector:
+	 * branches by vector would be taken before it); such a fault only puts the control value
+	 * back. The stack now: 0 control value, 8 rdx, 16 rcx, 24 rax, 32 error code, 40 RIP,
+	 * 48 CS, 56 RFLAGS, 64 RSP, 72 SS + event info.
 	 */
 	movzbl	8+24+LBR_FRED_VECTOR(%rsp), %eax
 	subl	$11, %eax
 	cmpl	$2, %eax
 	ja	.Lfred_capture			/* not #NP, #SS or #GP */
-	/* The instruction at RIP, read as lbr_dump_stub_13 reads it (never past its page). */
-	movq	40(%rsp), %rcx			/* saved RIP */
-	leaq	lbr_dump_no_frame(%rip), %rax
-	movq	%rcx, %rdx
-	sarq	$31, %rdx
-	cmpq	$-1, %rdx			/* RIP >= 0xffffffff80000000? */
-	cmoveq	%rcx, %rax
-	movq	%rax, %rdx
-	orq	$0xfff, %rdx
-	subq	$3, %rdx
-	cmpq	%rdx, %rax
-	cmovaq	%rdx, %rax
-	subl	%eax, %ecx
-	shlb	$3, %cl
-	movl	(%rax), %eax
-	shrl	%cl, %eax			/* eax = bytes 0-3 at RIP */
+	LBR_INSN_AT_RIP 40(%rsp)
 	cmpl	$0xca010ff3, %eax		/* ERETU: f3 0f 01 ca */
 	je	.Lfred_fixed_up
-	/*
-	 * LKGS (f2 0f 00 /6): with FRED, load_gs_index() loads a user's GS selector with it
-	 * (arch/x86/include/asm/gsseg.h), fixed up like MOV Sreg: the same selector test.
-	 */
-	movl	%eax, %ecx
-	andl	$0x38ffffff, %ecx
-	cmpl	$0x30000ff2, %ecx
-	je	.Lfred_sreg
-	movzbl	%al, %ecx
-	subl	$0x40, %ecx
-	cmpl	$0x10, %ecx
-	setb	%cl				/* a REX prefix (40-4f) */
-	cmpb	$0x3e, %al
-	sete	%ch				/* DS */
-	orb	%ch, %cl
-	movl	%eax, %edx
-	shrl	$8, %edx
-	testb	%cl, %cl
-	cmovnzl	%edx, %eax			/* eax = the bytes after the prefix, if one */
-	cmpb	$0x8e, %al			/* MOV Sreg, r/m16 */
-	jne	.Lfred_not_sreg
-.Lfred_sreg:
-	movl	32(%rsp), %edx			/* error code */
-	testb	$3, %dl				/* EXT, IDT: not a selector */
-	jnz	.Lfred_not_sreg
-	testl	$0xfffc, %edx			/* selector index, TI */
+	LBR_SEG_LOAD_FAULT 32(%rsp)
 	jnz	.Lfred_fixed_up
-.Lfred_not_sreg:
 	cmpb	$13, 8+24+LBR_FRED_VECTOR(%rsp)
 	jne	.Lfred_capture			/* the rest are #GP's */
-	cmpw	$0x300f, %ax			/* WRMSR */
-	je	.Lfred_fixed_up
-	cmpw	$0x320f, %ax			/* RDMSR */
-	je	.Lfred_fixed_up
-	movl	%eax, %ecx
-	andl	$0xffffff, %ecx
-	cmpl	$0xc6010f, %ecx			/* WRMSRNS */
-	je	.Lfred_fixed_up
-	cmpw	$0xae0f, %ax			/* FXRSTOR, XRSTOR: 0f ae /1, /5, a memory operand */
-	jne	.Lfred_capture
-	testl	$X86_EFLAGS_AC, 56(%rsp)	/* saved RFLAGS.AC */
-	jz	.Lfred_capture
-	shrl	$16, %eax			/* al = the ModRM byte */
-	movl	%eax, %ecx
-	andb	$0xc0, %cl
-	cmpb	$0xc0, %cl
-	je	.Lfred_capture			/* mod 3: a register form (LFENCE) */
-	andb	$0x18, %al
-	cmpb	$0x08, %al
-	je	.Lfred_fixed_up			/* reg 1 or 5 */
+	LBR_GP_FIXED_UP 56(%rsp)
+	jnz	.Lfred_fixed_up
 .Lfred_capture:
 	pushq	%rsi
 	pushq	%rdi
@@ -1579,24 +1568,28 @@ SYM_CODE_START_NOALIGN(lbr_dump_fred_kernel)
 	LBR_FRED_GO_ON kernel
 .Lfred_event:
 	/*
-	 * Not a hardware exception. Once a panic has claimed the stop and its stop trampoline has
-	 * run (LBR_LIVE_GATES_SWITCHED 2), the NMI and REBOOT_VECTOR that stop this CPU go to the
-	 * stop stubs; until then, one data load per NMI and per REBOOT_VECTOR, none for other
-	 * events.
+	 * Neither an NMI nor a hardware exception. Once a panic has claimed the stop and its stop
+	 * trampoline has run (LBR_LIVE_GATES_SWITCHED 2), the REBOOT_VECTOR that stops this CPU
+	 * falls through to the stop body below (lbr_dump_stop_ipi's), and the NMI (.Lfred_nmi) to
+	 * the one after it: each stop takes one taken branch of the page's before its freeze, the
+	 * dispatch's je or jne above, which is then its snapshot's newest record. Until then, one
+	 * data load per REBOOT_VECTOR (and per NMI), none for other events.
+	 * The stack: the FRED frame as delivered (0 error code, 8 RIP, ...). Every register is live.
 	 */
-	cmpb	$LBR_FRED_NMI, LBR_FRED_TYPE(%rsp)
-	je	.Lfred_nmi
+	UNWIND_HINT_IRET_ENTRY offset=8
 	cmpb	$LBR_FRED_EXTINT, LBR_FRED_TYPE(%rsp)
 	jne	.Lfred_go_on
 	cmpb	$LBR_FRED_REBOOT, LBR_FRED_VECTOR(%rsp)
 	jne	.Lfred_go_on
 	cmpq	$2, lbr_dump_live+LBR_LIVE_GATES_SWITCHED(%rip)
 	jne	.Lfred_go_on
-	jmp	lbr_dump_stop_fred_ipi
+	LBR_STOP_BODY 248, LBR_STOP_IPI, fred_ipi, 1	/* no taken branch before its freeze */
 .Lfred_nmi:
+	/* An NMI. The stack and registers as at .Lfred_event. */
+	UNWIND_HINT_IRET_ENTRY offset=8
 	cmpq	$2, lbr_dump_live+LBR_LIVE_GATES_SWITCHED(%rip)
 	jne	.Lfred_go_on
-	jmp	lbr_dump_stop_fred_nmi
+	LBR_STOP_BODY 2, LBR_STOP_NMI, fred_nmi, 1	/* no taken branch before its freeze */
 SYM_CODE_END(lbr_dump_fred_kernel)
 _ASM_NOKPROBE(lbr_dump_fred_kernel)
 
@@ -1606,9 +1599,6 @@ _ASM_NOKPROBE(__SCT__lbr_dump_fred_user)
 _ASM_NOKPROBE(__SCT__lbr_dump_fred_kernel)
 #endif
 
-/* The stop stubs for a FRED frame (LBR_STOP_STUB above). */
-LBR_STOP_STUB 2 LBR_STOP_NMI fred_nmi fred=1
-LBR_STOP_STUB 248 LBR_STOP_IPI fred_ipi fred=1
 #endif /* CONFIG_X86_FRED */
 
 /* Stub address by vector (0: not hookable), for src/idt.rs; vector 1 only re-arms. */

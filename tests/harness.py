@@ -255,7 +255,8 @@ class Results:
         return f"{self.passed} passed, {self.failed} failed" + (f", {self.skipped} skipped" if self.skipped else "")
 
 
-def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = False, **kw) -> Result:
+def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = False, fred: bool = True,
+         **kw) -> Result:
     """Boots a VM (see scripts/vm.py Vm for the arguments): the one way a scenario runs a guest.
     With `bochs`, under Bochs, the FRED CPU (scripts/vm.py BochsVm and its arguments; where Bochs
     cannot be had, vm.BochsUnavailable, which tests/run.py reports as one SKIP line).
@@ -273,7 +274,8 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
         hang_report_bochs(): each CPU's state once, where Bochs was stopped);
       - under Bochs, every CPU the guest brought up runs FRED (the kernel has FRED's entry code
         and each CPU the `fred` flag in /proc/cpuinfo: scripts/vm.py FRED_CHECK): a FRED test
-        ran with FRED; and no MSR the model lacks was accessed unchecked (Bochs raises #GP for
+        ran with FRED; with fred=False (a run booted with `fred=off`), none does, in a kernel
+        that has FRED (the IDT on a CPU that has FRED and LKGS); and no MSR the model lacks was accessed unchecked (Bochs raises #GP for
         them: scripts/bochs-msrs.def), unless `allow_would_fault`.
     """
     vm = BochsVm(**kw) if bochs else Vm(**kw)
@@ -294,14 +296,14 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
         f"the guest brought up {up} CPU(s), the VM was given {vm.smp} (log {r.log}): a test that "
         f"claims {vm.smp} vCPUs must run on {vm.smp}")
     if bochs:
-        fred = fred_state(r.console)
-        assert fred is not None, (
+        assert fred_state(r.console) is not None, (
             f"the guest never said whether its CPUs run FRED (log {r.log}):\n" + first_problem(r.console)
             + tail(r.console))
-        assert fred == (vm.smp, vm.smp, True), (
-            f"the guest does not run FRED on every CPU under Bochs's {vm.cpu} model: {fred[1]} of "
-            f"{fred[0]} CPU(s) have the fred flag, the kernel {'has' if fred[2] else 'lacks'} "
-            f"FRED's entry code (CONFIG_X86_FRED) (log {r.log})")
+        state = fred_state(r.console)
+        assert state == (vm.smp, vm.smp if fred else 0, True), (
+            f"the guest does not run {'FRED on every' if fred else 'the IDT on every'} CPU under "
+            f"Bochs's {vm.cpu} model: {state[1]} of {state[0]} CPU(s) have the fred flag, the "
+            f"kernel {'has' if state[2] else 'lacks'} FRED's entry code (CONFIG_X86_FRED) (log {r.log})")
         # Bochs runs with ignore_bad_msrs=0 (scripts/bochs-msrs.def): an MSR its model lacks
         # raises #GP, as on a real part. One accessed without the _safe accessors is the
         # kernel's "unchecked MSR access error": what the emulator calls would-fault.

@@ -260,55 +260,143 @@ def test_bochs_corrupted_pointer_jump_is_captured_with_cr2_from_the_event_data(r
 
 def test_bochs_sysrq_c_captures_the_panic_and_stops_the_other_cpu(r):
     """sysrq-c on 2 CPUs: the panicking CPU's snapshot at panic() (vector 256), and the other
-    CPU's, taken by its stop interrupt through the FRED ring-0 entry's stop path (REBOOT_VECTOR
-    248, or the NMI 2 a second later)."""
+    CPU's, idle with interrupts on, taken by REBOOT_VECTOR (248) through the FRED ring-0
+    entry's stop path (asm/stubs.S .Lfred_event; the NMI's is the next test's)."""
     vm = boot(bochs=True, name="fred-sysrq", smp=2, timeout=300, finish=False,
               script=ARM + "echo c > /proc/sysrq-trigger\n")
     con = vm.console
     heads = [dict(re.findall(r"(\w+)=(\S+)", h)) for h in snapshot_heads(con)]
     assert len(heads) == 2, heads or tail(con)
     panic = [h for h in heads if h["vector"] == "256"]
-    stop = [h for h in heads if h["vector"] in ("248", "2")]
+    stop = [h for h in heads if h["vector"] == "248"]
     assert len(panic) == 1 and len(stop) == 1, heads
     assert panic[0]["cpu"] != stop[0]["cpu"], heads
 
 
+def test_bochs_stop_nmi_captures_where_the_cpu_spun_with_interrupts_off(r):
+    """2 CPUs, lbr_crash crash=stop_all irqs_off=1: CPU 1 spins with interrupts off, so
+    REBOOT_VECTOR cannot stop it and the NMI a second later does; CPU 0 runs sysrq-c. The NMI
+    arrives through the FRED ring-0 entry and falls into its stop body (asm/stubs.S .Lfred_nmi;
+    REBOOT_VECTOR's, .Lfred_event, is test_bochs_sysrq_c_...'s): CPU 1's snapshot has vector 2,
+    and its RIP, the frame's, is inside lbr_crash_spin_off or lbr_crash_spin_step (nothing else
+    runs there with interrupts off), whose ranges come from lbr_crash.ko's symbol table and the
+    step's address the module printed."""
+    vm = boot(bochs=True, name="fred-stop-nmi", smp=2, timeout=300, finish=False,
+              script=ARM + f"insmod {CRASH} crash=stop_all irqs_off=1\nsleep 60\n")
+    con = vm.console
+    assert "stop_all: CPU 1 spins with interrupts off" in con, tail(con)
+    assert "stop_all: 1 CPUs spinning, sysrq-c on CPU 0" in con, tail(con)
+    heads = {int(h["cpu"]): h for h in (dict(re.findall(r"(\w+)=(\S+)", l)) for l in snapshot_heads(con))}
+    assert sorted(heads) == [0, 1], heads or tail(con)
+    assert [heads[c]["vector"] for c in (0, 1)] == ["256", "2"], heads
+    assert all(h["state"] == "was-off" for h in heads.values()), heads
+    nm = subprocess.run(["bash", "-c", "source scripts/common.sh; in_root llvm-nm -S --defined-only "
+                         "out/lbr_crash/lbr_crash.ko"], cwd=REPO, capture_output=True, text=True, check=True)
+    syms = {m[3]: (int(m[1], 16), int(m[2], 16))
+            for m in re.finditer(r"^([0-9a-f]+) ([0-9a-f]+) [tT] (\S+)$", nm.stdout, re.M)}
+    step = int(re.search(r"stop_all: lbr_crash_spin_step at ([0-9a-f]+)", con)[1], 16)
+    off = int(heads[1]["rip"], 16) - step + syms["lbr_crash_spin_step"][0]
+    inside = [f for f in ("lbr_crash_spin_off", "lbr_crash_spin_step")
+              if syms[f][0] <= off < syms[f][0] + syms[f][1]]
+    assert inside, f"CPU 1 stopped at .text+{off:#x}, outside its loop: " + \
+        str({f: (hex(a), hex(n)) for f, (a, n) in syms.items() if "spin" in f})
+    assert "Shutting down cpus with NMI" in con, tail(con)
+
+
+def fred_path_to_the_freeze(insns, frame):
+    """Walks lbr_dump_fred_kernel's disassembly `insns` ([(address, instruction, relocation)])
+    from its
+    first instruction for an event whose delivered frame holds the bytes `frame` (offset from
+    RSP at delivery: value), once a panic has claimed the stop (the stop flag compares equal).
+    A `cmpb $imm, off(%rsp)` before the first push is decided by the frame and the `cmpq` of the
+    stop flag by the panic; every other conditional branch is not taken (the capture's way: no
+    breakpoint armed, CPU in range, not captured before). Returns the instructions up to and
+    including the first WRMSR (the freeze) or the jmp that leaves the page (on to the kernel's
+    entry), and the taken branches on the way."""
+    at = {a: k for k, (a, _, _) in enumerate(insns)}
+    k, path, taken, flags, pushed = 0, [], [], None, False
+    while k < len(insns) and len(path) < 400:
+        _, insn, reloc = insns[k]
+        path.append(insn + (f" <{reloc}>" if reloc else ""))
+        if insn.startswith("wrmsr"):
+            return path, taken
+        if insn.startswith("push"):
+            pushed = True
+        m = re.match(r"cmpb\s+\$(-?0x[0-9a-f]+), 0x([0-9a-f]+)\(%rsp\)$", insn)
+        if m and not pushed:
+            flags = frame[int(m[2], 16)] == int(m[1], 16) & 0xff  # objdump signs a byte
+        elif re.match(r"cmpq\s+\$0x2, \(%rip\)", insn) and reloc.startswith("lbr_dump_live+"):
+            flags = True  # LBR_LIVE_GATES_SWITCHED
+        elif not insn.startswith(("je", "jne")):
+            flags = None
+        b = re.match(r"(j[a-z]+|call|ret)\S*\s*(?:0x([0-9a-f]+))?", insn)
+        if b and b[1] != "jmp" and b[1] not in ("call", "ret"):
+            go = (flags if b[1] == "je" else None if flags is None else not flags) \
+                if b[1] in ("je", "jne") else False
+            if go:
+                taken.append(insn)
+                assert int(b[2], 16) in at, f"a branch out of the page's kernel entry: {insn}"
+                k = at[int(b[2], 16)]
+                continue
+        elif b:
+            taken.append(insn)
+            if b[1] != "jmp" or not b[2]:
+                break
+            if reloc:
+                return path, taken  # to a symbol: out of the page
+            k = at[int(b[2], 16)]
+            continue
+        k += 1
+    raise AssertionError(f"neither a WRMSR nor a jmp on; taken {taken}; path {path[-12:]}")
+
+
 def test_fred_stubs_take_no_branch_before_the_freeze(r):
     """Static, on the module built against the FRED kernel: the ring-3 entry is one direct jmp;
-    the ring-0 entry's fall-through path (every conditional branch not taken, as for a crash)
-    reaches the WRMSR that freezes with no unconditional jump, call or return of its own; and no
-    FRED code has an indirect jump or call."""
+    from the ring-0 entry, a captured exception (a #GP) reaches the WRMSR that freezes with no
+    taken branch of lbr-dump's, and the stop NMI and REBOOT_VECTOR of a claimed panic with one
+    (the dispatch's: a single entry serves every event, and the exception's way is the
+    fall-through); no FRED code has an indirect jump or call."""
     ko = REPO / "out" / "module" / "lbr_dump.ko"
     subprocess.run(["scripts/module.sh"], cwd=REPO, check=True, capture_output=True)
-    p = subprocess.run(["bash", "-c", f"source scripts/common.sh; in_root llvm-objdump -d --no-show-raw-insn {ko}"],
+    p = subprocess.run(["bash", "-c", f"source scripts/common.sh; in_root llvm-objdump -dr --no-show-raw-insn {ko}"],
                        cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    funcs: dict[str, list[str]] = {}
+    funcs: dict[str, list[tuple[int, str, str]]] = {}
     cur = None
     for line in p.stdout.splitlines():
         m = re.match(r"^[0-9a-f]+ <(\S+)>:$", line)
         if m:
             cur = m[1]
             funcs[cur] = []
-        elif cur and re.match(r"^\s+[0-9a-f]+:\s", line):
-            funcs[cur].append(line.split(":", 1)[1].strip())
-    user = [i for i in funcs["lbr_dump_fred_user"] if not i.startswith("int3")]
+        elif cur and (m := re.match(r"^\s+[0-9a-f]+:\s+R_X86_64_\S+\s+(\S+)$", line)):
+            a, i, _ = funcs[cur][-1]
+            funcs[cur][-1] = (a, i, m[1])  # the relocation of the instruction before
+        elif cur and (m := re.match(r"^\s+([0-9a-f]+):\s+(.*)$", line)):
+            funcs[cur].append((int(m[1], 16), m[2].strip(), ""))
+    user = [i for _, i, _ in funcs["lbr_dump_fred_user"] if not i.startswith("int3")]
     assert len(user) == 1 and re.match(r"jmp\s+[0-9a-f]+", user[0]), user
     kernel = funcs["lbr_dump_fred_kernel"]
-    path = []
-    for insn in kernel:
-        path.append(insn)
-        if insn.startswith("wrmsr"):
-            break
-    assert path[-1].startswith("wrmsr"), "no WRMSR on the fall-through path"
-    assert any(i.startswith("rdmsr") for i in path), path
-    taken = [i for i in path if re.match(r"(jmp|call|ret)", i)]
-    assert not taken, f"an unconditional branch before the freeze: {taken}"
-    for name in ("lbr_dump_fred_user", "lbr_dump_fred_kernel", "lbr_dump_stop_fred_nmi", "lbr_dump_stop_fred_ipi"):
-        indirect = [i for i in funcs[name] if re.match(r"(jmp|call)q?\s+\*", i)]
+    # The frame's event type (bits 51:48 of the SS slot, byte 46) and vector (byte 44).
+    exc, exc_taken = fred_path_to_the_freeze(kernel, {46: 3, 44: 13})
+    assert exc[-1].startswith("wrmsr") and any(i.startswith("rdmsr") for i in exc), exc
+    assert not exc_taken, f"a taken branch before a #GP's freeze: {exc_taken}"
+    for what, frame in (("the stop NMI", {46: 2, 44: 2}), ("REBOOT_VECTOR", {46: 0, 44: 0xf8})):
+        path, taken = fred_path_to_the_freeze(kernel, frame)
+        assert len(taken) == 1 and re.match(r"j(e|ne)\s", taken[0]), f"{what}: taken before the freeze: {taken}"
+        assert path[-1].startswith("wrmsr") and any(i.startswith("rdmsr") for i in path), (what, path)
+        print(f"FRED cost: {what} of a claimed panic, {len(path)} instructions to the freeze, one taken branch")
+    # Any other kernel-mode event (a timer interrupt) goes on with no data load but the frame's.
+    timer, taken = fred_path_to_the_freeze(kernel, {46: 0, 44: 0xec})
+    assert re.match(r"jmp.*<__SCT__lbr_dump_fred_kernel-0x4>$", timer[-1]), timer
+    assert not [i for i in timer if "(%rip)" in i], f"a data load for a timer interrupt: {timer}"
+    print(f"FRED cost: a timer interrupt, {len(timer) - 1} instructions before the jmp on, "
+          f"{len(taken) - 1} taken")
+    for name in ("lbr_dump_fred_user", "lbr_dump_fred_kernel"):
+        indirect = [i for _, i, _ in funcs[name] if re.match(r"(jmp|call)q?\s+\*", i)]
         assert not indirect, (name, indirect)
+    assert not [n for n in funcs if n.startswith("lbr_dump_stop_fred")], "separate FRED stop stubs"
     print(f"FRED cost: ring-3 entry {len(user)} instruction; ring-0 entry to the freeze "
-          f"{len(path)} instructions for a captured exception")
+          f"{len(exc)} instructions for a captured exception")
 
 
 # What `crash=fred` printed for CPU `cpu` last, in the guest (its IA32_FRED_CONFIG, in hex).
@@ -400,7 +488,21 @@ def test_bochs_faulting_returns_and_segment_loads_of_a_user_are_not_captured(r):
     (lbr-iretfault, as uid 65534), and the thousands of user-mode page faults of it and of a shell
     loop (cminflt, field 11 of the shell's /proc/PID/stat: its waited-for children's): none is
     captured, and the next crash is the next capture."""
-    vm = boot(bochs=True, name="fred-iretfault", smp=1, timeout=900, finish=False, script=f"""
+    iretfault_run("fred-iretfault", fred=True)
+
+
+def test_bochs_fred_off_the_idt_leaves_a_users_lkgs_fault_alone(r):
+    """The same on the same CPU booted with fred=off: the IDT, but LKGS stays (FRED depends on
+    LKGS, not the reverse: arch/x86/kernel/cpu/cpuid-deps.c), so load_gs_index() still loads
+    the user's GS selector with LKGS (arch/x86/include/asm/gsseg.h), and a not-present LDT
+    entry makes it fault in kernel mode at will: the IDT's #NP stub must leave LKGS's fault
+    alone as it does a MOV to GS (QEMU has no LKGS: hardening.py's gs kind runs MOV GS)."""
+    iretfault_run("fred-off-iretfault", fred=False)
+
+
+def iretfault_run(name: str, fred: bool):
+    vm = boot(bochs=True, name=name, smp=1, timeout=900, finish=False, fred=fred,
+              append="" if fred else "fred=off", script=f"""
 echo "fred-test: cpuflags $(grep -m1 '^flags' /proc/cpuinfo | tr ' \\t' '\\n\\n' | grep -x -e smap -e xsave | paste -sd' ')" >/dev/kmsg
 {ARM}echo fred-test: captures-armed=$(cat {SYSFS}/captures) >/dev/kmsg
 f0=$(cut -d' ' -f11 /proc/$$/stat)

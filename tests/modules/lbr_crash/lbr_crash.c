@@ -73,7 +73,8 @@
  *                                     interrupts off (lbr_crash_spin_off: only an NMI stops it);
  *                                     once all spin, a kernel thread on CPU 0 triggers sysrq-c
  *                                     (handle_sysrq('c'): what `echo c > /proc/sysrq-trigger`
- *                                     runs)
+ *                                     runs); with irqs_off=1 every one of them spins with
+ *                                     interrupts off
  *   insmod lbr_crash.ko crash=gates
  *                                     no crash: a kernel thread per CPU reads the gates lbr_dump
  *                                     hooks, over and over, the way QEMU's TCG delivers an
@@ -277,6 +278,8 @@ static unsigned int lbr_from, lbr_to, lbr_depth;
 module_param(lbr_from, uint, 0);
 module_param(lbr_to, uint, 0);
 module_param(lbr_depth, uint, 0);
+static bool irqs_off;
+module_param(irqs_off, bool, 0);
 
 /*
  * void lbr_crash_exec_user_ac(unsigned long addr), for crash=exec_user_ac: sets RFLAGS.AC (as
@@ -779,7 +782,7 @@ static noinline int lbr_crash_spin_off(void *unused)
 static int lbr_crash_sysrq_c(void *unused)
 {
 	while (atomic_read(&spinning) < num_online_cpus() - 1)
-		cpu_relax();
+		msleep(1);	/* CPU 0 stays free for the threads still to be created */
 	mdelay(20);	/* every loop has filled its recorder */
 	pr_info("stop_all: %d CPUs spinning, sysrq-c on CPU %d\n", atomic_read(&spinning),
 		raw_smp_processor_id());
@@ -794,17 +797,27 @@ static int lbr_crash_stop_all(void)
 
 	if (num_online_cpus() < 2 || !cpu_online(0))
 		return -EINVAL;
+	/* Where the loops are, for a test without records (Bochs): the loops' text is around it. */
+	pr_info("stop_all: lbr_crash_spin_step at %px\n", lbr_crash_spin_step);
+	/*
+	 * The sysrq thread first: once a CPU spins with preemption off, a kthreadd queued there
+	 * never runs again, and a thread created after it may never start (seen under Bochs).
+	 */
+	t = kthread_run_on_cpu(lbr_crash_sysrq_c, NULL, 0, "lbr_sysrq/%u");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
 	for_each_online_cpu(c) {
 		if (c == 0)
 			continue;
-		t = kthread_run_on_cpu(c % 2 ? lbr_crash_spin_on : lbr_crash_spin_off, NULL, c,
+		bool on = c % 2 && !irqs_off;
+
+		t = kthread_run_on_cpu(on ? lbr_crash_spin_on : lbr_crash_spin_off, NULL, c,
 				       "lbr_spin/%u");
 		if (IS_ERR(t))
 			return PTR_ERR(t);
-		pr_info("stop_all: CPU %u spins with interrupts %s\n", c, c % 2 ? "on" : "off");
+		pr_info("stop_all: CPU %u spins with interrupts %s\n", c, on ? "on" : "off");
 	}
-	t = kthread_run_on_cpu(lbr_crash_sysrq_c, NULL, 0, "lbr_sysrq/%u");
-	return PTR_ERR_OR_ZERO(t);
+	return 0;
 }
 
 /* crash=nmi_lockup */

@@ -640,13 +640,15 @@ SYM_DATA_END(lbr_dump_live)
  * entries: not captured. The loads: a MOV to a segment register (8E /r), and LKGS (F2 0F 00
  * /6), with which load_gs_index() loads GS wherever the CPU has it (arch/x86/include/asm/
  * gsseg.h), FRED or not: fred=off leaves LKGS on (FRED depends on LKGS, not the reverse:
- * arch/x86/kernel/cpu/cpuid-deps.c). (LLDT, LTR, an IRET back to kernel mode with a corrupted
- * CS or SS are other instructions: captured.) No branch. Clobbers rcx, rdx, flags.
+ * arch/x86/kernel/cpu/cpuid-deps.c). LKGS is recognised by F2 0F 00 alone, any ModRM: in a
+ * page's last 3 bytes LBR_INSN_AT_RIP reads its ModRM as zero, and the kernel emits no other
+ * F2-prefixed 0F 00 (LLDT, LTR are unprefixed). (LLDT, LTR, an IRET back to kernel mode with
+ * a corrupted CS or SS are other instructions: captured.) No branch. Clobbers rcx, rdx, flags.
  */
 .macro LBR_SEG_LOAD_FAULT err:req
 	movl	%eax, %edx
-	andl	$0x38ffffff, %edx
-	cmpl	$0x30000ff2, %edx		/* LKGS: f2 0f 00 /6 */
+	andl	$0x00ffffff, %edx
+	cmpl	$0x00000ff2, %edx		/* f2 0f 00: LKGS (/6) */
 	sete	%dl
 	cmpb	$0x8e, %al			/* MOV Sreg, r/m16 */
 	sete	%cl
@@ -1178,6 +1180,14 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
  * clac/cld: nothing here depends on AC or DF (no user access, no string instruction), and the
  * kernel's handler clears both.
  * Stack at entry: SS, RSP, RFLAGS, CS, RIP (no error code). Every register is live.
+ *
+ * With FRED (\fred: the body inlined in lbr_dump_fred_kernel, below) the stack at entry is a
+ * FRED frame, its error code slot first (0), then RIP: .Lstop_f_ is 8. There is no IST and no
+ * nested-NMI state below the frame: an event nested on the same stack level starts below the
+ * 64-byte redzone the kernel keeps (FRED_CONFIG_REDZONE, which arming keeps), so -8(%rsp) is
+ * still ours; an NMI's ERETS is what unblocks NMIs, not a #MC's. The dispatch loads the stop
+ * flag before the DR7 test: a data breakpoint there is a #DB on FRED's stack level 1, whose
+ * own entry loads nothing of ours while DR7 is set, and whose return leaves NMIs blocked.
  */
 .macro LBR_STOP_BODY vec:req half:req name:req fred:req
 /* With \fred, a FRED frame: the error code slot first, then RIP (below: LBR_FRED_*). */
@@ -1192,7 +1202,9 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
 	cmpq	$0, LBR_STOP_DONE(%rax)
 	jne	.Lstop_skip_\name		/* stopped and captured before: go on */
 	movq	$1, LBR_STOP_DONE(%rax)
+.if \half
 	addq	$\half, %rax
+.endif
 	movq	%r11, LBR_STOP_R11(%rax)
 	movq	%rax, %r11			/* r11 = this stub's save area, until the end */
 	movq	-8(%rsp), %rax
@@ -1393,9 +1405,10 @@ _ASM_NOKPROBE(lbr_dump_nmi_thaw)
  *    the IDT stubs capture them: the event type and vector are tested in the frame, laid out so
  *    that a crash falls through every test up to the freeze (no taken branch of ours before it);
  *    a kernel-mode #DB re-arms (lbr_dump_rearm_1); once a panic has claimed the stop
- *    (LBR_LIVE_GATES_SWITCHED is 2: the stop trampoline has run), the NMI and REBOOT_VECTOR go to
- *    the stop stubs' FRED variants; everything else (interrupts, NMIs, INT3, ...) goes straight
- *    on to the kernel's kernel entry after one or two compares of the frame.
+ *    (LBR_LIVE_GATES_SWITCHED is 2: the stop trampoline has run), the NMI and REBOOT_VECTOR
+ *    fall into the stop body (LBR_STOP_BODY), inlined after their tests, one taken branch
+ *    after delivery; everything else (interrupts, NMIs, INT3, ...) goes straight on to the
+ *    kernel's kernel entry after one to four compares of the frame and two taken branches.
  * FRED's frame at delivery (the stack pointer at the error code; FRED pushes one for every
  * event, 0 where the event has none), 64 bytes:
  *   0 error code, 8 RIP, 16 CS (+ stack level, WFE), 24 RFLAGS, 32 RSP,

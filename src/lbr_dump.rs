@@ -81,6 +81,18 @@ module! {
             description: "With bts: BTS records each oops prints, newest first (all of them stay \
                           in memory for crash dumps)",
         },
+        print_records: u32 {
+            default: 16,
+            description: "Records each snapshot an oops or panic prints, newest first; 0: all. \
+                          The rest stay in the snapshot area for crash dumps (lbr-decode), and \
+                          a line says so",
+        },
+        print_all: bool {
+            default: false,
+            description: "Print every record of every snapshot, and at a panic every other \
+                          CPU's whole snapshot (default: one line per other CPU; the snapshots \
+                          stay in the snapshot area)",
+        },
         vectors: u32 {
             default: crate::plan::Vectors::ALL,
             description: "Hooked exception vectors, a bit mask (bit N: vector N) of 0 #DE, \
@@ -124,6 +136,10 @@ fn arm_at_init() -> bool {
 
 /// What loading decides before the module object exists: the vector set and the recorder.
 fn prepare(module: &'static ThisModule) -> Result<control::Controls> {
+    printer::set_limits(
+        module_parameters::print_records.value(),
+        module_parameters::print_all.value(),
+    );
     let mask = module_parameters::vectors.value();
     let Some(vectors) = plan::Vectors::new(mask) else {
         pr_err!(

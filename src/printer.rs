@@ -31,7 +31,7 @@
 use core::fmt::{self, Write};
 use core::mem::offset_of;
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{
     bindings,
@@ -55,6 +55,22 @@ pub(crate) static ARMED: Live<Armed> = Live::new();
 /// not printed again. (The counter guards against a new task at a dead one's address.)
 static OOPS_TASK: AtomicPtr<bindings::task_struct> = AtomicPtr::new(ptr::null_mut());
 static OOPS_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// The records each printed snapshot shows (`print_records`; `u32::MAX` for all) and whether a
+/// panic prints every other CPU's snapshot (`print_all`); set at load.
+static PRINT_RECORDS: AtomicU32 = AtomicU32::new(16);
+static PRINT_ALL: AtomicBool = AtomicBool::new(false);
+
+/// Sets what the printers print (the `print_records` and `print_all` parameters).
+pub(crate) fn set_limits(records: u32, all: bool) {
+    let records = if records == 0 || all {
+        u32::MAX
+    } else {
+        records
+    };
+    PRINT_RECORDS.store(records, Ordering::Relaxed);
+    PRINT_ALL.store(all, Ordering::Relaxed);
+}
 
 /// The stubs' sequence counter: snapshots taken since arming, on every CPU.
 fn captures() -> u64 {
@@ -134,6 +150,26 @@ fn newest(a: &Armed, below: u64, f: impl Fn(&Snap<'_>) -> bool) -> Option<Snap<'
     best
 }
 
+/// The newest snapshot in `cpu`'s own ring that satisfies `f` (a CPU's captures go to its own
+/// ring): the panic printer reads each ring once, not every ring once per CPU.
+/// `None` for a CPU beyond the area's (its captures find no slot).
+fn newest_on(a: &Armed, cpu: usize, f: impl Fn(&Snap<'_>) -> bool) -> Option<Snap<'_>> {
+    let g = a.area.geometry();
+    if cpu >= g.nr_cpus {
+        return None;
+    }
+    let mut best: Option<Snap<'_>> = None;
+    for slot in 0..g.ring {
+        let Some(s) = read(a, cpu, slot) else {
+            continue;
+        };
+        if best.is_none_or(|b| s.seq > b.seq) && f(&s) {
+            best = Some(s);
+        }
+    }
+    best
+}
+
 /// Is `outer` still being handled when `inner` was taken (see the module documentation)?
 fn encloses(outer: &Snap<'_>, inner: &Snap<'_>) -> bool {
     let (frame, sp) = (outer.frame, inner.rsp);
@@ -206,7 +242,7 @@ fn print_panic(a: &Armed) {
     let panic_cpu = claim.checked_sub(1).unwrap_or(this);
     // SAFETY: `current` of this CPU, a task that lives while it runs this code.
     let me = unsafe { bindings::get_current() };
-    let snap = newest(a, u64::MAX, |s| {
+    let snap = newest_on(a, panic_cpu, |s| {
         s.cpu == panic_cpu && Kind::of(s.vector) == Kind::Panic
     });
     // The panic follows this task's oops if no capture came between them but the panic's own.
@@ -227,6 +263,7 @@ fn print_panic(a: &Armed) {
             "no snapshot of this panic (the capture found this CPU busy in another capture)",
         ),
     }
+    let mut kept = 0;
     for cpu in 0..a.area.geometry().nr_cpus {
         // SAFETY: `__cpu_present_mask` is the kernel's; `cpumask_test_cpu` reads one bit.
         let present = unsafe {
@@ -235,14 +272,62 @@ fn print_panic(a: &Armed) {
         if cpu == panic_cpu || !present {
             continue;
         }
-        match newest(a, u64::MAX, |s| s.cpu == cpu && Kind::of(s.vector) == Kind::Stop) {
-            Some(s) => print_snapshot(a, &s, None),
+        match newest_on(a, cpu, |s| s.cpu == cpu && Kind::of(s.vector) == Kind::Stop) {
+            Some(s) if PRINT_ALL.load(Ordering::Relaxed) => print_snapshot(a, &s, None),
+            Some(s) => {
+                print_kept(a, &s);
+                kept += 1;
+            }
             None => none(
                 cpu,
                 "not captured as the panic stopped it (offline, no stop interrupt reached lbr-dump's stub, or its stop gates could not be hooked)",
             ),
         }
     }
+    if kept > 0 {
+        let mut l = LineBuf::new();
+        let _ = write!(
+            l,
+            "v2 cpu={this} kept: the {kept} other CPUs' snapshots above are not printed, only kept in the snapshot area (lbr-decode reads them from a vmcore; lbr_dump.print_all=1 prints them)"
+        );
+        print_raw(&mut l);
+    }
+}
+
+/// Prints one `kept:` line for a stopped CPU whose snapshot is not printed: what stopped it,
+/// where it was (`at=%pS`, no symbol after whitespace) and how many records are kept; seals the
+/// snapshot for crash-dump readers as printing it would.
+fn print_kept(a: &Armed, s: &Snap<'_>) {
+    let layout = a.area.header.layout;
+    let n = layout.values().min(record::MAX_VALUES);
+    let mut values = [0u64; record::MAX_VALUES];
+    // PANIC: none, `n <= MAX_VALUES`.
+    for (i, v) in values[..n].iter_mut().enumerate() {
+        *v = s.value(i);
+    }
+    // PANIC: none, as above.
+    let count = record::records(layout, &values[..n]).map_or(0, |r| r.count());
+    let mut l = LineBuf::new();
+    let _ = write!(
+        l,
+        "v2 cpu={} kept: seq={} vector={} ({}) rip={:#x} records={}",
+        s.cpu,
+        s.seq,
+        s.vector,
+        crate::report::vector_name(s.vector),
+        s.rip,
+        count
+    );
+    // SAFETY: NUL-terminated format; `%s` gets a NUL-terminated buffer, `%pS` an address,
+    // which printk symbolizes without dereferencing it.
+    unsafe {
+        bindings::_printk(
+            c"\x013lbr_dump: %s | at=%pS\n".as_char_ptr().cast(),
+            l.as_ptr(),
+            s.rip as *const c_void,
+        )
+    };
+    area::seal(&mut &a.area, &a.area.geometry(), s.off);
 }
 
 /// Prints a `none:` line for `cpu`.
@@ -335,7 +420,8 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
     }
     // PANIC: none, as above.
     let records = record::records(layout, &values[..n]);
-    let count = records.map_or(0, |r| r.count());
+    let total = records.map_or(0, |r| r.count());
+    let count = total.min(PRINT_RECORDS.load(Ordering::Relaxed) as usize);
     let (format, _) = layout.codes();
     let h = Header {
         cpu: s.cpu as u32,
@@ -353,7 +439,7 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
             header.ctl_armed,
             s.filter.zip(header.filter.map(|(_, armed)| armed)),
         )
-        .with_records(count),
+        .with_records(total),
         nest,
         filter: header.branches,
     };
@@ -362,7 +448,7 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
     print_raw(&mut l);
     // PANIC: none, as above.
     if let Some(records) = record::records(layout, &values[..n]) {
-        for (i, b) in records.enumerate() {
+        for (i, b) in records.take(count).enumerate() {
             let mut l = LineBuf::new();
             let _ = write!(
                 l,
@@ -394,6 +480,18 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
     let mut l = LineBuf::new();
     let _ = write!(l, "end cpu={} seq={}", s.cpu, s.seq);
     print_raw(&mut l);
+    if count < total {
+        let mut l = LineBuf::new();
+        let _ = write!(
+            l,
+            "v2 cpu={} kept: seq={} records #{}-#{} are not printed, only kept in the snapshot area (lbr-decode reads them from a vmcore; lbr_dump.print_records=0 prints them)",
+            s.cpu,
+            s.seq,
+            count,
+            total - 1
+        );
+        print_raw(&mut l);
+    }
     // Seal it for crash-dump readers: the checksum covers the snapshot as printed (if its CPU
     // rewrote it meanwhile, the seal fails, and the dump reader says so).
     area::seal(&mut &a.area, &a.area.geometry(), s.off);

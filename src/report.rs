@@ -11,6 +11,7 @@
 //! lbr_dump: ler 0xFROM -> 0xTO | from=FROM_SYM to=TO_SYM
 //! lbr_dump: end cpu=C seq=S
 //! lbr_dump: v2 cpu=C none: REASON
+//! lbr_dump: v2 cpu=C kept: WHAT
 //! ```
 //! Version 1 differs only in its symbols, `| FROM_SYM -> TO_SYM`, and its `v1`; [`parse`] reads
 //! both. Version 2 puts no symbol after whitespace: tools that symbolize or blame every
@@ -43,6 +44,14 @@
 //! the same task, whose snapshot is already printed (a `none:` line says so); then every other
 //! CPU's, taken as the panic stopped it (`vector=2 (NMI)` or `vector=248 (REBOOT_VECTOR)`, `rip`
 //! = where that CPU was, no `nest=`; #0 is that interrupt), or a `none:` line for that CPU.
+//!
+//! Bounded by default (`print_records`, `print_all`; Documentation/lbr-dump/formats.rst): a
+//! snapshot prints its newest `print_records` records (`records=` counts the lines printed),
+//! then after its `end` line a `kept:` line names the records left out
+//! (`kept: seq=S records #A-#B are not printed, ...`); at a panic every other CPU gets one
+//! `kept:` line instead of its snapshot (`kept: seq=S vector=V (NAME) rip=0xR records=K | at=SYM`,
+//! the symbol after `|` as in record lines), and a last `kept:` line of the panicking CPU says
+//! where those snapshots are. Everything stays in the snapshot area for crash-dump readers.
 
 use core::fmt;
 
@@ -324,6 +333,13 @@ pub enum Line<'a> {
         /// Why.
         reason: &'a str,
     },
+    /// What is kept in the snapshot area but not printed (`print_records`, `print_all`).
+    Kept {
+        /// CPU number.
+        cpu: u32,
+        /// What, as printed (with the `| at=SYM` of a stopped CPU's line).
+        text: &'a str,
+    },
 }
 
 fn num(s: &str) -> Option<u64> {
@@ -367,6 +383,10 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
         if next == "none:" {
             let reason = r.split_once("none: ")?.1;
             return Some(Line::None { cpu, reason });
+        }
+        if next == "kept:" {
+            let text = r.split_once("kept: ")?.1;
+            return Some(Line::Kept { cpu, text });
         }
         let seq = num(field(Some(next), "seq")?)?;
         let vector = num(field(t.next(), "vector")?)? as u32;

@@ -18,7 +18,13 @@ from vm import (FRED_LINE, REPO, TARGET, BochsVm, Result, Vm, kernel_dir, prepar
                 scenario_cpio, sh)
 
 # Paths and commands inside the test VM, one definition for every scenario.
-MODULE = "/lib/lbr-dump/lbr_dump.ko"
+MODULE_KO = "/lib/lbr-dump/lbr_dump.ko"
+# What a scenario loads: with print_all=1 every printed snapshot has all its records and a panic
+# prints every CPU's (what most scenarios compare with the emulator's ground truth); the default,
+# bounded output (print_records, print_all) has its own scenarios (output.py, pstore.py), which
+# load MODULE_KO. boot() gives the built-in driver the same with lbr_dump.print_all=1 on the
+# command line (ignored by a kernel without it built in), unless bounded=True.
+MODULE = f"{MODULE_KO} print_all=1"
 CRASH = "/lib/lbr-dump/lbr_crash.ko"
 CHECK = "/lib/lbr-dump/lbr_check.ko"
 LKDTM = "/sys/kernel/debug/provoke-crash/DIRECT"
@@ -256,7 +262,7 @@ class Results:
 
 
 def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = False, fred: bool = True,
-         **kw) -> Result:
+         bounded: bool = False, **kw) -> Result:
     """Boots a VM (see scripts/vm.py Vm for the arguments): the one way a scenario runs a guest.
     With `bochs`, under Bochs, the FRED CPU (scripts/vm.py BochsVm and its arguments; where Bochs
     cannot be had, vm.BochsUnavailable, which tests/run.py reports as one SKIP line).
@@ -278,6 +284,8 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
         that has FRED (the IDT on a CPU that has FRED and LKGS); and no MSR the model lacks was accessed unchecked (Bochs raises #GP for
         them: scripts/bochs-msrs.def), unless `allow_would_fault`.
     """
+    if not bounded:
+        kw["append"] = f"lbr_dump.print_all=1 {kw.get('append', '')}".strip()
     vm = BochsVm(**kw) if bochs else Vm(**kw)
     r = vm.run()
     # Every scenario's VM ends by itself (its script's end, a reboot, a crash with panic=-1) or

@@ -233,10 +233,11 @@ def assert_ler_equals_freeze(events, freeze, block):
     return lines[0]
 
 
-def assert_decoded_equals_freeze(events, snap):
+def assert_decoded_equals_freeze(events, snap, newest=None):
     """A snapshot as lbr-decode's JSON gives it (from a log or a dump) equals the emulator's record
     stack at the last freeze on its CPU whose newest record is the snapshot's newest: addresses,
-    mispredict flags and cycle counts, record for record."""
+    mispredict flags and cycle counts, record for record. With `newest`, the snapshot has that
+    many records (bounded output) and they equal the stack's newest ones."""
     assert_same_recorder(events, snap["flavour"], snap["format"])
     flavour, fmt = emulated(events)
     got = [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16), int(x.get("mispred", False)),
@@ -247,4 +248,7 @@ def assert_decoded_equals_freeze(events, snap):
     truth = [t for t in truth if t and (t[0]["from"], t[0]["to"]) == got[0][:2]]
     assert truth, f"cpu {snap['cpu']}: no freeze in the emulator's log has the snapshot's newest record"
     want = [(t["from"], t["to"], t.get("mispred", 0), t.get("cycles")) for t in truth[-1]]
+    if newest is not None:
+        assert len(got) == newest and len(want) > newest, (len(got), len(want))
+        want = want[:newest]
     assert got == want, f"cpu {snap['cpu']}: decoded {got[:3]}..., ground truth {want[:3]}..."

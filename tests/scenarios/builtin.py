@@ -4,12 +4,12 @@ initcall. Under plain QEMU TCG that is the refusal, once, and the boot goes on."
 
 import re
 
-from harness import CFG, CRASH, MODULE, SYSFS, assert_clean, boot, kernel_lines
+from harness import CFG, CRASH, MODULE_KO, SYSFS, assert_clean, boot, kernel_lines
 
 
 def test_builtin_probes_at_boot(r):
     vm = boot(name="builtin", kernel="builtin", cpu="Skylake-Client", accel="tcg",
-              script=f"test ! -e {MODULE}")
+              script=f"test ! -e {MODULE_KO}")
     lines = kernel_lines(vm.console, "lbr_dump:")
     assert len(lines) == 1, f"want one line from the initcall, got {lines}"
     assert lines[0].startswith("lbr_dump: Intel family 0x6 model 0x5e"), lines[0]

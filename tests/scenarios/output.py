@@ -11,7 +11,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from harness import LKDTM, MODULE, boot, decode, in_root, kernel_lines, symbols, tail
+from harness import LKDTM, MODULE_KO, boot, decode, in_root, kernel_lines, symbols, tail
 from vm import REPO, kernel_dir
 
 # syzkaller pkg/report/linux.go, linuxSymbolizeRe, verbatim: every line's first match is
@@ -26,17 +26,20 @@ OOPS_KEYWORDS = ("BUG:", "WARNING:", "INFO:", "Call Trace", "Backtrace:", "Kerne
 @functools.cache
 def crashed():
     """lkdtm EXCEPTION (an oops on CPU 0, whose snapshot has records, a last exception record
-    and BTS records), then sysrq-c on CPU 1 (a panic: CPU 1's snapshot and CPU 0's stop)."""
+    and BTS records), then sysrq-c on CPU 1 (a panic: CPU 1's snapshot and CPU 0's `kept:`
+    line), with the default, bounded output (print_records=16: each snapshot's `kept:` line)."""
     res = boot(finish=False, name="output-crash", cpu="Skylake-Client", accel="tcg",
-               emulate="model=skylake", smp=2, timeout=300,
-               script=f"insmod {MODULE} bts=4 bts_print=8 enable=1\n"
+               emulate="model=skylake", smp=2, timeout=300, bounded=True,
+               script=f"insmod {MODULE_KO} bts=4 bts_print=8 enable=1\n"
                       f"taskset -c 0 sh -c 'echo EXCEPTION > {LKDTM}' || true\n"
                       "taskset -c 1 sh -c 'echo c > /proc/sysrq-trigger'\n")
     con = res.console
     ours = kernel_lines(con, "lbr_dump: ")
-    kinds = {k for l in ours for k in ("#", "ler ", "bts #", "bts cpu=", "end ") if l.startswith("lbr_dump: " + k)}
-    assert kinds == {"#", "ler ", "bts #", "bts cpu=", "end "}, f"not every kind of line was printed: {kinds}\n" + tail(con)
-    assert "Kernel panic - not syncing" in con and len(re.findall(r"lbr_dump: end ", con)) >= 3, tail(con)
+    kinds = {k for l in ours for k in ("#", "ler ", "bts #", "bts cpu=", "end ", "v2 cpu=0 kept: seq=",
+                                       "v2 cpu=1 kept: the") if l.startswith("lbr_dump: " + k)}
+    assert kinds == {"#", "ler ", "bts #", "bts cpu=", "end ", "v2 cpu=0 kept: seq=", "v2 cpu=1 kept: the"}, \
+        f"not every kind of line was printed: {kinds}\n" + tail(con)
+    assert "Kernel panic - not syncing" in con and len(re.findall(r"lbr_dump: end ", con)) >= 2, tail(con)
     return res
 
 
@@ -116,17 +119,23 @@ def bench_line(what: str, s: tuple[int, int, int, int]) -> str:
 
 
 def test_output_size_per_crash(r):
-    """A report, not an assertion: what lbr-dump prints per crash (README "Crash output"),
-    counted on real output: an oops on 1 CPU and a panic on 2 (crashed()), and a panic on 8
-    vCPUs (the harness checks that 8 were brought up); each with BTS (bts=4 bts_print=8) and,
-    from the same output, without its BTS lines."""
+    """What lbr-dump prints per crash by default (README "Crash output"), counted on real
+    output: an oops on 1 CPU and a panic on 2 (crashed()), and a panic on 8 vCPUs (the harness
+    checks that 8 were brought up); each with BTS (bts=4 bts_print=8) and, from the same
+    output, without its BTS lines. Reported, and one bound asserted: a panic prints at most
+    print_records + 4 + N lines besides BTS's on N CPUs (the panicking CPU's header, records,
+    ler, end and `kept:` lines, one `kept:` line per other CPU and a last one), 28 on 8."""
     con = crashed().console
     oops = sizes(con, "Oops: ", "---[ end trace")
     panic2 = sizes(con, "Kernel panic - not syncing", None)
     res = boot(finish=False, name="output-panic8", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
-               smp=8, timeout=400, script=f"insmod {MODULE} bts=4 bts_print=8 enable=1\n"
+               smp=8, timeout=400, bounded=True, script=f"insmod {MODULE_KO} bts=4 bts_print=8 enable=1\n"
                                           "echo c > /proc/sysrq-trigger\n")
     panic8 = sizes(res.console, "Kernel panic - not syncing", None)
-    assert oops[0] and panic2[0] > oops[0] and panic8[0] > panic2[0], (oops, panic2, panic8)
+    assert oops[0] and panic2[0] and panic8[0] > panic2[0], (oops, panic2, panic8)
+    # The bound: print_records (16) + 4 + 8 lines besides BTS's; the other 7 CPUs one line each.
+    lines, _, bts_lines, _ = panic8
+    assert lines - bts_lines <= 16 + 4 + 8, (lines, bts_lines)
+    assert len(re.findall(r"lbr_dump: v2 cpu=\d kept: seq=\d+ vector=", res.console)) == 7, tail(res.console)
     for what, s in (("oops, 1 CPU", oops), ("panic (sysrq-c), 2 CPUs", panic2), ("panic (sysrq-c), 8 CPUs", panic8)):
         print(bench_line(what, s), flush=True)

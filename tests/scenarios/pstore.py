@@ -19,7 +19,7 @@ assumed at most 60%), without it record_size - 12 (the persistent RAM zone's hea
 import json
 import re
 
-from harness import ARM, CRASH, decode, kernel_lines, pstore, symbols, tail
+from harness import ARM, CRASH, MODULE_KO, decode, kernel_lines, pstore, symbols, tail
 from vm import emu_boot_starts
 from records import (assert_decoded_equals_freeze, assert_equals_freeze, emulated, freeze_records,
                      printed_records)
@@ -46,12 +46,12 @@ def deflate_capacity(record_size, header="Panic#2 Part1\n"):
     return (record_size - 12) * 100 // 60 - len(header) - 1
 
 
-def run(name, script, record_size, compress=True, smp=1, append="oops=panic"):
+def run(name, script, record_size, compress=True, smp=1, append="oops=panic", bounded=False):
     """A crash under the emulated Skylake in the first boot, read back in the second: (run,
     {file name: text})."""
     res, files = pstore(f"pstore-{name}", script, record_size, compress=compress, smp=smp,
                         append=append, cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}",
-                        timeout=600)
+                        timeout=600, bounded=bounded)
     first, second = res.boots
     # The environment is what the test claims: ramoops registered on the memory and record size
     # asked for, in both boots, with the compression asked for; pstore dumps oopses.
@@ -211,3 +211,57 @@ def test_every_cpu_of_a_panic_in_one_record(r):
         assert_decoded_equals_freeze(events, s)
         assert snapshot_bytes(text, s["cpu"], s["seq"]) <= SNAPSHOT_BUDGET
     assert [s["vector"] for s in snaps][0] == 256, "the panicking CPU's snapshot comes first"
+
+
+# lbr-dump's default output (print_records=16, print_all off), armed as users arm it.
+ARM_DEFAULT = f"insmod {MODULE_KO} enable=1\n"
+
+
+def default_sizes(name, script, smp, append, reason, panic_line, rip):
+    """A crash with ramoops' default record size (4096) and compression (deflate) and pstore's
+    default kmsg_bytes, and lbr-dump's default output: the `reason` record (Oops, Panic) holds
+    the kernel's own crash text (`panic_line`, the registers' RIP line if `rip`, the call
+    trace) beside the crashing CPU's 16 newest records, which lbr-decode reads equal to the
+    emulator's ground truth, and the `kept:` lines for what was not printed. Returns the
+    record's text and lbr-decode's JSON of it."""
+    res, texts = run(name, script, 4096, smp=smp, append=append, bounded=True)
+    files = pstore_files(texts)
+    assert reason in files, sorted(files)
+    fname, text = files[reason]
+    for want in (panic_line, "Call Trace:") + (("RIP: 0010:",) if rip else ()):
+        assert want in text, f"{fname}: the kernel's {want!r} is not in the record:\n{text[:1500]}"
+    code, doc, err = decoded(res, text, fname)
+    assert code == 0 and doc["warnings"] == [], (code, doc["warnings"], err)
+    [s] = doc["snapshots"]
+    assert s["complete"] and len(s["records"]) == 16, (s["cpu"], s["vector"], len(s["records"]))
+    assert_decoded_equals_freeze(res.emu_events(boot=1), s, newest=16)
+    assert f"lbr_dump: v2 cpu={s['cpu']} kept: seq={s['seq']} records #16-#31 are not printed" in text, text[-1500:]
+    return text, doc
+
+
+def test_default_sizes_keep_an_oopses_text_beside_its_records(r):
+    """oops=panic, a crash on 1 CPU: the oops' record holds the Oops line, RIP and the call
+    trace with the snapshot's 16 newest records."""
+    default_sizes("default-oops", ARM_DEFAULT + f"insmod {CRASH} crash=jump\nsleep 600\n", 1,
+                  "oops=panic", "Oops", "Oops: ", True)
+
+
+def sysrq_default(n):
+    text, doc = default_sizes(f"default-sysrq{n}", ARM_DEFAULT + "echo c > /proc/sysrq-trigger\nsleep 600\n", n, "",
+                              "Panic", "Kernel panic - not syncing: sysrq triggered crash", False)
+    assert doc["snapshots"][0]["vector"] == 256, doc["snapshots"][0]["vector"]
+    cpu = doc["snapshots"][0]["cpu"]
+    stopped = sorted(int(m) for m in re.findall(r"lbr_dump: v2 cpu=(\d+) kept: seq=\d+ vector=(?:2|248) ", text))
+    assert stopped == [c for c in range(n) if c != cpu], (stopped, cpu)
+    assert f"lbr_dump: v2 cpu={cpu} kept: the {n - 1} other CPUs' snapshots above are not printed" in text, text[-800:]
+
+
+def test_default_sizes_keep_a_panics_text_with_2_cpus(r):
+    """sysrq-c on 2 CPUs: the panic line and its call trace, the panicking CPU's 16 newest
+    records, and the other CPU's one `kept:` line (what stopped it, where it was)."""
+    sysrq_default(2)
+
+
+def test_default_sizes_keep_a_panics_text_with_4_cpus(r):
+    """The same on 4 CPUs: three `kept:` lines."""
+    sysrq_default(4)

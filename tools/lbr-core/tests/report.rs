@@ -56,6 +56,26 @@ fn parses_kernel_lines_with_decorations() {
     );
 }
 
+/// The `kept:` lines of bounded output (print_records, print_all): what is left out, and a
+/// stopped CPU's one line, read whole with its symbol; never a header.
+#[test]
+fn parses_kept_lines() {
+    assert_eq!(
+        parse("[    7.3] lbr_dump: v2 cpu=0 kept: seq=1 records #16-#31 are not printed, only kept in the snapshot area"),
+        Some(Line::Kept {
+            cpu: 0,
+            text: "seq=1 records #16-#31 are not printed, only kept in the snapshot area"
+        })
+    );
+    assert_eq!(
+        parse("lbr_dump: v2 cpu=3 kept: seq=4 vector=248 (REBOOT_VECTOR) rip=0xffffffff81234567 records=32 | at=default_idle+0x1f/0x30"),
+        Some(Line::Kept {
+            cpu: 3,
+            text: "seq=4 vector=248 (REBOOT_VECTOR) rip=0xffffffff81234567 records=32 | at=default_idle+0x1f/0x30"
+        })
+    );
+}
+
 /// The same lines in version 2, as the module prints them now: `| from=SYM to=SYM`, `v2`.
 #[test]
 fn parses_version_2_lines_as_version_1() {

@@ -76,6 +76,9 @@ pub struct Parsed {
     pub fragments: Vec<Fragment>,
     /// The oopses lbr-dump had no snapshot for.
     pub none: Vec<NoSnapshot>,
+    /// What lbr-dump kept in its snapshot area without printing it (`kept:` lines: the
+    /// records past `print_records`, other CPUs' snapshots at a panic), as printed.
+    pub kept: Vec<NoSnapshot>,
     /// Problems with the input, each naming its line.
     pub warnings: Vec<LogWarning>,
 }
@@ -606,6 +609,11 @@ impl LogParser {
             Some(Line::None { cpu, reason }) => self.out.none.push(NoSnapshot {
                 cpu,
                 reason: reason.to_string(),
+                line: n,
+            }),
+            Some(Line::Kept { cpu, text }) => self.out.kept.push(NoSnapshot {
+                cpu,
+                reason: text.to_string(),
                 line: n,
             }),
             None => {
@@ -1174,6 +1182,26 @@ mod tests {
             "{:?}",
             p.warnings
         );
+    }
+
+    /// Bounded output (print_records, print_all): a snapshot that prints 2 of its records, then
+    /// its `kept:` line, and a stopped CPU's `kept:` line at a panic: read as they are, no
+    /// warning, and the printed records make a whole snapshot.
+    #[test]
+    fn kept_lines_are_no_damage() {
+        let log = format!(
+            "{}\n{R0}\n{R1}\n{END}\nlbr_dump: v2 cpu=1 kept: seq=7 records #2-#31 are not printed, only kept in the snapshot area\nlbr_dump: v2 cpu=0 kept: seq=8 vector=248 (REBOOT_VECTOR) rip=0xffffffff81234567 records=32 | at=default_idle+0x1f/0x30\n",
+            HEAD.replace("v1 ", "v2 ")
+        );
+        let p = parse_log(&log);
+        assert_eq!(texts(&p.warnings), Vec::<String>::new());
+        assert_eq!(p.snapshots.len(), 1);
+        assert_eq!(p.snapshots[0].records.len(), 2);
+        assert_eq!(
+            p.kept.iter().map(|k| (k.cpu, k.line)).collect::<Vec<_>>(),
+            [(1, 5), (0, 6)]
+        );
+        assert!(p.kept[1].reason.ends_with("| at=default_idle+0x1f/0x30"));
     }
 
     #[test]

@@ -220,15 +220,15 @@ ARM_DEFAULT = f"insmod {MODULE_KO} enable=1\n"
 def default_sizes(name, script, smp, append, reason, panic_line, rip):
     """A crash with ramoops' default record size (4096) and compression (deflate) and pstore's
     default kmsg_bytes, and lbr-dump's default output: the `reason` record (Oops, Panic) holds
-    the kernel's own crash text (`panic_line`, the registers' RIP line if `rip`, the call
-    trace) beside the crashing CPU's 16 newest records, which lbr-decode reads equal to the
+    the kernel's own crash text (`panic_line`, with `rip` the registers from RIP to R15, the
+    call trace) beside the crashing CPU's 16 newest records, which lbr-decode reads equal to the
     emulator's ground truth, and the `kept:` lines for what was not printed. Returns the
     record's text and lbr-decode's JSON of it."""
     res, texts = run(name, script, 4096, smp=smp, append=append, bounded=True)
     files = pstore_files(texts)
     assert reason in files, sorted(files)
     fname, text = files[reason]
-    for want in (panic_line, "Call Trace:") + (("RIP: 0010:",) if rip else ()):
+    for want in (panic_line, "Call Trace:") + (("RIP: 0010:", "RAX: ", "R15: ") if rip else ()):
         assert want in text, f"{fname}: the kernel's {want!r} is not in the record:\n{text[:1500]}"
     code, doc, err = decoded(res, text, fname)
     assert code == 0 and doc["warnings"] == [], (code, doc["warnings"], err)

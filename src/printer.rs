@@ -19,8 +19,10 @@
 //!
 //! The panic printer: a panic notifier (vpanic() runs the chain after it has stopped the other
 //! CPUs and before kmsg_dump(), so the lines reach pstore) prints the panicking CPU's snapshot
-//! from the entry of panic(), then each other CPU's snapshot taken as the panic stopped it
-//! (report.rs describes the lines). A panic that follows an oops of the same task
+//! from the entry of panic(), then each other CPU's snapshot taken as the panic stopped it, by
+//! default bounded: each snapshot's newest `print_records` records, and one `kept:` line for a
+//! CPU that the stop IPI stopped (one stopped by the NMI, which had interrupts off, is printed:
+//! a hard lockup's loop); report.rs describes the lines. A panic that follows an oops of the same task
 //! (panic_on_oops, an oops in interrupt context) prints no second snapshot of the panicking
 //! CPU: the oops printed its exception's. With kdump loaded, vpanic() boots the capture kernel
 //! before the notifiers: the snapshots are then read from the vmcore.
@@ -170,6 +172,14 @@ fn newest_on(a: &Armed, cpu: usize, f: impl Fn(&Snap<'_>) -> bool) -> Option<Sna
     best
 }
 
+/// Seals `s` for crash-dump readers (its checksum over the snapshot as read), unless its CPU
+/// rewrote the slot since it was read: that content was not the one printed.
+fn seal(a: &Armed, s: &Snap<'_>) {
+    if a.area.u64_at(s.off + snap::SEQ) == s.seq {
+        area::seal(&mut &a.area, &a.area.geometry(), s.off);
+    }
+}
+
 /// Is `outer` still being handled when `inner` was taken (see the module documentation)?
 fn encloses(outer: &Snap<'_>, inner: &Snap<'_>) -> bool {
     let (frame, sp) = (outer.frame, inner.rsp);
@@ -273,7 +283,12 @@ fn print_panic(a: &Armed) {
             continue;
         }
         match newest_on(a, cpu, |s| s.cpu == cpu && Kind::of(s.vector) == Kind::Stop) {
-            Some(s) if PRINT_ALL.load(Ordering::Relaxed) => print_snapshot(a, &s, None),
+            // A CPU that did not answer the stop IPI, stopped by the NMI a second later (it
+            // had interrupts off: a hard lockup's CPU, a deadlock), is printed as the panicking
+            // one is: its records are the loop it was stuck in, which no other line shows.
+            Some(s) if PRINT_ALL.load(Ordering::Relaxed) || s.vector == layout::VECTOR_NMI => {
+                print_snapshot(a, &s, None)
+            }
             Some(s) => {
                 print_kept(a, &s);
                 kept += 1;
@@ -288,7 +303,7 @@ fn print_panic(a: &Armed) {
         let mut l = LineBuf::new();
         let _ = write!(
             l,
-            "v2 cpu={this} kept: the {kept} other CPUs' snapshots above are not printed, only kept in the snapshot area (lbr-decode reads them from a vmcore; lbr_dump.print_all=1 prints them)"
+            "v2 cpu={panic_cpu} kept: the {kept} other CPUs' snapshots above are not printed, only kept in memory (a kdump vmcore holds them: lbr-decode; print_all=1 prints them)"
         );
         print_raw(&mut l);
     }
@@ -307,16 +322,25 @@ fn print_kept(a: &Armed, s: &Snap<'_>) {
     }
     // PANIC: none, as above.
     let count = record::records(layout, &values[..n]).map_or(0, |r| r.count());
+    let header = &a.area.header;
+    let state = area::snapshot_state(
+        s.state,
+        s.ctl_entry,
+        header.ctl_armed,
+        s.filter.zip(header.filter.map(|(_, armed)| armed)),
+    )
+    .with_records(count);
     let mut l = LineBuf::new();
     let _ = write!(
         l,
-        "v2 cpu={} kept: seq={} vector={} ({}) rip={:#x} records={}",
+        "v2 cpu={} kept: seq={} vector={} ({}) rip={:#x} records={} state={}",
         s.cpu,
         s.seq,
         s.vector,
         crate::report::vector_name(s.vector),
         s.rip,
-        count
+        count,
+        state.name()
     );
     // SAFETY: NUL-terminated format; `%s` gets a NUL-terminated buffer, `%pS` an address,
     // which printk symbolizes without dereferencing it.
@@ -327,7 +351,7 @@ fn print_kept(a: &Armed, s: &Snap<'_>) {
             s.rip as *const c_void,
         )
     };
-    area::seal(&mut &a.area, &a.area.geometry(), s.off);
+    seal(a, s);
 }
 
 /// Prints a `none:` line for `cpu`.
@@ -484,7 +508,7 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
         let mut l = LineBuf::new();
         let _ = write!(
             l,
-            "v2 cpu={} kept: seq={} records #{}-#{} are not printed, only kept in the snapshot area (lbr-decode reads them from a vmcore; lbr_dump.print_records=0 prints them)",
+            "v2 cpu={} kept: seq={} records #{}-#{} are not printed, only kept in memory (a kdump vmcore holds them: lbr-decode; print_records=0 prints them)",
             s.cpu,
             s.seq,
             count,
@@ -494,7 +518,7 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
     }
     // Seal it for crash-dump readers: the checksum covers the snapshot as printed (if its CPU
     // rewrote it meanwhile, the seal fails, and the dump reader says so).
-    area::seal(&mut &a.area, &a.area.geometry(), s.off);
+    seal(a, s);
 }
 
 /// The die notifier.

@@ -49,9 +49,10 @@
 //! snapshot prints its newest `print_records` records (`records=` counts the lines printed),
 //! then after its `end` line a `kept:` line names the records left out
 //! (`kept: seq=S records #A-#B are not printed, ...`); at a panic every other CPU gets one
-//! `kept:` line instead of its snapshot (`kept: seq=S vector=V (NAME) rip=0xR records=K | at=SYM`,
-//! the symbol after `|` as in record lines), and a last `kept:` line of the panicking CPU says
-//! where those snapshots are. Everything stays in the snapshot area for crash-dump readers.
+//! `kept:` line instead of its snapshot (`kept: seq=S vector=V (NAME) rip=0xR records=K
+//! state=STATE | at=SYM`, the symbol after `|` as in record lines) if the stop IPI stopped it
+//! (a CPU stopped by the NMI prints its snapshot), and a last `kept:` line of the panicking CPU
+//! says where those snapshots are. Everything stays in the snapshot area for crash-dump readers.
 
 use core::fmt;
 
@@ -168,7 +169,8 @@ pub enum State {
 }
 
 impl State {
-    fn name(self) -> &'static str {
+    /// The name printed after `state=`.
+    pub fn name(self) -> &'static str {
         match self {
             Self::Complete => "complete",
             Self::Torn => "torn",

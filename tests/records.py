@@ -172,11 +172,11 @@ def show(v):
     return f"{v:#x}" if isinstance(v, int) else repr(v)
 
 
-def assert_equals_freeze(events, head, printed):
+def assert_equals_freeze(events, head, printed, count=None):
     """The printed records (printed_records) of the snapshot whose header line is `head` equal the
     emulator's record stack at the freeze on its CPU whose newest record is the printed newest one
     (the last such `freeze` event), decoded as the recorder the emulator presented. Returns that
-    freeze event."""
+    freeze event. With `count`, the printed ones are that many, the stack's newest."""
     assert printed, "the snapshot has no record lines"
     m = re.search(r" cpu=(\d+) .* flavour=(\S+) format=(\d+) ", head)
     assert m, f"not a snapshot header: {head}"
@@ -190,6 +190,9 @@ def assert_equals_freeze(events, head, printed):
     assert truth, (f"cpu {cpu}: no freeze in the emulator's log has the printed newest record "
                    f"{newest[0]:#x} -> {newest[1]:#x}")
     freeze, want = truth[-1]
+    if count is not None:  # bounded output: the newest `count` of them
+        assert len(printed) == count and len(want) > count, (cpu, len(printed), len(want))
+        want = want[:count]
     assert len(printed) == len(want), f"cpu {cpu}: printed {len(printed)} records, the recorder held {len(want)}"
     for p, w in zip(printed, want):
         for k, v in w.items():

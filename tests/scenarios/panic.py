@@ -12,8 +12,8 @@ tests/records.py; the printed records must equal them record for record.
 import json
 import re
 
-from harness import (ARM, CRASH, CRASH_PARAMS, LKDTM, MODULE, SYSFS, assert_clean, boot, decode, kdump, kernel_lines,
-                     symbols, tail)
+from harness import (ARM, CRASH, CRASH_PARAMS, LKDTM, MODULE, MODULE_KO, SYSFS, assert_clean, boot, decode, kdump,
+                     kernel_lines, symbols, tail)
 from records import assert_decoded_equals_freeze, assert_equals_freeze, printed_records
 
 MODEL = "skylake"
@@ -212,6 +212,31 @@ def stop_all(name, append=""):
     check_stopped(res, snaps, [1, 2, 3], {1: (REBOOT, loop_on), 2: (NMI, loop_off), 3: (REBOOT, loop_on)})
     assert "Shutting down cpus with NMI" in res.console
     return res
+
+
+def test_default_output_prints_the_cpu_the_nmi_stopped(r):
+    """lbr-dump's default, bounded output, crash=stop_all on 3 vCPUs: CPU 1 spins with
+    interrupts on and answers the stop IPI: one `kept:` line (REBOOT_VECTOR, where it was, 32
+    records, complete), no snapshot; CPU 2 spins with interrupts off, so only the NMI a second
+    later stops it, as a hard lockup's CPU: its snapshot is printed, its 16 newest records equal
+    to the ground truth and in its loop, as are the panicking CPU's 16."""
+    res = boot(finish=False, bounded=True, name="panic-default-stop", cpu="Skylake-Client", accel="tcg",
+               emulate=f"model={MODEL}", timeout=300, smp=3,
+               script=f"insmod {MODULE_KO} enable=1\ninsmod {CRASH} crash=stop_all\nsleep 60\n")
+    con = res.console
+    assert "stop_all: 2 CPUs spinning, sysrq-c on CPU 0" in con, tail(con)
+    snaps = snapshots(con)
+    assert sorted((s["cpu"], s["vector"]) for s in snaps) == [(0, PANIC), (2, NMI)], [s["line"] for s in snaps]
+    for s in snaps:
+        assert_equals_freeze(res.emu_events(), s["line"], s["records"], count=16)
+        assert f"lbr_dump: v2 cpu={s['cpu']} kept: seq={s['seq']} records #16-#31 are not printed" in con
+    [stuck] = [s for s in snaps if s["vector"] == NMI]
+    loop = ("lbr_crash_spin_off", "lbr_crash_spin_step", "its_return_thunk", "__x86_return_thunk")
+    assert all(any(in_function(p["from_sym"], f) for f in loop) for p in stuck["records"][:1]), stuck["records"][0]
+    kept = re.findall(r"lbr_dump: v2 cpu=1 kept: seq=\d+ vector=248 \(REBOOT_VECTOR\) rip=0x[0-9a-f]+ "
+                      r"records=32 state=complete \| at=\S+", con)
+    assert len(kept) == 1, kernel_lines(con, "lbr_dump: v2 ")
+    assert "lbr_dump: v2 cpu=0 kept: the 1 other CPUs' snapshots above are not printed" in con, tail(con)
 
 
 def test_every_cpu_stopped_in_its_loop(r):

@@ -61,17 +61,17 @@ fn parses_kernel_lines_with_decorations() {
 #[test]
 fn parses_kept_lines() {
     assert_eq!(
-        parse("[    7.3] lbr_dump: v2 cpu=0 kept: seq=1 records #16-#31 are not printed, only kept in the snapshot area"),
+        parse("[    7.3] lbr_dump: v2 cpu=0 kept: seq=1 records #16-#31 are not printed, only kept in memory"),
         Some(Line::Kept {
             cpu: 0,
-            text: "seq=1 records #16-#31 are not printed, only kept in the snapshot area"
+            text: "seq=1 records #16-#31 are not printed, only kept in memory"
         })
     );
     assert_eq!(
-        parse("lbr_dump: v2 cpu=3 kept: seq=4 vector=248 (REBOOT_VECTOR) rip=0xffffffff81234567 records=32 | at=default_idle+0x1f/0x30"),
+        parse("lbr_dump: v2 cpu=3 kept: seq=4 vector=248 (REBOOT_VECTOR) rip=0xffffffff81234567 records=32 state=complete | at=default_idle+0x1f/0x30"),
         Some(Line::Kept {
             cpu: 3,
-            text: "seq=4 vector=248 (REBOOT_VECTOR) rip=0xffffffff81234567 records=32 | at=default_idle+0x1f/0x30"
+            text: "seq=4 vector=248 (REBOOT_VECTOR) rip=0xffffffff81234567 records=32 state=complete | at=default_idle+0x1f/0x30"
         })
     );
 }

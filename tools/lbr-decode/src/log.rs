@@ -1190,7 +1190,7 @@ mod tests {
     #[test]
     fn kept_lines_are_no_damage() {
         let log = format!(
-            "{}\n{R0}\n{R1}\n{END}\nlbr_dump: v2 cpu=1 kept: seq=7 records #2-#31 are not printed, only kept in the snapshot area\nlbr_dump: v2 cpu=0 kept: seq=8 vector=248 (REBOOT_VECTOR) rip=0xffffffff81234567 records=32 | at=default_idle+0x1f/0x30\n",
+            "{}\n{R0}\n{R1}\n{END}\nlbr_dump: v2 cpu=1 kept: seq=7 records #2-#31 are not printed, only kept in memory\nlbr_dump: v2 cpu=0 kept: seq=8 vector=248 (REBOOT_VECTOR) rip=0xffffffff81234567 records=32 state=complete | at=default_idle+0x1f/0x30\n",
             HEAD.replace("v1 ", "v2 ")
         );
         let p = parse_log(&log);

@@ -313,23 +313,10 @@ fn print_panic(a: &Armed) {
 /// where it was (`at=%pS`, no symbol after whitespace) and how many records are kept; seals the
 /// snapshot for crash-dump readers as printing it would.
 fn print_kept(a: &Armed, s: &Snap<'_>) {
-    let layout = a.area.header.layout;
-    let n = layout.values().min(record::MAX_VALUES);
-    let mut values = [0u64; record::MAX_VALUES];
-    // PANIC: none, `n <= MAX_VALUES`.
-    for (i, v) in values[..n].iter_mut().enumerate() {
-        *v = s.value(i);
-    }
-    // PANIC: none, as above.
-    let count = record::records(layout, &values[..n]).map_or(0, |r| r.count());
-    let header = &a.area.header;
-    let state = area::snapshot_state(
-        s.state,
-        s.ctl_entry,
-        header.ctl_armed,
-        s.filter.zip(header.filter.map(|(_, armed)| armed)),
-    )
-    .with_records(count);
+    let (values, n) = values_of(a, s);
+    // PANIC: none, `n <= MAX_VALUES` (values_of).
+    let count = record::records(a.area.header.layout, &values[..n]).map_or(0, |r| r.count());
+    let state = state_of(a, s, count);
     let mut l = LineBuf::new();
     let _ = write!(
         l,
@@ -433,16 +420,34 @@ fn print_bts(a: &Armed, s: &Snap<'_>) {
     }
 }
 
-fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
-    let header = &a.area.header;
-    let layout = header.layout;
-    let n = layout.values().min(record::MAX_VALUES);
+/// The snapshot's record values (the first `n` of the array), as its layout lays them out.
+fn values_of(a: &Armed, s: &Snap<'_>) -> ([u64; record::MAX_VALUES], usize) {
+    let n = a.area.header.layout.values().min(record::MAX_VALUES);
     let mut values = [0u64; record::MAX_VALUES];
     // PANIC: none, `n <= MAX_VALUES`.
     for (i, v) in values[..n].iter_mut().enumerate() {
         *v = s.value(i);
     }
-    // PANIC: none, as above.
+    (values, n)
+}
+
+/// The snapshot's state as printed, for `records` records in all.
+fn state_of(a: &Armed, s: &Snap<'_>, records: usize) -> crate::report::State {
+    let header = &a.area.header;
+    area::snapshot_state(
+        s.state,
+        s.ctl_entry,
+        header.ctl_armed,
+        s.filter.zip(header.filter.map(|(_, armed)| armed)),
+    )
+    .with_records(records)
+}
+
+fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
+    let header = &a.area.header;
+    let layout = header.layout;
+    let (values, n) = values_of(a, s);
+    // PANIC: none, `n <= MAX_VALUES` (values_of).
     let records = record::records(layout, &values[..n]);
     let total = records.map_or(0, |r| r.count());
     let count = total.min(PRINT_RECORDS.load(Ordering::Relaxed) as usize);
@@ -457,13 +462,7 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
         flavour: layout.flavour().name(),
         format,
         records: count as u32,
-        state: area::snapshot_state(
-            s.state,
-            s.ctl_entry,
-            header.ctl_armed,
-            s.filter.zip(header.filter.map(|(_, armed)| armed)),
-        )
-        .with_records(total),
+        state: state_of(a, s, total),
         nest,
         filter: header.branches,
     };

@@ -98,6 +98,12 @@ impl LineBuf {
         }
     }
 
+    /// Empties the buffer for the next line (one buffer per function: printing runs on
+    /// exception stacks of 8 KiB).
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+    }
+
     /// The text so far.
     pub(crate) fn as_bytes(&self) -> &[u8] {
         // PANIC: none, `len` never exceeds `buf.len() - 1` (write_str).
@@ -136,6 +142,7 @@ fn read(a: &Armed, cpu: usize, slot: usize) -> Option<Snap<'_>> {
 
 /// The newest snapshot of any CPU with a sequence number below `below` that satisfies `f`.
 /// (Plain loops: iterator adapters over closures make symbol names longer than objtool takes.)
+#[inline(never)]
 fn newest(a: &Armed, below: u64, f: impl Fn(&Snap<'_>) -> bool) -> Option<Snap<'_>> {
     let g = a.area.geometry();
     let mut best: Option<Snap<'_>> = None;
@@ -155,6 +162,7 @@ fn newest(a: &Armed, below: u64, f: impl Fn(&Snap<'_>) -> bool) -> Option<Snap<'
 /// The newest snapshot in `cpu`'s own ring that satisfies `f` (a CPU's captures go to its own
 /// ring): the panic printer reads each ring once, not every ring once per CPU.
 /// `None` for a CPU beyond the area's (its captures find no slot).
+#[inline(never)]
 fn newest_on(a: &Armed, cpu: usize, f: impl Fn(&Snap<'_>) -> bool) -> Option<Snap<'_>> {
     let g = a.area.geometry();
     if cpu >= g.nr_cpus {
@@ -218,6 +226,7 @@ fn print_branch(line: &mut LineBuf, from: u64, to: u64) {
 }
 
 /// Prints the snapshots that belong to the oops with `regs`.
+#[inline(never)]
 fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
     // SAFETY: reads a segment limit; callable anywhere.
     let cpu = unsafe { ffi::lbr_dump_cpu_number() };
@@ -225,24 +234,24 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
     // SAFETY: the die chain's `regs` is the oopsing exception's register frame.
     let ip = unsafe { (*regs).ip } as u64;
     let Some(mut s) = newest(a, u64::MAX, |s| s.frame == frame && s.rip == ip) else {
-        let mut l = LineBuf::new();
-        let _ = write!(
-            l,
-            "v2 cpu={cpu} none: no snapshot of this exception (vector not hooked, nested in a capture, or not an exception)"
+        return none(
+            cpu as usize,
+            "no snapshot of this exception (vector not hooked, nested in a capture, or not an exception)",
         );
-        return print_raw(&mut l);
     };
     print_snapshot(a, &s, Some(0));
     for nest in 1..=MAX_NEST {
-        let Some(outer) = newest(a, s.seq, |o| encloses(o, &s)) else {
-            break;
+        s = match newest(a, s.seq, |o| encloses(o, &s)) {
+            Some(outer) => outer,
+            None => break,
         };
-        print_snapshot(a, &outer, Some(nest));
-        s = outer;
+        print_snapshot(a, &s, Some(nest));
     }
 }
 
-/// Prints what a panic has: the panicking CPU's snapshot, then the other CPUs'.
+/// Prints what a panic has: the panicking CPU's snapshot, then the other CPUs'. Each step is a
+/// function of its own that holds at most one snapshot: this runs on the stack of the panic,
+/// which can be the 8 KiB NMI stack (see [`print_snapshot`]).
 fn print_panic(a: &Armed) {
     // SAFETY: reads a segment limit; callable anywhere.
     let this = unsafe { ffi::lbr_dump_cpu_number() } as usize;
@@ -250,6 +259,26 @@ fn print_panic(a: &Armed) {
     // with a locked cmpxchg.
     let claim = unsafe { ptr::addr_of!(ffi::lbr_dump_live.panic_cpu).read_volatile() } as usize;
     let panic_cpu = claim.checked_sub(1).unwrap_or(this);
+    print_panicking(a, this, panic_cpu, claim != 0);
+    let mut kept = 0;
+    for cpu in 0..a.area.geometry().nr_cpus {
+        // SAFETY: `__cpu_present_mask` is the kernel's; `cpumask_test_cpu` reads one bit.
+        let present = unsafe {
+            bindings::cpumask_test_cpu(cpu as i32, ptr::addr_of_mut!(bindings::__cpu_present_mask))
+        };
+        if cpu != panic_cpu && present && print_stopped(a, cpu) {
+            kept += 1;
+        }
+    }
+    if kept > 0 {
+        print_kept_total(panic_cpu, kept);
+    }
+}
+
+/// The panicking CPU's snapshot (the panic trampoline's), or why there is none; `this` is the
+/// CPU running the notifier, `claimed` whether the trampoline claimed the panic.
+#[inline(never)]
+fn print_panicking(a: &Armed, this: usize, panic_cpu: usize, claimed: bool) {
     // SAFETY: `current` of this CPU, a task that lives while it runs this code.
     let me = unsafe { bindings::get_current() };
     let snap = newest_on(a, panic_cpu, |s| {
@@ -264,7 +293,7 @@ fn print_panic(a: &Armed) {
             "this panic follows the oops printed above; its exception snapshot is there",
         ),
         Some(s) => print_snapshot(a, &s, Some(0)),
-        None if claim == 0 => none(
+        None if !claimed => none(
             this,
             "no snapshot of this panic (lbr-dump's trampoline did not run at panic() entry)",
         ),
@@ -273,49 +302,52 @@ fn print_panic(a: &Armed) {
             "no snapshot of this panic (the capture found this CPU busy in another capture)",
         ),
     }
-    let mut kept = 0;
-    for cpu in 0..a.area.geometry().nr_cpus {
-        // SAFETY: `__cpu_present_mask` is the kernel's; `cpumask_test_cpu` reads one bit.
-        let present = unsafe {
-            bindings::cpumask_test_cpu(cpu as i32, ptr::addr_of_mut!(bindings::__cpu_present_mask))
-        };
-        if cpu == panic_cpu || !present {
-            continue;
+}
+
+/// Another CPU as the panic stopped it: its snapshot, or a `kept:` line (then `true`), or why
+/// there is none.
+#[inline(never)]
+fn print_stopped(a: &Armed, cpu: usize) -> bool {
+    match newest_on(a, cpu, |s| s.cpu == cpu && Kind::of(s.vector) == Kind::Stop) {
+        // A CPU that did not answer the stop IPI, stopped by the NMI a second later (it had
+        // interrupts off: a hard lockup's CPU, a deadlock), is printed as the panicking one is:
+        // its records are the loop it was stuck in, which no other line shows.
+        Some(s) if PRINT_ALL.load(Ordering::Relaxed) || s.vector == layout::VECTOR_NMI => {
+            print_snapshot(a, &s, None);
+            false
         }
-        match newest_on(a, cpu, |s| s.cpu == cpu && Kind::of(s.vector) == Kind::Stop) {
-            // A CPU that did not answer the stop IPI, stopped by the NMI a second later (it
-            // had interrupts off: a hard lockup's CPU, a deadlock), is printed as the panicking
-            // one is: its records are the loop it was stuck in, which no other line shows.
-            Some(s) if PRINT_ALL.load(Ordering::Relaxed) || s.vector == layout::VECTOR_NMI => {
-                print_snapshot(a, &s, None)
-            }
-            Some(s) => {
-                print_kept(a, &s);
-                kept += 1;
-            }
-            None => none(
+        Some(s) => {
+            print_kept(a, &s);
+            true
+        }
+        None => {
+            none(
                 cpu,
                 "not captured as the panic stopped it (offline, no stop interrupt reached lbr-dump's stub, or its stop gates could not be hooked)",
-            ),
+            );
+            false
         }
     }
-    if kept > 0 {
-        let mut l = LineBuf::new();
-        let _ = write!(
-            l,
-            "v2 cpu={panic_cpu} kept: the {kept} other CPUs' snapshots above are not printed, only kept in memory (a kdump vmcore holds them: lbr-decode; print_all=1 prints them)"
-        );
-        print_raw(&mut l);
-    }
+}
+
+/// The line after the `kept:` lines of a panic: where the `kept` snapshots are.
+#[inline(never)]
+fn print_kept_total(panic_cpu: usize, kept: usize) {
+    let mut l = LineBuf::new();
+    let _ = write!(
+        l,
+        "v2 cpu={panic_cpu} kept: the {kept} other CPUs' snapshots above are not printed, only kept in memory (a kdump vmcore holds them: lbr-decode; print_all=1 prints them)"
+    );
+    print_raw(&mut l);
 }
 
 /// Prints one `kept:` line for a stopped CPU whose snapshot is not printed: what stopped it,
 /// where it was (`at=%pS`, no symbol after whitespace) and how many records are kept; seals the
 /// snapshot for crash-dump readers as printing it would.
+#[inline(never)]
 fn print_kept(a: &Armed, s: &Snap<'_>) {
-    let (values, n) = values_of(a, s);
-    // PANIC: none, `n <= MAX_VALUES` (values_of).
-    let count = record::records(a.area.header.layout, &values[..n]).map_or(0, |r| r.count());
+    let count =
+        record::records(a.area.header.layout, &SnapValues::of(a, s)).map_or(0, |r| r.count());
     let state = state_of(a, s, count);
     let mut l = LineBuf::new();
     let _ = write!(
@@ -342,6 +374,7 @@ fn print_kept(a: &Armed, s: &Snap<'_>) {
 }
 
 /// Prints a `none:` line for `cpu`.
+#[inline(never)]
 fn none(cpu: usize, reason: &str) {
     let mut l = LineBuf::new();
     let _ = write!(l, "v2 cpu={cpu} none: {reason}");
@@ -352,17 +385,18 @@ fn none(cpu: usize, reason: &str) {
 /// records of the buffer the capture kept, newest first (all of them stay in memory: lbr-decode
 /// reads them from a dump). Nothing if the capture found another owner's debug store (said so),
 /// or if a later capture reused the buffer (said so).
-fn print_bts(a: &Armed, s: &Snap<'_>) {
+#[inline(never)]
+fn print_bts(a: &Armed, s: &Snap<'_>, l: &mut LineBuf) {
     let g = a.area.geometry();
     let Some(b) = s.bts else {
         return;
     };
     let (slot, state) = (b.slot as usize, b.state);
-    let mut l = LineBuf::new();
+    l.clear();
     let _ = write!(l, "bts cpu={} seq={} ", s.cpu, s.seq);
     if state & layout::SNAP_BTS_FOREIGN != 0 {
         let _ = write!(l, "state=foreign ds_area={:#018x}", b.ds_area);
-        print_raw(&mut l);
+        print_raw(l);
         return;
     }
     if state & layout::SNAP_BTS_KEPT == 0 {
@@ -374,7 +408,7 @@ fn print_bts(a: &Armed, s: &Snap<'_>) {
     let (virt, owner) = (entry.virt, entry.owner);
     if owner != s.seq {
         let _ = write!(l, "state=reused owner={owner}");
-        print_raw(&mut l);
+        print_raw(l);
         return;
     }
     let wrapped = state & layout::SNAP_BTS_WRAPPED != 0;
@@ -386,7 +420,7 @@ fn print_bts(a: &Armed, s: &Snap<'_>) {
                 l,
                 "state=inconsistent base={base:#x} index={index:#x} buffer={virt:#x}"
             );
-            print_raw(&mut l);
+            print_raw(l);
             return;
         }
     };
@@ -398,7 +432,7 @@ fn print_bts(a: &Armed, s: &Snap<'_>) {
         if wrapped { "yes" } else { "no" },
         g.bts_size
     );
-    print_raw(&mut l);
+    print_raw(l);
     // Newest first: the second run backwards, then the first.
     let mut i = 0;
     for run in [&runs[1], &runs[0]] {
@@ -412,23 +446,39 @@ fn print_bts(a: &Armed, s: &Snap<'_>) {
                 let r = (virt as usize + off) as *const u64;
                 (ptr::read_volatile(r), ptr::read_volatile(r.add(1)))
             };
-            let mut l = LineBuf::new();
+            l.clear();
             let _ = write!(l, "bts #{i} {from:#018x} -> {to:#018x}");
-            print_branch(&mut l, from, to);
+            print_branch(l, from, to);
             i += 1;
         }
     }
 }
 
-/// The snapshot's record values (the first `n` of the array), as its layout lays them out.
-fn values_of(a: &Armed, s: &Snap<'_>) -> ([u64; record::MAX_VALUES], usize) {
-    let n = a.area.header.layout.values().min(record::MAX_VALUES);
-    let mut values = [0u64; record::MAX_VALUES];
-    // PANIC: none, `n <= MAX_VALUES`.
-    for (i, v) in values[..n].iter_mut().enumerate() {
-        *v = s.value(i);
+/// A snapshot's record values read in place from the area, one at a time as the records are
+/// decoded: a copy would put up to `MAX_VALUES` u64s (1.5 KiB) on the stack of a printer that
+/// can run on an 8 KiB exception stack (a panic in an NMI handler: perf's hard-lockup watchdog).
+/// A capture that rewrites the slot meanwhile fails the seal, as it would after a copy.
+struct SnapValues<'s, 'a> {
+    snap: &'s Snap<'a>,
+    /// The area's values per snapshot (its geometry).
+    len: usize,
+}
+
+impl<'s, 'a> SnapValues<'s, 'a> {
+    fn of(a: &Armed, snap: &'s Snap<'a>) -> Self {
+        let len = a.area.geometry().nr_values;
+        SnapValues { snap, len }
     }
-    (values, n)
+}
+
+impl record::Values for SnapValues<'_, '_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn at(&self, i: usize) -> u64 {
+        self.snap.value(i)
+    }
 }
 
 /// The snapshot's state as printed, for `records` records in all.
@@ -443,13 +493,12 @@ fn state_of(a: &Armed, s: &Snap<'_>, records: usize) -> crate::report::State {
     .with_records(records)
 }
 
+#[inline(never)]
 fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
     let header = &a.area.header;
     let layout = header.layout;
-    let (values, n) = values_of(a, s);
-    // PANIC: none, `n <= MAX_VALUES` (values_of).
-    let records = record::records(layout, &values[..n]);
-    let total = records.map_or(0, |r| r.count());
+    let values = SnapValues::of(a, s);
+    let total = record::records(layout, &values).map_or(0, |r| r.count());
     let count = total.min(PRINT_RECORDS.load(Ordering::Relaxed) as usize);
     let (format, _) = layout.codes();
     let h = Header {
@@ -469,10 +518,9 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
     let mut l = LineBuf::new();
     let _ = write!(l, "{h}");
     print_raw(&mut l);
-    // PANIC: none, as above.
-    if let Some(records) = record::records(layout, &values[..n]) {
+    if let Some(records) = record::records(layout, &values) {
         for (i, b) in records.take(count).enumerate() {
-            let mut l = LineBuf::new();
+            l.clear();
             let _ = write!(
                 l,
                 "{}",
@@ -488,7 +536,7 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
         .ler
         .and_then(|(f, t)| record::last_exception(layout, f, t))
     {
-        let mut l = LineBuf::new();
+        l.clear();
         let _ = write!(
             l,
             "{}",
@@ -499,12 +547,12 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
         );
         print_branch(&mut l, ler.from, ler.to);
     }
-    print_bts(a, s);
-    let mut l = LineBuf::new();
+    print_bts(a, s, &mut l);
+    l.clear();
     let _ = write!(l, "end cpu={} seq={}", s.cpu, s.seq);
     print_raw(&mut l);
     if count < total {
-        let mut l = LineBuf::new();
+        l.clear();
         let _ = write!(
             l,
             "v2 cpu={} kept: seq={} records #{}-#{} are not printed, only kept in memory (a kdump vmcore holds them: lbr-decode; print_records=0 prints them)",

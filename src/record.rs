@@ -367,11 +367,45 @@ const fn bit(v: u64, n: u32) -> bool {
     v >> n & 1 != 0
 }
 
+/// A snapshot's raw values as [`records`] reads them, one at a time: a slice (the decoder), or
+/// a view of the live area that the kernel's printer reads in place, so that printing from a
+/// 8 KiB exception stack (a panic in an NMI handler) needs no copy of up to [`MAX_VALUES`].
+pub trait Values {
+    /// How many values there are.
+    fn len(&self) -> usize;
+    /// Value `i`; `i < len()`.
+    fn at(&self, i: usize) -> u64;
+    /// No values at all.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Values for [u64] {
+    fn len(&self) -> usize {
+        <[u64]>::len(self)
+    }
+    fn at(&self, i: usize) -> u64 {
+        // PANIC: none for `i < len()`, the trait's contract.
+        self[i]
+    }
+}
+
+impl<const N: usize> Values for [u64; N] {
+    fn len(&self) -> usize {
+        N
+    }
+    fn at(&self, i: usize) -> u64 {
+        // PANIC: none for `i < N`, the trait's contract.
+        self[i]
+    }
+}
+
 /// The branches of one snapshot, newest first.
-pub struct Records<'a> {
+pub struct Records<'a, V: Values + ?Sized = [u64]> {
     decode: Decode,
     depth: usize,
-    values: &'a [u64],
+    values: &'a V,
     next: usize,
 }
 
@@ -389,7 +423,7 @@ enum Decode {
 }
 
 /// Decodes raw snapshot values. Returns `None` if `values` is shorter than the layout needs.
-pub fn records(layout: Encoding, values: &[u64]) -> Option<Records<'_>> {
+pub fn records<V: Values + ?Sized>(layout: Encoding, values: &V) -> Option<Records<'_, V>> {
     let decode = match layout {
         Encoding::IntelLegacy {
             format, info, tsx, ..
@@ -409,7 +443,7 @@ pub fn records(layout: Encoding, values: &[u64]) -> Option<Records<'_>> {
     })
 }
 
-impl Iterator for Records<'_> {
+impl<V: Values + ?Sized> Iterator for Records<'_, V> {
     type Item = Branch;
 
     fn next(&mut self) -> Option<Branch> {
@@ -424,11 +458,11 @@ impl Iterator for Records<'_> {
             let b = match self.decode {
                 Decode::Legacy { caps, info } => {
                     // Entry i (0 = newest) is (TOS - i) mod depth.
-                    let n = (v[0] as usize).wrapping_sub(i) & (d - 1);
+                    let n = (v.at(0) as usize).wrapping_sub(i) & (d - 1);
                     // PANIC: none: `records()` checked `v.len() >= layout.values()`, which is
                     // 1 + 2d (+ d with INFO), and `n < d`.
-                    let (from, to) = (v[1 + n], v[1 + d + n]);
-                    let info = if info { Some(v[1 + 2 * d + n]) } else { None };
+                    let (from, to) = (v.at(1 + n), v.at(1 + d + n));
+                    let info = info.then(|| v.at(1 + 2 * d + n));
                     let b = caps.decode(from, to, info);
                     if b.from == 0 && b.to == 0 {
                         self.next = d; // never written: nothing older is valid either
@@ -438,7 +472,7 @@ impl Iterator for Records<'_> {
                 }
                 Decode::Arch => {
                     // PANIC: none: `v.len() >= 3d` and `i < d`.
-                    let (from, to, inf) = (v[i], v[d + i], v[2 * d + i]);
+                    let (from, to, inf) = (v.at(i), v.at(d + i), v.at(2 * d + i));
                     if from == 0 {
                         self.next = d; // SDM: FROM == 0 ends the valid records
                         return None;
@@ -458,7 +492,7 @@ impl Iterator for Records<'_> {
                 }
                 Decode::AmdV2 => {
                     // PANIC: none: `v.len() >= 2d` and `i < d`.
-                    let (from, to) = (v[2 * i], v[2 * i + 1]);
+                    let (from, to) = (v.at(2 * i), v.at(2 * i + 1));
                     let (valid, spec) = (bit(to, amd_to_bit::VALID), bit(to, amd_to_bit::SPEC));
                     if !valid && !spec {
                         self.next = d; // empty entry
@@ -477,12 +511,12 @@ impl Iterator for Records<'_> {
                 }
                 Decode::AmdSingle => {
                     // PANIC: none: `v.len() >= 2`.
-                    if v[0] == 0 && v[1] == 0 {
+                    if v.at(0) == 0 && v.at(1) == 0 {
                         return None;
                     }
                     Branch {
-                        from: v[0],
-                        to: v[1],
+                        from: v.at(0),
+                        to: v.at(1),
                         ..Branch::default()
                     }
                 }

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import importlib.util
+import json
 import multiprocessing
 import os
 import re
@@ -249,12 +250,42 @@ def scenarios(r: harness.Results, only: list[str], jobs: int) -> None:
             work += [(path, names)] if names else []
         else:
             work += [(path, [n]) for n in names]
+    # Longest first, by the durations of earlier runs on this machine (a job never seen counts as
+    # long), so that no long job starts while the other worker is running out of work.
+    times = load_times()
+    work.sort(key=lambda w: -sum(times.get(f"{w[0].stem}: {n[5:]}", 120) for n in w[1]))
     ctx = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures = [pool.submit(run_job, path, names) for path, names in work]
         for f in concurrent.futures.as_completed(futures):
             for name, ok, detail in f.result():
                 r.record(name, ok, detail)
+                if m := re.match(r"^(.*) \((\d+)s\)$", name):
+                    times[m[1]] = int(m[2])
+    save_times(times)
+
+
+def times_file() -> Path:
+    """Where the suite keeps its tests' last durations: the build cache (scripts/common.sh)."""
+    cache = os.environ.get("LBR_DUMP_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lbr-dump"
+    return Path(cache) / "test-times.json"
+
+
+def load_times() -> dict[str, int]:
+    try:
+        return {k: int(v) for k, v in json.loads(times_file().read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def save_times(times: dict[str, int]) -> None:
+    try:
+        times_file().parent.mkdir(parents=True, exist_ok=True)
+        tmp = times_file().with_suffix(".tmp")
+        tmp.write_text(json.dumps(times, indent=0, sort_keys=True))
+        tmp.replace(times_file())
+    except OSError as e:
+        print(f"[lbr-dump] test durations not saved ({e}): the next run orders its jobs by file", flush=True)
 
 
 def kvm_scenarios(r: harness.Results) -> None:

@@ -11,9 +11,11 @@ tests/records.py; the printed records must equal them record for record.
 
 import json
 import re
+import subprocess
 
-from harness import (ARM, CRASH, CRASH_PARAMS, LKDTM, MODULE, MODULE_KO, SYSFS, assert_clean, boot, decode, kdump,
-                     kernel_lines, symbols, tail)
+import stackframes
+from harness import (ARM, CRASH, CRASH_PARAMS, LKDTM, MODULE, MODULE_KO, REPO, SYSFS, assert_clean, boot, decode,
+                     kdump, kernel_lines, symbols, tail)
 from records import assert_decoded_equals_freeze, assert_equals_freeze, printed_records
 
 MODEL = "skylake"
@@ -415,6 +417,36 @@ def test_kdump_after_panic_on_oops_has_every_cpu(r):
     assert in_function(sym(p["records"][1]["from"]), "oops_end"), p["records"][1]
     [s] = [s for s in doc["snapshots"] if s["kind"] == "stop"]
     assert s["vector_name"] == "NMI" and sym(s["records"][0]["to"]).startswith("lbr_dump_stop_nmi+0x0/"), s
+
+
+# The most stack the printers may use of their own frames. They run in the oopsing or panicking
+# context: a panic in an NMI handler (perf's hard-lockup watchdog) prints on the 8 KiB NMI stack
+# (EXCEPTION_STKSZ, arch/x86/include/asm/page_64_types.h), below the NMI entry, the handler,
+# vpanic() and the notifier chain, and above printk with %pS (symbol_string() alone reserves
+# 736 bytes; a console flushed from the panic CPU adds its driver). A quarter of it is ours.
+PRINTER_STACK = 2048
+
+
+def test_printers_fit_an_exception_stack(r):
+    """Static: the deepest chain of lbr_dump.ko's own frames from its die and panic notifiers
+    (direct calls, tail jumps, and core::fmt's calls back into our Display and Write impls),
+    measured from the disassembly, is at most PRINTER_STACK bytes. On 2453be0 the panic printer's
+    chain was over 8 KiB (two 1.5 KiB copies of a snapshot's values among them), and a panic in an NMI
+    handler double-faulted on the NMI stack's guard page (the nmi_lockup tests below)."""
+    ko = REPO / "out" / "module" / "lbr_dump.ko"
+    subprocess.run(["scripts/module.sh"], cwd=REPO, check=True, capture_output=True)
+    p = subprocess.run(["bash", "-c", f"source scripts/common.sh; in_root llvm-objdump -dr --no-show-raw-insn {ko}"],
+                       cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    funcs = stackframes.parse(p.stdout)
+    for notifier in ("7printer6on_die", "7printer8on_panic"):
+        [root] = [n for n in funcs if n.endswith(notifier) and not n.startswith("__pfx")]
+        used, chain = stackframes.deepest(funcs, root)
+        # The chain is real: it reaches the snapshot printer and formats a line.
+        assert any("print_snapshot" in c for c in chain) and "core::fmt::write" in chain, chain
+        print(f"BENCH printer stack: {notifier[8:]} uses at most {used} bytes of its own frames, "
+              f"{used / PRINTER_STACK:.2f} of the {PRINTER_STACK}-byte budget: {' > '.join(chain)}")
+        assert used <= PRINTER_STACK, f"{notifier[8:]}: {used} bytes: {' > '.join(chain)}"
 
 
 def nmi_lockup(name, freeze):

@@ -123,7 +123,7 @@ proptest! {
     fn no_values_make_the_decoder_panic(flavour in 0u32..6, format in 0u32..9, depth in 0u32..80, flags in 0u32..4,
                                         values in proptest::collection::vec(any::<u64>(), 0..260)) {
         if let Some(l) = Encoding::from_codes(flavour, format, depth, flags) {
-            match records(l, &values) {
+            match records(l, &values[..]) {
                 Some(r) => prop_assert!(r.count() <= l.depth()),
                 None => prop_assert!(values.len() < l.values()),
             }

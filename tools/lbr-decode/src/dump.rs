@@ -386,7 +386,7 @@ fn snapshots<'r>(
                 ));
             }
             let values: Vec<u64> = (0..g.nr_values).map(|i| s.value(i)).collect();
-            let recs: Vec<Record> = records(h.layout, &values)
+            let recs: Vec<Record> = records(h.layout, &values[..])
                 .expect("nr_values >= layout.values(), validated")
                 .enumerate()
                 .map(|(i, branch)| Record {

@@ -31,7 +31,7 @@ pub const VERSION: u32 = 1;
 /// [`RecordOut::group`] and [`SnapshotOut::groups`]; 3: [`RecordOut::straight_line`] and
 /// [`SnapshotOut::straight_line`]; 4: [`SnapshotOut::last_exception`]; 5:
 /// [`SnapshotOut::filter`]; 6: [`SnapshotOut::bts`]).
-pub const MINOR_VERSION: u32 = 6;
+pub const MINOR_VERSION: u32 = 7;
 
 /// One branch record, both ends symbolized.
 #[derive(Serialize)]
@@ -67,7 +67,7 @@ pub struct RecordOut {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<u32>,
     /// The straight-line check ([`crate::straight`]) of the path from the next (older)
-    /// record's `to` to this record's `from`; absent on the oldest record (schema 1.3).
+    /// record's `to` to this record's `from`; absent on the oldest record (schema 1.7).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub straight_line: Option<StraightOut>,
 }
@@ -126,6 +126,10 @@ pub struct GroupOut {
     pub kind: &'static str,
     /// The thunk (`its_return_thunk`, `__x86_indirect_thunk_r11`, ...).
     pub thunk: String,
+    /// The return thunk an indirect thunk returned through (`its_return_thunk`), when it did:
+    /// GCC kernels' retpolines (schema 1.7).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub return_thunk: Option<String>,
     /// The records' indices, newest first: the branch goes from the last one's `from` to the
     /// first one's `to`.
     pub records: Vec<u32>,
@@ -180,7 +184,7 @@ pub struct SnapshotOut {
     pub records: Vec<RecordOut>,
     /// The records that are one branch through a mitigation thunk (schema 1.2).
     pub groups: Vec<GroupOut>,
-    /// The straight-line check over the snapshot's record pairs (schema 1.3).
+    /// The straight-line check over the snapshot's record pairs (schema 1.7).
     pub straight_line: StraightSummary,
     /// The last exception record, where the recorder has one and it held a branch (schema 1.4).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -562,6 +566,7 @@ fn group_records(
                 id,
                 kind: g.via.name(),
                 thunk: g.thunk,
+                return_thunk: g.ret,
                 records: records[g.start..g.end].iter().map(|r| r.index).collect(),
                 via: g.via,
                 span: g.start..g.end,

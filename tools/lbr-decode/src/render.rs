@@ -276,9 +276,12 @@ fn group_row<'a>(recs: &'a [RecordOut], g: &GroupOut) -> Row<'a> {
         to: &newest.to,
         flags: group_flags(recs),
         note: Some(format!(
-            "({} via {}, records {})",
+            "({} via {}{}, records {})",
             g.via.describe(),
             g.thunk,
+            g.return_thunk
+                .as_ref()
+                .map_or(String::new(), |t| format!(" and {t}")),
             list.join(",")
         )),
         after: None,

@@ -84,6 +84,10 @@ pub struct Group {
     pub via: Via,
     /// The thunk, by its own name (`__x86_indirect_thunk_r11`, without the `__pi_` prefix).
     pub thunk: String,
+    /// The return thunk an indirect thunk's own return went through, when it did: a retpoline
+    /// built with return thunks (GCC kernels with ITS or retbleed mitigations, Debian's 7.3)
+    /// ends in `jmp its_return_thunk`, whose `ret` lands on the branch's target.
+    pub ret: Option<String>,
     /// Where its records are in the snapshot's record list (newest first, as there): the
     /// branch goes from the source of the record at `end - 1` to the target of the one at
     /// `start`.
@@ -243,12 +247,24 @@ fn group_entered_at(records: &[RecordOut], entry: usize) -> Option<Group> {
                 (Via::Indirect(None), Some("jmp" | "jcc")) => Via::Indirect(Some(Transfer::Jump)),
                 (via, _) => via,
             };
-            return Some(Group {
+            let mut group = Group {
                 via,
                 thunk: thunk.family,
+                ret: None,
                 start: entry - hop,
                 end: entry + 1,
-            });
+            };
+            // An indirect thunk whose return is a jump into a return thunk: the branch goes on
+            // through that thunk, when the records leave it as a return thunk's do.
+            if matches!(via, Via::Indirect(_)) {
+                if let Some(ret) = group_entered_at(records, entry - hop) {
+                    if ret.via == Via::Return && ret.ret.is_none() {
+                        group.ret = Some(ret.thunk);
+                        group.start = ret.start;
+                    }
+                }
+            }
+            return Some(group);
         }
         prev = r;
     }
@@ -320,6 +336,73 @@ mod tests {
             found(&r),
             [("indirect", "__x86_indirect_thunk_r11".into(), 3, 1)]
         );
+    }
+
+    #[test]
+    fn a_retpoline_that_returns_through_its_return_thunk_is_one_branch() {
+        // Debian's GCC-built 7.3 (lbr_crash crash=jump, tests/scenarios/debian.py): the
+        // retpoline's `ret` is `jmp its_return_thunk`, whose `ret` lands on the bad address.
+        let r = snapshot(&[
+            (
+                "0xffff800000001000",
+                "lbr_dump_stub_14+0x0/0x300 [lbr_dump]",
+            ),
+            ("its_return_thunk+0x0/0x10", "0xffff800000001000"),
+            (
+                "__pi___x86_indirect_thunk_rax+0xa/0x20",
+                "its_return_thunk+0x0/0x10",
+            ),
+            (
+                "__pi___x86_indirect_thunk_rax+0x0/0x20",
+                "__pi___x86_indirect_thunk_rax+0x6/0x20",
+            ),
+            (
+                "lbr_crash_jump+0x10/0x20 [lbr_crash]",
+                "__pi___x86_indirect_thunk_rax+0x0/0x20",
+            ),
+            (
+                "its_return_thunk+0x0/0x10",
+                "lbr_crash_jump+0x0/0x20 [lbr_crash]",
+            ),
+            (
+                "__pi___x86_indirect_thunk_rax+0xa/0x20",
+                "its_return_thunk+0x0/0x10",
+            ),
+            (
+                "__pi___x86_indirect_thunk_rax+0x0/0x20",
+                "__pi___x86_indirect_thunk_rax+0x6/0x20",
+            ),
+            (
+                "lbr_crash_init+0x41/0xff0 [lbr_crash]",
+                "__pi___x86_indirect_thunk_rax+0x0/0x20",
+            ),
+        ]);
+        assert_eq!(
+            found(&r),
+            [
+                ("indirect", "__x86_indirect_thunk_rax".into(), 4, 1),
+                ("indirect", "__x86_indirect_thunk_rax".into(), 8, 5)
+            ]
+        );
+        let rets: Vec<_> = groups(&r).into_iter().map(|g| g.ret).collect();
+        assert_eq!(
+            rets,
+            [
+                Some("its_return_thunk".into()),
+                Some("its_return_thunk".into())
+            ]
+        );
+        // A retpoline whose return thunk then takes an exception (or whose records stop) is
+        // the retpoline's branch alone, into the return thunk.
+        let cut = &r[2..];
+        assert_eq!(
+            found(cut),
+            [
+                ("indirect", "__x86_indirect_thunk_rax".into(), 4, 2),
+                ("indirect", "__x86_indirect_thunk_rax".into(), 8, 5)
+            ]
+        );
+        assert_eq!(groups(cut)[0].ret, None);
     }
 
     #[test]

@@ -4,7 +4,10 @@
 #
 #   make                      build lbr_dump.ko against the pinned test kernel (made on first use)
 #   make KDIR=/path/to/linux  build lbr_dump.ko against your own kernel tree, with your toolchain
-#                             (pass LLVM=1 etc. as your kernel was built); objects go to out/
+#                             (pass LLVM=1 etc. as your kernel was built); objects go to out/module
+#                             (MO=DIR: elsewhere); README "Building against your own kernel"
+#   make debian               build lbr_dump.ko for Debian's own 7.3 kernel (scripts/debian.sh),
+#                             with GCC 14 and rustc 1.85.1 as Debian built it: out/module-debian/
 #   make test                 every test: host cargo tests, fmt, clippy, lbr-decode's fuzzers (30 s
 #                             each), both kernel builds, the module build from clean, the QEMU
 #                             scenarios, then benchmark reports; ends "N passed, N failed"
@@ -17,19 +20,25 @@
 #
 # The pinned environment and kernel builds are cached in $LBR_DUMP_CACHE (~/.cache/lbr-dump).
 
-.PHONY: all module test test-host test-kvm demo vm clean
+.PHONY: all module debian test test-host test-kvm demo vm clean
+
+# Where a KDIR build puts its objects.
+MO ?= $(CURDIR)/out/module
 
 ifneq ($(KDIR),)
 all module:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) MO=$(CURDIR)/out/module modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) MO=$(MO) modules
 clean:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) MO=$(CURDIR)/out/module clean
+	$(MAKE) -C $(KDIR) M=$(CURDIR) MO=$(MO) clean
 else
 all module:
 	scripts/module.sh
 clean:
 	rm -rf out target
 endif
+
+debian:
+	scripts/module.sh "$(CURDIR)" debian
 
 test:
 	python3 tests/run.py

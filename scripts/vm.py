@@ -46,7 +46,7 @@ TARGET = REPO / os.environ.get("CARGO_TARGET_DIR", "target")
 # The kernel variants (scripts/kernel.sh VARIANT). The initramfs holds the test modules of
 # tests/modules/, and lbr_dump.ko for the module variants (the built-in one has it in vmlinux),
 # built against that variant's kernel.
-VARIANTS = ("module", "builtin", "nocet")
+VARIANTS = ("module", "builtin", "nocet", "debian")
 
 
 def sh(*argv: str, capture: bool = True) -> str:
@@ -363,7 +363,11 @@ def qmp(sock: Path, commands: list[tuple[str, dict]], timeout: float = 300):
 
 @functools.cache
 def kernel_dir(kernel: str) -> Path:
-    """The kernel build directory of a variant, brought up to date once per process."""
+    """The kernel build directory of a variant, brought up to date once per process; for
+    `debian`, the module tree of Debian's own kernel, whose arch/x86/boot/bzImage is Debian's
+    vmlinuz (scripts/debian.sh)."""
+    if kernel == "debian":
+        return Path(sh("scripts/debian.sh"))
     return Path(sh("scripts/kernel.sh", kernel))
 
 

@@ -153,6 +153,25 @@ def builds(r: harness.Results) -> bool:
     r.record("build: lbr_dump.ko with CLIPPY=1, no lint", p.returncode == 0 and bool(ran) and not lints,
              "\n".join(lints[:30]) or ("clippy-driver did not compile src/lbr_dump.rs" if not ran else p.stdout[-2000:])
              + "\n(see out/module-clippy.log)")
+    # A GCC-built kernel someone else configured: Debian's own 7.3 (scripts/debian.sh), built with
+    # the README's command (make KDIR=... and the kernel's compilers), from clean.
+    t = time.monotonic()
+    tree = run(["scripts/debian.sh"])
+    if tree.returncode != 0:
+        r.fail(f"build: Debian's kernel's module tree ({time.monotonic() - t:.0f}s)", tree.stdout[-3000:])
+        return built
+    r.record(f"build: Debian's kernel's module tree, GCC 14 and rustc 1.85.1 ({time.monotonic() - t:.0f}s)", True)
+    env = run(["scripts/debian.sh", "--env"]).stdout.split()
+    p = run(["bash", "-c", 'source scripts/common.sh; rm -rf "$REPO/out/module-gcc"; '
+             'in_root make -C "$REPO" KDIR="$1" MO="$REPO/out/module-gcc" "${@:2}"',
+             "_", tree.stdout.strip().splitlines()[-1], *env])
+    (REPO / "out" / "module-gcc.log").write_text(p.stdout)
+    warnings = [l for l in p.stdout.splitlines() if re.search(r"warning|error", l, re.I)]
+    gcc = re.search(r"CC \[M\].*glue\.o", p.stdout) and re.search(r"RUSTC \[M\].*lbr_dump\.o", p.stdout)
+    r.record("build: lbr_dump.ko against Debian's GCC-built kernel (make KDIR=), from clean, no warnings "
+             "(rustc, gcc, objtool, modpost)",
+             p.returncode == 0 and bool(gcc) and (REPO / "out/module-gcc/lbr_dump.ko").exists() and not warnings,
+             "\n".join(warnings[:20]) or p.stdout[-2000:] + "\n(see out/module-gcc.log)")
     return built
 
 

@@ -385,9 +385,9 @@ static noinline int lbr_crash_torn(void)
 	attr.bp_len = HW_BREAKPOINT_LEN_8;
 	attr.bp_type = HW_BREAKPOINT_W;
 	bp = register_wide_hw_breakpoint(&attr, lbr_crash_hit, NULL);
-	if (IS_ERR((void __force *)bp)) {
+	if (IS_ERR_PCPU(bp)) {
 		migrate_enable();
-		return PTR_ERR((void __force *)bp);
+		return PTR_ERR_PCPU(bp);
 	}
 	pr_info("watching snapshot slot %#lx\n", slot);
 	return lbr_crash_gp();
@@ -571,8 +571,8 @@ static int lbr_crash_watch_faults(void)
 		attr.bp_len = HW_BREAKPOINT_LEN_8;
 		attr.bp_type = HW_BREAKPOINT_RW;
 		watch_bp[i] = register_wide_hw_breakpoint(&attr, lbr_crash_hit, NULL);
-		if (IS_ERR((void __force *)watch_bp[i])) {
-			v = PTR_ERR((void __force *)watch_bp[i]);
+		if (IS_ERR_PCPU(watch_bp[i])) {
+			v = PTR_ERR_PCPU(watch_bp[i]);
 			watch_bp[i] = NULL;
 			return v;
 		}

@@ -22,7 +22,7 @@ use clap::{Parser, ValueEnum};
 
 use lbr_decode::dump::{self, Area};
 use lbr_decode::log::{parse_log, Parsed};
-use lbr_decode::output::Output;
+use lbr_decode::output::{KeptOut, Output};
 use lbr_decode::render::{self, LogText, Records, Style};
 use lbr_decode::snapshot::Snapshot;
 use lbr_decode::symbolize::Symbolizer;
@@ -107,7 +107,8 @@ fn run(cli: &Cli) -> Result<Outcome> {
     let mut warnings = Vec::new();
     let inputs = read_inputs(&cli.input_paths(), &mut warnings)?;
     let symbolizer = calibrated_symbolizer(cli, &inputs, &mut warnings)?;
-    let out = Output::build(&inputs.snapshots, &symbolizer, warnings);
+    let mut out = Output::build(&inputs.snapshots, &symbolizer, warnings);
+    out.kept = inputs.kept;
     print_output(cli, &inputs.logs, &out)?;
     if cli.format != Format::Json {
         print_warnings(&out.warnings);
@@ -124,6 +125,8 @@ struct Inputs {
     snapshots: Vec<(String, Snapshot)>,
     /// The dumps' snapshot areas (their KASLR anchors and module text bases).
     areas: Vec<Area>,
+    /// The logs' `kept:` lines: what lbr-dump did not print.
+    kept: Vec<KeptOut>,
 }
 
 /// Reads each input and finds its snapshots; problems with the inputs go to `warnings`.
@@ -147,9 +150,16 @@ impl Inputs {
         let Parsed {
             snapshots,
             none,
+            kept,
             warnings: w,
             ..
         } = parse_log(&text);
+        self.kept.extend(kept.into_iter().map(|k| KeptOut {
+            source: name.clone(),
+            line: k.line,
+            cpu: k.cpu,
+            text: k.reason,
+        }));
         warnings.extend(w.into_iter().map(|w| format!("{name}: {w}")));
         for n in none {
             warnings.push(format!(

@@ -31,7 +31,7 @@ pub const VERSION: u32 = 1;
 /// [`RecordOut::group`] and [`SnapshotOut::groups`]; 3: [`RecordOut::straight_line`] and
 /// [`SnapshotOut::straight_line`]; 4: [`SnapshotOut::last_exception`]; 5:
 /// [`SnapshotOut::filter`]; 6: [`SnapshotOut::bts`]).
-pub const MINOR_VERSION: u32 = 7;
+pub const MINOR_VERSION: u32 = 8;
 
 /// One branch record, both ends symbolized.
 #[derive(Serialize)]
@@ -115,6 +115,21 @@ pub struct StraightSummary {
     pub unchecked_reasons: BTreeMap<&'static str, usize>,
     /// The index of the newer record of each violated pair.
     pub violations: Vec<u32>,
+}
+
+/// A `kept:` line of a log: records or snapshots lbr-dump kept in its area in memory and did not
+/// print (past `print_records`; the other CPUs' snapshots of a panic). A kdump vmcore holds them,
+/// which lbr-decode reads.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct KeptOut {
+    /// The log.
+    pub source: String,
+    /// Its line (1-based).
+    pub line: usize,
+    /// The CPU whose records they are.
+    pub cpu: u32,
+    /// What the line says, after `kept: `.
+    pub text: String,
 }
 
 /// Records that are one branch through a mitigation thunk (see [`fold`]).
@@ -321,7 +336,8 @@ pub struct Output {
     /// [`VERSION`].
     pub version: u32,
     /// Fields added within `version` (1: `kind`; 2: `function_source`, `group`, `groups`;
-    /// 3: `straight_line`; 4: `last_exception`; 5: `filter`; 6: `bts`).
+    /// 3: `straight_line`; 4: `last_exception`; 5: `filter`; 6: `bts`; 7: a group's
+    /// `return_thunk`; 8: `kept`).
     pub minor_version: u32,
     /// Per image, the directory its source paths are relative to.
     pub source_roots: BTreeMap<String, String>,
@@ -329,6 +345,9 @@ pub struct Output {
     pub kaslr_offset: Option<String>,
     /// The snapshots, in input order.
     pub snapshots: Vec<SnapshotOut>,
+    /// What the logs say lbr-dump kept in memory without printing it (schema 1.8): their
+    /// `kept:` lines, in input order.
+    pub kept: Vec<KeptOut>,
     /// Problems with the inputs and ELF files, for the user.
     pub warnings: Vec<String>,
 }
@@ -352,6 +371,7 @@ impl Output {
             source_roots: BTreeMap::new(),
             kaslr_offset,
             snapshots,
+            kept: Vec::new(),
             warnings,
         };
         out.strip_common_source_dir();

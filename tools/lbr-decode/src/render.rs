@@ -93,6 +93,20 @@ pub fn write_text(w: &mut impl Write, out: &Output, style: Style, records: Recor
         }
         writeln!(w)?;
     }
+    write_kept(w, out)
+}
+
+/// The logs' `kept:` lines, after the snapshots: what lbr-dump did not print, with where each
+/// line is (text and compact).
+fn write_kept(w: &mut impl Write, out: &Output) -> Result<()> {
+    if out.kept.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "not in the log, kept in lbr-dump's area in memory:")?;
+    for k in &out.kept {
+        writeln!(w, "  {}:{}: cpu {}: {}", k.source, k.line, k.cpu, k.text)?;
+    }
+    writeln!(w)?;
     Ok(())
 }
 
@@ -403,7 +417,7 @@ pub fn write_compact(
         }
         writeln!(w)?;
     }
-    Ok(())
+    write_kept(w, out)
 }
 
 /// One end of a compact line and its continuation lines: (symbol column, source column).

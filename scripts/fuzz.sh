@@ -29,19 +29,31 @@ TARGETS=("$@")
 # Build products outside the repository, so that a fresh clone (CI) reuses them.
 TARGET_DIR="$CACHE/fuzz-target"
 cargo fuzz build --sanitizer none -O --target-dir "$TARGET_DIR" >&2
-status=0
-for t in "${TARGETS[@]}"; do
-	work="$REPO/out/fuzz/$t"
+# One target per CPU at a time (each is one libFuzzer process on one core, for its full time);
+# the lines come out in the targets' order.
+fuzz_one() {
+	local t=$1 work="$REPO/out/fuzz/$1" runs
 	mkdir -p "$work/corpus" "$work/artifacts"
 	cp -n fuzz/seeds/"$t"/* "$work/corpus/" 2>/dev/null || true
 	if cargo fuzz run --sanitizer none -O --target-dir "$TARGET_DIR" "$t" "$work/corpus" -- \
 		-max_total_time="$SECONDS_EACH" -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
 		>"$work/fuzz.log" 2>&1; then
 		runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/fuzz.log" | grep -o '[0-9]*$')
-		echo "fuzz $t: ok, ${runs:-?} inputs in ${SECONDS_EACH}s, corpus $(ls "$work/corpus" | wc -l)"
+		echo "fuzz $t: ok, ${runs:-?} inputs in ${SECONDS_EACH}s, corpus $(ls "$work/corpus" | wc -l)" >"$work/result"
 	else
-		echo "fuzz $t: CRASH, see $work/fuzz.log and $work/artifacts/"
-		status=1
+		echo "fuzz $t: CRASH, see $work/fuzz.log and $work/artifacts/" >"$work/result"
 	fi
+}
+for t in "${TARGETS[@]}"; do
+	rm -f "$REPO/out/fuzz/$t/result"
+	while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+	fuzz_one "$t" &
+done
+wait
+status=0
+for t in "${TARGETS[@]}"; do
+	line=$(cat "$REPO/out/fuzz/$t/result" 2>/dev/null || echo "fuzz $t: CRASH, no result (see $REPO/out/fuzz/$t/fuzz.log)")
+	echo "$line"
+	case "$line" in *": ok,"*) ;; *) status=1 ;; esac
 done
 exit $status

@@ -129,11 +129,33 @@ def builds(r: harness.Results) -> bool:
         ok &= good
     if not ok:
         return False
-    # From clean, so that every compiler and objtool message is in the log.
+    # Three module builds from clean, each mostly one compiler process, run side by side: the
+    # ordinary one (every compiler and objtool message is in its log), the kernel's CLIPPY=1
+    # one, and one against Debian's GCC-built kernel.
     kdir = run(["scripts/kernel.sh", "module"]).stdout.strip().splitlines()[-1]
     run(["bash", "-c", 'source scripts/common.sh; in_root make -C "$1" M="$REPO" '
          'MO="$REPO/out/module" LLVM=1 ARCH=x86_64 clean', "_", kdir])
-    p = run(["scripts/module.sh"])
+    t = time.monotonic()
+    tree = run(["scripts/debian.sh"])
+    debian_ok = tree.returncode == 0
+    r.record(f"build: Debian's kernel's module tree, GCC 14 and rustc 1.85.1 ({time.monotonic() - t:.0f}s)",
+             debian_ok, tree.stdout[-3000:])
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        plain = pool.submit(run, ["scripts/module.sh"])
+        # The kernel's CLIPPY=1 build (clippy-driver with the kernel's lint flags, rust/Makefile's
+        # rust_common_flags), in a directory of its own; V=1 shows that clippy-driver ran.
+        clippy = pool.submit(run, [
+            "bash", "-c", 'source scripts/common.sh; rm -rf "$REPO/out/module-clippy"; mkdir -p "$REPO/out/module-clippy"; '
+            'in_root make -C "$1" M="$REPO" MO="$REPO/out/module-clippy" LLVM=1 ARCH=x86_64 CLIPPY=1 V=1 modules',
+            "_", kdir])
+        # A GCC-built kernel someone else configured: Debian's own 7.3 (scripts/debian.sh), built
+        # with the README's command (make KDIR=... and the kernel's compilers).
+        gcc = pool.submit(run, [
+            "bash", "-c", 'source scripts/common.sh; rm -rf "$REPO/out/module-gcc"; '
+            'in_root make -C "$REPO" KDIR="$1" MO="$REPO/out/module-gcc" "${@:2}"',
+            "_", tree.stdout.strip().splitlines()[-1] if debian_ok else "/nonexistent",
+            *run(["scripts/debian.sh", "--env"]).stdout.split()]) if debian_ok else None
+    p = plain.result()
     log = REPO / "out" / "module" / "build.log"
     text = log.read_text() if log.exists() else p.stdout
     warnings = [l for l in text.splitlines() if re.search(r"warning|error", l, re.I)]
@@ -142,36 +164,23 @@ def builds(r: harness.Results) -> bool:
     r.record("build: lbr_dump.ko from clean, no warnings (rustc, clang, objtool, modpost)",
              built and bool(compiled) and not warnings,
              "\n".join(warnings[:20]) or ("not compiled from clean" if not compiled else text[-2000:]))
-    # The kernel's CLIPPY=1 build (clippy-driver with the kernel's lint flags, rust/Makefile's
-    # rust_common_flags), from clean in a directory of its own; V=1 shows that clippy-driver ran.
-    p = run(["bash", "-c", 'source scripts/common.sh; rm -rf "$REPO/out/module-clippy"; mkdir -p "$REPO/out/module-clippy"; '
-             'in_root make -C "$1" M="$REPO" MO="$REPO/out/module-clippy" LLVM=1 ARCH=x86_64 CLIPPY=1 V=1 modules',
-             "_", kdir])
+    p = clippy.result()
     (REPO / "out" / "module-clippy.log").write_text(p.stdout)
     lints = [l for l in p.stdout.splitlines() if re.match(r"(warning|error)(\[|:)", l)]
     ran = re.search(r"clippy-driver .*src/lbr_dump\.rs", p.stdout)
     r.record("build: lbr_dump.ko with CLIPPY=1, no lint", p.returncode == 0 and bool(ran) and not lints,
              "\n".join(lints[:30]) or ("clippy-driver did not compile src/lbr_dump.rs" if not ran else p.stdout[-2000:])
              + "\n(see out/module-clippy.log)")
-    # A GCC-built kernel someone else configured: Debian's own 7.3 (scripts/debian.sh), built with
-    # the README's command (make KDIR=... and the kernel's compilers), from clean.
-    t = time.monotonic()
-    tree = run(["scripts/debian.sh"])
-    if tree.returncode != 0:
-        r.fail(f"build: Debian's kernel's module tree ({time.monotonic() - t:.0f}s)", tree.stdout[-3000:])
-        return built
-    r.record(f"build: Debian's kernel's module tree, GCC 14 and rustc 1.85.1 ({time.monotonic() - t:.0f}s)", True)
-    env = run(["scripts/debian.sh", "--env"]).stdout.split()
-    p = run(["bash", "-c", 'source scripts/common.sh; rm -rf "$REPO/out/module-gcc"; '
-             'in_root make -C "$REPO" KDIR="$1" MO="$REPO/out/module-gcc" "${@:2}"',
-             "_", tree.stdout.strip().splitlines()[-1], *env])
-    (REPO / "out" / "module-gcc.log").write_text(p.stdout)
-    warnings = [l for l in p.stdout.splitlines() if re.search(r"warning|error", l, re.I)]
-    gcc = re.search(r"CC \[M\].*glue\.o", p.stdout) and re.search(r"RUSTC \[M\].*lbr_dump\.o", p.stdout)
-    r.record("build: lbr_dump.ko against Debian's GCC-built kernel (make KDIR=), from clean, no warnings "
-             "(rustc, gcc, objtool, modpost)",
-             p.returncode == 0 and bool(gcc) and (REPO / "out/module-gcc/lbr_dump.ko").exists() and not warnings,
-             "\n".join(warnings[:20]) or p.stdout[-2000:] + "\n(see out/module-gcc.log)")
+    if gcc is not None:
+        p = gcc.result()
+        (REPO / "out" / "module-gcc.log").write_text(p.stdout)
+        warnings = [l for l in p.stdout.splitlines() if re.search(r"warning|error", l, re.I)]
+        compiled = re.search(r"CC \[M\].*glue\.o", p.stdout) and re.search(r"RUSTC \[M\].*lbr_dump\.o", p.stdout)
+        r.record("build: lbr_dump.ko against Debian's GCC-built kernel (make KDIR=), from clean, no warnings "
+                 "(rustc, gcc, objtool, modpost)",
+                 p.returncode == 0 and bool(compiled) and (REPO / "out/module-gcc/lbr_dump.ko").exists()
+                 and not warnings,
+                 "\n".join(warnings[:20]) or p.stdout[-2000:] + "\n(see out/module-gcc.log)")
     return built
 
 

@@ -33,7 +33,7 @@ def test_concurrent_writers_arm_once(r):
 echo ==kernel== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
 insmod {MODULE} force=1
 for w in 1 2 3 4 5 6; do
-  (i=0; while [ $i -lt 60 ]; do echo $((w % 2)) > {SYSFS}/enabled; ls /sys >/dev/null; i=$((i+1)); done) &
+  (i=0; while [ $i -lt 30 ]; do echo $((w % 2)) > {SYSFS}/enabled; ls /sys >/dev/null; i=$((i+1)); done) &
 done
 wait
 echo writers-done enabled=$(cat {SYSFS}/enabled)

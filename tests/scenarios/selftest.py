@@ -48,11 +48,11 @@ def test_a_hung_guest_is_failed_with_where_its_cpus_are(r):
     RIP named in vmlinux, interrupt flag and halt state, sampled twice, and QEMU's threads. The
     hang is the one above with the TSC watchdog back on (tsc=watchdog after the harness's
     tsc=nowatchdog; the last one counts): CPU 1 waits with interrupts off (giving up only after
-    600 s) and the VM is killed at 45 s. The report must find vCPU 0 in the watchdog's wait for
+    600 s) and the VM is killed at 25 s. The report must find vCPU 0 in the watchdog's wait for
     CPU 1, interrupts off, which also shows the kernel's deadlock itself; and CPU 1 with
     interrupts off, outside vmlinux (in lbr_crash)."""
     try:
-        boot(name="hard-hang-report", cpu="Skylake-Client", accel="tcg", smp=2, timeout=45,
+        boot(name="hard-hang-report", cpu="Skylake-Client", accel="tcg", smp=2, timeout=25,
              append="clocksource=jiffies tsc=watchdog",
              script=f"insmod {CRASH} crash=irqs_off_wait giveup=600\n")
     except AssertionError as e:

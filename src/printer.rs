@@ -261,17 +261,31 @@ fn print_panic(a: &Armed) {
     let panic_cpu = claim.checked_sub(1).unwrap_or(this);
     print_panicking(a, this, panic_cpu, claim != 0);
     let mut kept = 0;
+    let mut wait = STOP_WAIT_US;
     for cpu in 0..a.area.geometry().nr_cpus {
         // SAFETY: `__cpu_present_mask` is the kernel's; `cpumask_test_cpu` reads one bit.
         let present = unsafe {
             bindings::cpumask_test_cpu(cpu as i32, ptr::addr_of_mut!(bindings::__cpu_present_mask))
         };
-        if cpu != panic_cpu && present && print_stopped(a, cpu) {
+        if cpu != panic_cpu && present && print_stopped(a, cpu, &mut wait) {
             kept += 1;
         }
     }
     if kept > 0 {
         print_kept_total(panic_cpu, kept);
+    }
+}
+
+/// How long the panic printer waits, in all, for the stop captures of CPUs that are still online
+/// (microseconds): on hardware a stop NMI arrives in microseconds; under emulation a vCPU may
+/// not run for tens of milliseconds.
+const STOP_WAIT_US: u32 = 100_000;
+
+/// Whether `cpu` is in the kernel's online mask.
+fn online(cpu: usize) -> bool {
+    // SAFETY: `__cpu_online_mask` is the kernel's; `cpumask_test_cpu` reads one bit.
+    unsafe {
+        bindings::cpumask_test_cpu(cpu as i32, ptr::addr_of_mut!(bindings::__cpu_online_mask))
     }
 }
 
@@ -307,8 +321,20 @@ fn print_panicking(a: &Armed, this: usize, panic_cpu: usize, claimed: bool) {
 /// Another CPU as the panic stopped it: its snapshot, or a `kept:` line (then `true`), or why
 /// there is none.
 #[inline(never)]
-fn print_stopped(a: &Armed, cpu: usize) -> bool {
-    match newest_on(a, cpu, |s| s.cpu == cpu && Kind::of(s.vector) == Kind::Stop) {
+fn print_stopped(a: &Armed, cpu: usize, wait: &mut u32) -> bool {
+    let stop = |a| newest_on(a, cpu, |s| s.cpu == cpu && Kind::of(s.vector) == Kind::Stop);
+    let mut snap = stop(a);
+    // A CPU still online has not stopped yet (stop_this_cpu() takes it out of the online mask,
+    // after the stop stub's capture): vpanic() waits 10 ms for the stop NMI and goes on without
+    // it, and the NMI may still be on its way to a CPU that was slow to take it. Wait for it,
+    // at most `wait` microseconds for all CPUs together.
+    while snap.is_none() && *wait > 0 && online(cpu) {
+        // SAFETY: a busy wait of 100 us, callable with interrupts off.
+        unsafe { bindings::__udelay(100) };
+        *wait = wait.saturating_sub(100);
+        snap = stop(a);
+    }
+    match snap {
         // A CPU that did not answer the stop IPI, stopped by the NMI a second later (it had
         // interrupts off: a hard lockup's CPU, a deadlock), is printed as the panicking one is:
         // its records are the loop it was stuck in, which no other line shows.

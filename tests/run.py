@@ -12,7 +12,9 @@ Stages, in order (a failed build fails the tests that need it, and the run goes 
      result per KTAP test case); the tests for which a file's `unavailable(test)` gives a
      reason (fred.py's under Bochs: no Bochs source beside the repository) are one SKIP line
      with the reason, counted as skipped.
-Prints PASS/FAIL lines, then `N passed, N failed`; exits 1 on any failure.
+Prints PASS/FAIL lines, then the time each stage took and whether the run was fresh (the cache
+had no build root: it made every build) or warm, then `N passed, N failed`; exits 1 on any
+failure.
 
 --kvm runs, instead of all that, the `kvm_*` functions of tests/scenarios/kvm_guest.py (the same
 test bodies that its `test_*` functions run under the emulator in `make test`) in VMs under this
@@ -253,11 +255,12 @@ def run_job(path: Path, names: list[str]) -> list[tuple[str, bool, str]]:
     return r.lines
 
 
-def scenarios(r: harness.Results, only: list[str], jobs: int) -> None:
+def scenarios(r: harness.Results, only: list[str], jobs: int, stages: Stages | None = None) -> None:
     """Every test_* of tests/scenarios/*.py, `jobs` VMs at a time (each QEMU TCG vCPU is one
     host thread). What the VMs need (kernels, initramfs, the emulator plugin) is prepared here
     first, so that the workers, forked from this process, find it ready and never build."""
     import vm
+    t = time.monotonic()
     for kernel in vm.VARIANTS:
         vm.kernel_dir(kernel)
         vm.prepare_initramfs(kernel)
@@ -282,6 +285,9 @@ def scenarios(r: harness.Results, only: list[str], jobs: int) -> None:
     # long), so that no long job starts while the other worker is running out of work.
     times = load_times()
     work.sort(key=lambda w: -sum(times.get(f"{w[0].stem}: {n[5:]}", 120) for n in w[1]))
+    if stages:
+        stages.spent.append(("VM preparation (kernel variants, initramfs, emulator, Bochs)", time.monotonic() - t))
+        t = time.monotonic()
     ctx = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures = [pool.submit(run_job, path, names) for path, names in work]
@@ -291,12 +297,58 @@ def scenarios(r: harness.Results, only: list[str], jobs: int) -> None:
                 if m := re.match(r"^(.*) \((\d+)s\)$", name):
                     times[m[1]] = int(m[2])
     save_times(times)
+    if stages:
+        stages.spent.append(("VM scenarios", time.monotonic() - t))
 
 
 def times_file() -> Path:
     """Where the suite keeps its tests' last durations: the build cache (scripts/common.sh)."""
-    cache = os.environ.get("LBR_DUMP_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lbr-dump"
-    return Path(cache) / "test-times.json"
+    return cache_dir() / "test-times.json"
+
+
+def cache_dir() -> Path:
+    """The build cache (scripts/common.sh's $CACHE)."""
+    return Path(os.environ.get("LBR_DUMP_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                / "lbr-dump")
+
+
+def cache_entries() -> set[str]:
+    """The cache's keyed entries (build root, kernel builds, Debian's tree, Bochs, cargo-fuzz...):
+    its directories; a name holds its inputs' key, so a new name is a part this run made."""
+    try:
+        return {e.name for e in cache_dir().iterdir() if e.is_dir() and not e.name.endswith(".tmp")}
+    except OSError:
+        return set()
+
+
+class Stages:
+    """How long each stage of the run took, and which cache entries it made: CI's output says
+    whether the run was fresh (made the expensive parts) or warm, and where its time went."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.before = cache_entries()
+        self.spent: list[tuple[str, float]] = []
+
+    def timed(self, name: str, f, *args):
+        t = time.monotonic()
+        try:
+            return f(*args)
+        finally:
+            self.spent.append((name, time.monotonic() - t))
+
+    def report(self) -> None:
+        made = sorted(cache_entries() - self.before)
+        total = time.monotonic() - self.t0
+        print("\n[lbr-dump] time by stage: " + ", ".join(f"{n} {s:.0f}s" for n, s in self.spent)
+              + f"; {total:.0f}s in all")
+        if not any(e.startswith("root-") for e in self.before):
+            kind = "fresh: the cache had no build root, this run made everything"
+        elif made:
+            kind = "partly warm: this run made what the cache lacked"
+        else:
+            kind = "warm: every cache entry was there, brought up to date incrementally"
+        print(f"[lbr-dump] {kind} ({cache_dir()}" + (f"; made: {', '.join(made)})" if made else ")"))
 
 
 def load_times() -> dict[str, int]:
@@ -344,22 +396,24 @@ def main() -> int:
     a = ap.parse_args()
     r = harness.Results()
     t = time.monotonic()
+    stages = Stages()
     if a.kvm:
         kvm_scenarios(r)
         print(f"\n[lbr-dump] tests took {time.monotonic() - t:.0f}s")
         print(r.summary())
         return 0 if r.failed == 0 else 1
-    host_tests(r)
-    script_tests(r)
+    stages.timed("host tests", host_tests, r)
+    stages.timed("script tests", script_tests, r)
     if a.fuzz_seconds > 0 and not a.k:
-        fuzz(r, a.fuzz_seconds)
+        stages.timed("fuzzing", fuzz, r, a.fuzz_seconds)
     if not a.host_only:
-        if builds(r):
-            scenarios(r, a.k, a.jobs)
+        if stages.timed("kernel and module builds", builds, r):
+            scenarios(r, a.k, a.jobs, stages)
             if not a.no_bench and not a.k:
-                benchmarks()
+                stages.timed("benchmarks", benchmarks)
         else:
             r.fail("scenarios", "not run: a build failed")
+    stages.report()
     print(f"\n[lbr-dump] tests took {time.monotonic() - t:.0f}s")
     print(r.summary())
     return 0 if r.failed == 0 else 1

@@ -17,8 +17,8 @@
 #     pahole 1.30 (without it olddefconfig drops DEBUG_INFO_BTF and the options that need it,
 #     which change struct layouts). Each .deb is checked against the SHA256 of the mirror's
 #     signed package index (apt-cache show).
-#   - configures an O= directory of the pristine linux-source-7.3 (scripts/kernel.sh unpacks
-#     it) with Debian's .config and LOCALVERSION=+deb13-amd64 (vermagic 7.3.4+deb13-amd64), and
+#   - configures an O= directory of linux-source-7.3 (the tree scripts/kernel.sh unpacks, with
+#     lbr-dump's overlay in drivers/lbr_dump, which Debian's .config leaves off) with Debian's .config and LOCALVERSION=+deb13-amd64 (vermagic 7.3.4+deb13-amd64), and
 #     refuses to go on if olddefconfig changes any line but the signing-key ones;
 #   - runs modules_prepare (about 1.5 minutes on 2 cores: the Rust crates and their exports);
 #   - adds Debian's Module.symvers and BTF vmlinux (for module BTF), and Debian's vmlinuz as
@@ -38,7 +38,7 @@ PACKAGES=(
 )
 
 KVER=$(awk '$2 ~ /^linux-source-/ { sub(/.*=/, "", $2); print $2 }' "$REPO/scripts/packages.txt")
-SRC="$CACHE/linux-$KVER"             # the pristine source scripts/kernel.sh builds, shared
+SRC="$CACHE/linux-$KVER"             # the source tree scripts/kernel.sh builds, shared
 KSRC=$SRC/linux
 KEY=$( { echo "$KVER $ROOT_KEY ${PACKAGES[*]}"; cat "$REPO/scripts/debian.sh"; } | sha256sum | cut -c1-16)
 DIR="$CACHE/debian-$KEY"
@@ -51,6 +51,7 @@ make_vars() {
 	echo "ARCH=x86 LOCALVERSION=+deb13-amd64 CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14" \
 		"RUSTC=$TOOLS/rustc RUSTDOC=$TOOLS/rustdoc BINDGEN=bindgen PAHOLE=$TOOLS/pahole"
 }
+case "${1:-}" in "" | --env | --dbg) ;; *) die "usage: $0 [--env | --dbg]" ;; esac
 if [ "${1:-}" = --env ]; then
 	make_vars
 	exit 0
@@ -60,7 +61,7 @@ fi
 # fetch NAME=VERSION DIR: downloads that package into DIR (in the build root, from its mirror),
 # checks it against the SHA256 of the mirror's signed package index, prints the file's path.
 fetch() {
-	local name=${1%%=*} version=${1#*=} want got file
+	local name=${1%%=*} want got file
 	in_root sh -c 'cd "$1" && apt-get download "$2"' _ "$2" "$1" >>"$DIR/download.log" 2>&1 ||
 		{ cat "$DIR/download.log" >&2; die "downloading $1 failed"; }
 	want=$(in_root apt-cache show "$1" | awk '/^SHA256: / { print $2; exit }')
@@ -115,10 +116,13 @@ if [ ! -e "$DIR/.complete" ]; then
 	# shellcheck disable=SC2046
 	in_root make -C "$KSRC" O="$OUT" $(make_vars) -s olddefconfig >"$DIR/config.log" 2>&1 ||
 		{ cat "$DIR/config.log" >&2; die "olddefconfig failed"; }
-	# The same configuration as Debian's, but for the module-signing lines: its signing key, and
-	# OPENSSL_SUPPORTS_ML_DSA, which says whether the build host's OpenSSL can make ML-DSA keys
-	# (Debian's could; the build root's cannot). Neither changes what a module is built from.
-	ignore='SIG\|SYSTEM_TRUSTED_KEYS\|ML_DSA\|^#'
+	# The same configuration as Debian's, line for line, but for three kinds of line, none of
+	# which changes what a module is built from: OPENSSL_SUPPORTS_ML_DSA, which says whether the
+	# build host's OpenSSL can make ML-DSA keys (Debian's could; the build root's cannot), the
+	# ML-DSA signing-key choices that depend on it, and LBR_DUMP, which the shared source tree
+	# offers (scripts/kernel.sh puts lbr-dump's overlay in it) and Debian's configuration does
+	# not set.
+	ignore='^CONFIG_OPENSSL_SUPPORTS_ML_DSA=\|^# CONFIG_MODULE_SIG_KEY_TYPE_MLDSA_[0-9]* is not set$\|^# CONFIG_LBR_DUMP is not set$'
 	if ! diff <(grep -v "$ignore" "$H/.config") <(grep -v "$ignore" "$OUT/.config") >"$DIR/config.diff"; then
 		cat "$DIR/config.diff" >&2
 		die "olddefconfig changed Debian's configuration (above): the module tree would not match its kernel"

@@ -34,8 +34,8 @@ fragments=("$FRAGMENT")
 [ "$VARIANT" = module ] || fragments+=("$REPO/scripts/kconfig/$VARIANT.config")
 inputs=("${fragments[@]}" "$REPO/scripts/kernel.sh")
 KEY=$( { echo "$KVER $TOOLCHAIN_KEY"; cat "${inputs[@]}"; } | sha256sum | cut -c1-16)
-SRC="$CACHE/linux-$KVER"             # pristine source, shared by every key
-KSRC=$SRC/linux                      # the tree the module variant builds
+SRC="$CACHE/linux-$KVER"             # the source, shared by every key (and scripts/debian.sh)
+KSRC=$SRC/linux                      # the tree every variant builds
 OUT="$CACHE/kbuild-$VARIANT-$KEY"
 JOBS=$(( $(nproc) + 1 ))
 

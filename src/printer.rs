@@ -260,14 +260,14 @@ fn print_panic(a: &Armed) {
     let claim = unsafe { ptr::addr_of!(ffi::lbr_dump_live.panic_cpu).read_volatile() } as usize;
     let panic_cpu = claim.checked_sub(1).unwrap_or(this);
     print_panicking(a, this, panic_cpu, claim != 0);
+    wait_for_stops(a, panic_cpu, this);
     let mut kept = 0;
-    let mut wait = STOP_WAIT_US;
     for cpu in 0..a.area.geometry().nr_cpus {
         // SAFETY: `__cpu_present_mask` is the kernel's; `cpumask_test_cpu` reads one bit.
         let present = unsafe {
             bindings::cpumask_test_cpu(cpu as i32, ptr::addr_of_mut!(bindings::__cpu_present_mask))
         };
-        if cpu != panic_cpu && present && print_stopped(a, cpu, &mut wait) {
+        if cpu != panic_cpu && present && print_stopped(a, cpu) {
             kept += 1;
         }
     }
@@ -280,6 +280,41 @@ fn print_panic(a: &Armed) {
 /// (microseconds): on hardware a stop NMI arrives in microseconds; under emulation a vCPU may
 /// not run for tens of milliseconds.
 const STOP_WAIT_US: u32 = 100_000;
+
+/// A CPU still online has not stopped yet: stop_this_cpu() takes it out of the online mask
+/// after the stop stub's capture. vpanic() waits 10 ms for the stop NMI and goes on without it,
+/// and the NMI may still be on its way to a CPU that was slow to take it. Waits until every CPU
+/// but `panic_cpu` and `this` (the notifier's own, when two CPUs panicked at once) either has
+/// a stop capture or is offline, at most [`STOP_WAIT_US`] for all of them together. A CPU that
+/// stays online without a capture (its capture found it busy; halted by kdump's NMI with
+/// `crash_kexec_post_notifiers`, which keeps it online; spinning in an NMI that blocks the stop
+/// NMI) costs the whole wait, once.
+#[inline(never)]
+fn wait_for_stops(a: &Armed, panic_cpu: usize, this: usize) {
+    let mut left = STOP_WAIT_US;
+    let mut from = 0;
+    loop {
+        // The first CPU (from the last one found pending on) still to stop. The online bit is
+        // read before the snapshot: a CPU that captures and goes offline between the two reads
+        // is then seen captured (or, at the next round, offline), never as neither.
+        let pending = (from..a.area.geometry().nr_cpus).find(|&cpu| {
+            cpu != panic_cpu && cpu != this && online(cpu) && stop_snapshot(a, cpu).is_none()
+        });
+        let Some(cpu) = pending else { return };
+        if left == 0 {
+            return;
+        }
+        from = cpu;
+        // SAFETY: a busy wait of 100 us, callable with interrupts off.
+        unsafe { bindings::__udelay(100) };
+        left = left.saturating_sub(100);
+    }
+}
+
+/// The newest stop snapshot of `cpu`.
+fn stop_snapshot(a: &Armed, cpu: usize) -> Option<Snap<'_>> {
+    newest_on(a, cpu, |s| s.cpu == cpu && Kind::of(s.vector) == Kind::Stop)
+}
 
 /// Whether `cpu` is in the kernel's online mask.
 fn online(cpu: usize) -> bool {
@@ -321,20 +356,8 @@ fn print_panicking(a: &Armed, this: usize, panic_cpu: usize, claimed: bool) {
 /// Another CPU as the panic stopped it: its snapshot, or a `kept:` line (then `true`), or why
 /// there is none.
 #[inline(never)]
-fn print_stopped(a: &Armed, cpu: usize, wait: &mut u32) -> bool {
-    let stop = |a| newest_on(a, cpu, |s| s.cpu == cpu && Kind::of(s.vector) == Kind::Stop);
-    let mut snap = stop(a);
-    // A CPU still online has not stopped yet (stop_this_cpu() takes it out of the online mask,
-    // after the stop stub's capture): vpanic() waits 10 ms for the stop NMI and goes on without
-    // it, and the NMI may still be on its way to a CPU that was slow to take it. Wait for it,
-    // at most `wait` microseconds for all CPUs together.
-    while snap.is_none() && *wait > 0 && online(cpu) {
-        // SAFETY: a busy wait of 100 us, callable with interrupts off.
-        unsafe { bindings::__udelay(100) };
-        *wait = wait.saturating_sub(100);
-        snap = stop(a);
-    }
-    match snap {
+fn print_stopped(a: &Armed, cpu: usize) -> bool {
+    match stop_snapshot(a, cpu) {
         // A CPU that did not answer the stop IPI, stopped by the NMI a second later (it had
         // interrupts off: a hard lockup's CPU, a deadlock), is printed as the panicking one is:
         // its records are the loop it was stuck in, which no other line shows.
@@ -503,7 +526,13 @@ impl record::Values for SnapValues<'_, '_> {
     }
 
     fn at(&self, i: usize) -> u64 {
-        self.snap.value(i)
+        // Never past the slot's values, whatever the caller asks (record::records() asks only
+        // below `len`).
+        if i < self.len {
+            self.snap.value(i)
+        } else {
+            0
+        }
     }
 }
 

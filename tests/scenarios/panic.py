@@ -241,6 +241,27 @@ def test_default_output_prints_the_cpu_the_nmi_stopped(r):
     assert "lbr_dump: v2 cpu=0 kept: the 1 other CPUs' snapshots above are not printed" in con, tail(con)
 
 
+def test_a_stop_nmi_taken_after_vpanics_waits_is_printed(r):
+    """crash=stop_late on 2 vCPUs: CPU 1 is inside an NMI handler (lbr_crash's) through the
+    whole of vpanic()'s stop (the REBOOT_VECTOR IPI and its second, the stop NMI and its 10 ms),
+    so its stop NMI is latched and taken only when lbr_crash's panic notifier lets it go, 20 ms
+    later, while lbr-dump's printer (the next notifier) waits for CPUs still online. Its NMI
+    snapshot is printed, its 16 newest records equal to the ground truth, as are the panicking
+    CPU's. (Before 664da08 the printer did not wait, and CPU 1 was reported not captured.)"""
+    res = boot(finish=False, bounded=True, name="panic-stop-late", cpu="Skylake-Client", accel="tcg",
+               emulate=f"model={MODEL}", timeout=300, smp=2,
+               script=f"insmod {MODULE_KO} enable=1\ninsmod {CRASH} crash=stop_late\nsleep 60\n")
+    con = res.console
+    assert "stop_late: CPU 1 is in lbr_crash's NMI handler, sysrq-c on CPU 0" in con, tail(con)
+    # What the test is about: the kernel gave up waiting with CPU 1 still running.
+    assert "stop_late: at the panic notifiers CPU 1 is still online, its stop NMI not taken" in con, tail(con)
+    snaps = snapshots(con)
+    assert sorted((s["cpu"], s["vector"]) for s in snaps) == [(0, PANIC), (1, NMI)], \
+        [s["line"] for s in snaps] or kernel_lines(con, "lbr_dump: v2 ")
+    for s in snaps:
+        assert_equals_freeze(res.emu_events(), s["line"], s["records"], count=16)
+
+
 def test_every_cpu_stopped_in_its_loop(r):
     stop_all("stop-all")
 

@@ -59,6 +59,11 @@
  *                                     lbr_crash_stack_protector() calls __stack_chk_fail(),
  *                                     which panics (lkdtm CORRUPT_STACK does not trip it in a
  *                                     clang build of 7.3: the compiler drops its memset call)
+ *   insmod lbr_crash.ko crash=stop_late
+ *                                     (2+ CPUs) sysrq-c on CPU 0 while CPU 1 is in an NMI handler
+ *                                     of this module until the panic notifiers run (sent it
+ *                                     before the panic): its stop NMI is latched, taken only
+ *                                     after vpanic() stopped waiting for it
  *   insmod lbr_crash.ko crash=nmi_lockup
  *                                     no crash yet: play perf's hard-lockup watchdog, an NMI
  *                                     handler (registered now, so before one lbr_dump registers
@@ -232,6 +237,7 @@
 #include <linux/mman.h>
 #include <linux/module.h>
 #include <linux/objtool.h>
+#include <linux/panic_notifier.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -239,6 +245,7 @@
 #include <linux/perf_event.h>
 #include <linux/string.h>
 #include <linux/sysrq.h>
+#include <asm/apic.h>
 #include <asm/asm.h>
 #include <asm/desc.h>
 #include <asm/ibt.h>
@@ -818,6 +825,78 @@ static int lbr_crash_stop_all(void)
 		pr_info("stop_all: CPU %u spins with interrupts %s\n", c, on ? "on" : "off");
 	}
 	return 0;
+}
+
+/*
+ * crash=stop_late: CPU 1 takes the panic's stop NMI only after the kernel stopped waiting for it.
+ * CPU 1 is in an NMI handler of this module (an NMI sent to it before the panic) until the panic
+ * notifiers run: the REBOOT_VECTOR IPI finds interrupts blocked, the stop NMI is latched, and
+ * vpanic() goes on after its waits (1 s, then 10 ms). This module's panic notifier, which runs
+ * before lbr-dump's (a higher priority), says whether CPU 1 is still online and lets it go 20 ms
+ * later; its stop NMI is then taken while lbr-dump's printer waits for it.
+ */
+static atomic_t late_armed = ATOMIC_INIT(0);
+static atomic_t late_in_nmi = ATOMIC_INIT(0);
+static atomic_t late_notified = ATOMIC_INIT(0);
+
+static int lbr_crash_late_nmi(unsigned int type, struct pt_regs *regs)
+{
+	unsigned long us;
+
+	if (raw_smp_processor_id() != 1 || !atomic_xchg(&late_armed, 0))
+		return NMI_DONE;
+	atomic_set(&late_in_nmi, 1);
+	/* At most 20 s: a panic that never reaches the notifiers must not hang CPU 1 for ever. */
+	for (us = 0; !atomic_read(&late_notified) && us < 20 * USEC_PER_SEC; us += 10)
+		udelay(10);
+	mdelay(20);
+	return NMI_HANDLED;
+}
+
+static int lbr_crash_late_notify(struct notifier_block *nb, unsigned long val, void *data)
+{
+	pr_emerg("stop_late: at the panic notifiers CPU 1 is %s\n",
+		 cpu_online(1) ? "still online, its stop NMI not taken" : "offline");
+	atomic_set(&late_notified, 1);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block lbr_crash_late_nb = {
+	.notifier_call = lbr_crash_late_notify,
+	.priority = 1,	/* before lbr-dump's printer (0) */
+};
+
+static int lbr_crash_late_sysrq_c(void *unused)
+{
+	unsigned long ms;
+
+	atomic_set(&late_armed, 1);
+	__apic_send_IPI_mask(cpumask_of(1), NMI_VECTOR);
+	for (ms = 0; !atomic_read(&late_in_nmi) && ms < 5000; ms++)
+		mdelay(1);
+	if (!atomic_read(&late_in_nmi)) {
+		pr_info("stop_late: CPU 1 did not take the NMI\n");
+		return 0;
+	}
+	pr_info("stop_late: CPU 1 is in lbr_crash's NMI handler, sysrq-c on CPU %d\n",
+		raw_smp_processor_id());
+	handle_sysrq('c');
+	return 0;
+}
+
+static int lbr_crash_stop_late(void)
+{
+	struct task_struct *t;
+	int r;
+
+	if (!cpu_online(1))
+		return -ENODEV;
+	r = register_nmi_handler(NMI_LOCAL, lbr_crash_late_nmi, 0, "lbr_crash");
+	if (r)
+		return r;
+	atomic_notifier_chain_register(&panic_notifier_list, &lbr_crash_late_nb);
+	t = kthread_run_on_cpu(lbr_crash_late_sysrq_c, NULL, 0, "lbr_sysrq/%u");
+	return PTR_ERR_OR_ZERO(t);
 }
 
 /* crash=nmi_lockup */
@@ -1620,6 +1699,10 @@ static void __exit lbr_crash_exit(void)
 	lbr_crash_unwatch();
 	if (!strcmp(crash, "nmi_lockup"))
 		unregister_nmi_handler(NMI_LOCAL, "lbr_crash");
+	if (!strcmp(crash, "stop_late")) {
+		atomic_notifier_chain_unregister(&panic_notifier_list, &lbr_crash_late_nb);
+		unregister_nmi_handler(NMI_LOCAL, "lbr_crash");
+	}
 	if (!strcmp(crash, "vlbr"))
 		lbr_crash_vlbr_stop();
 	/* Still listed (lbr_dump not disarmed; unregistering empties the list head). */
@@ -1671,7 +1754,8 @@ static void __exit lbr_crash_exit(void)
 	X(vlbr, lbr_crash_vlbr, "no crash: lend CPU 1's LBR to a guest, as KVM does") \
 	X(lbr_addrs, lbr_crash_lbr_addrs, "no crash: sort the records' addresses (lbr_from=, ...)") \
 	X(write, lbr_crash_write, "no crash: write back what the stubs trust (capture_cfg=)") \
-	X(fixed_gp, lbr_crash_fixed_gp, "no crash: #GPs the kernel fixes up (rounds=, msr=)")
+	X(fixed_gp, lbr_crash_fixed_gp, "no crash: #GPs the kernel fixes up (rounds=, msr=)") \
+	X(stop_late, lbr_crash_stop_late, "sysrq-c while CPU 1 is in an NMI handler until the panic notifiers")
 
 struct lbr_crash_type {
 	const char *name;

@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
 """Stack use of a module's own code, from its disassembly (llvm-objdump -dr).
 
-A function's frame is what its prologue reserves: its pushes and its `sub $N, %rsp`. Its depth
+A function's frame is the most stack it reserves anywhere in its body: the running total of its
+pushes and `sub $N, %rsp` less its pops and `add $N, %rsp`, in the order of the disassembly
+(LLVM's shrink-wrapping puts a test and an early return before the pushes; an epilogue's pops
+before a block that still runs with the frame bring the total down, never below zero). Its depth
 is its frame, plus 8 and the deepest callee's depth for each direct call to a function of the
 same object, or a tail jump's target depth. Calls out of the object (printk, memcpy) count
 nothing: the caller states what it adds for them. `core::fmt::write`, the one way back in
@@ -22,7 +25,7 @@ def parse(disassembly: str) -> dict[str, dict]:
         m = re.match(r"^[0-9a-f]+ <(\S+)>:$", line)
         if m:
             cur = m[1]
-            f = funcs[cur] = {"frame": 0, "calls": set(), "tails": set(), "prologue": True, "last": None}
+            f = funcs[cur] = {"frame": 0, "calls": set(), "tails": set(), "rsp": 0, "last": None}
             continue
         if cur is None:
             continue
@@ -38,18 +41,17 @@ def parse(disassembly: str) -> dict[str, dict]:
             continue
         op, arg = m[1], m[2]
         f["last"] = None
-        if f["prologue"]:
-            if op.startswith("push"):
-                f["frame"] += 8
-                continue
-            s = re.match(r"\$0x([0-9a-f]+), %rsp", arg)
-            if op.startswith("sub") and s:
-                f["frame"] += int(s[1], 16)
-                f["prologue"] = False
-                continue
-            if op.startswith(("endbr64", "nop", "mov", "and", "lea", "xor")):
-                continue
-            f["prologue"] = False
+        # Immediates in hex (LLVM 19) or decimal (older objdumps).
+        imm = re.match(r"\$(0x[0-9a-f]+|\d+), %rsp(?:\s|$)", arg)
+        if op.startswith("push"):
+            f["rsp"] += 8
+        elif op.startswith("pop"):
+            f["rsp"] = max(0, f["rsp"] - 8)
+        elif imm and op.startswith("sub"):
+            f["rsp"] += int(imm[1], 0)
+        elif imm and op.startswith("add"):
+            f["rsp"] = max(0, f["rsp"] - int(imm[1], 0))
+        f["frame"] = max(f["frame"], f["rsp"])
         if op.startswith(("call", "jmp")):
             kind = "call" if op.startswith("call") else "jmp"
             f["last"] = kind

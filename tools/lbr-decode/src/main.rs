@@ -109,6 +109,7 @@ fn run(cli: &Cli) -> Result<Outcome> {
     let symbolizer = calibrated_symbolizer(cli, &inputs, &mut warnings)?;
     let mut out = Output::build(&inputs.snapshots, &symbolizer, warnings);
     out.kept = inputs.kept;
+    out.dump_read = !inputs.areas.is_empty();
     print_output(cli, &inputs.logs, &out)?;
     if cli.format != Format::Json {
         print_warnings(&out.warnings);

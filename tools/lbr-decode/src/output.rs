@@ -30,7 +30,8 @@ pub const VERSION: u32 = 1;
 /// Fields added within [`VERSION`] (1: [`SnapshotOut::kind`]; 2: frames' `function_source`,
 /// [`RecordOut::group`] and [`SnapshotOut::groups`]; 3: [`RecordOut::straight_line`] and
 /// [`SnapshotOut::straight_line`]; 4: [`SnapshotOut::last_exception`]; 5:
-/// [`SnapshotOut::filter`]; 6: [`SnapshotOut::bts`]).
+/// [`SnapshotOut::filter`]; 6: [`SnapshotOut::bts`]; 7: [`GroupOut::return_thunk`]; 8:
+/// [`Output::kept`]).
 pub const MINOR_VERSION: u32 = 8;
 
 /// One branch record, both ends symbolized.
@@ -67,7 +68,7 @@ pub struct RecordOut {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<u32>,
     /// The straight-line check ([`crate::straight`]) of the path from the next (older)
-    /// record's `to` to this record's `from`; absent on the oldest record (schema 1.7).
+    /// record's `to` to this record's `from`; absent on the oldest record (schema 1.3).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub straight_line: Option<StraightOut>,
 }
@@ -142,7 +143,8 @@ pub struct GroupOut {
     /// The thunk (`its_return_thunk`, `__x86_indirect_thunk_r11`, ...).
     pub thunk: String,
     /// The return thunk an indirect thunk returned through (`its_return_thunk`), when it did:
-    /// GCC kernels' retpolines (schema 1.7).
+    /// retpolines of kernels whose `RET` is a return thunk's jump, such as Debian's 7.3 (schema
+    /// 1.7).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub return_thunk: Option<String>,
     /// The records' indices, newest first: the branch goes from the last one's `from` to the
@@ -199,7 +201,7 @@ pub struct SnapshotOut {
     pub records: Vec<RecordOut>,
     /// The records that are one branch through a mitigation thunk (schema 1.2).
     pub groups: Vec<GroupOut>,
-    /// The straight-line check over the snapshot's record pairs (schema 1.7).
+    /// The straight-line check over the snapshot's record pairs (schema 1.3).
     pub straight_line: StraightSummary,
     /// The last exception record, where the recorder has one and it held a branch (schema 1.4).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -348,6 +350,10 @@ pub struct Output {
     /// What the logs say lbr-dump kept in memory without printing it (schema 1.8): their
     /// `kept:` lines, in input order.
     pub kept: Vec<KeptOut>,
+    /// Whether a memory dump was among the inputs: then what the `kept:` lines name was read
+    /// from it (its snapshots are among [`Output::snapshots`]).
+    #[serde(skip)]
+    pub dump_read: bool,
     /// Problems with the inputs and ELF files, for the user.
     pub warnings: Vec<String>,
 }
@@ -372,6 +378,7 @@ impl Output {
             kaslr_offset,
             snapshots,
             kept: Vec::new(),
+            dump_read: false,
             warnings,
         };
         out.strip_common_source_dir();

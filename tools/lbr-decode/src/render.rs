@@ -102,7 +102,15 @@ fn write_kept(w: &mut impl Write, out: &Output) -> Result<()> {
     if out.kept.is_empty() {
         return Ok(());
     }
-    writeln!(w, "not in the log, kept in lbr-dump's area in memory:")?;
+    if out.dump_read {
+        // The dump holds the area: what these lines name was decoded from it, above.
+        writeln!(
+            w,
+            "not in the log, kept in lbr-dump's area in memory (read from the dump, above):"
+        )?;
+    } else {
+        writeln!(w, "not in the log, kept in lbr-dump's area in memory:")?;
+    }
     for k in &out.kept {
         writeln!(w, "  {}:{}: cpu {}: {}", k.source, k.line, k.cpu, k.text)?;
     }
@@ -669,7 +677,42 @@ fn is_record_line(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::KeptOut;
     use crate::symbolize::Symbolizer;
+
+    /// The `kept:` list says where what it names was read when a memory dump was among the
+    /// inputs (its snapshots are then decoded above the list), and only then.
+    #[test]
+    fn kept_list_says_a_dump_was_read() {
+        let sym = Symbolizer::load(None, &[], &mut Vec::new()).unwrap();
+        let mut out = Output::build(&[], &sym, Vec::new());
+        out.kept.push(KeptOut {
+            source: "console.log".to_string(),
+            line: 5,
+            cpu: 1,
+            text: "seq=2 vector=248 (REBOOT_VECTOR)".to_string(),
+        });
+        for (dump, head) in [
+            (
+                false,
+                "not in the log, kept in lbr-dump's area in memory:\n",
+            ),
+            (
+                true,
+                "not in the log, kept in lbr-dump's area in memory (read from the dump, above):\n",
+            ),
+        ] {
+            out.dump_read = dump;
+            let mut w = Vec::new();
+            write_kept(&mut w, &out).unwrap();
+            let got = String::from_utf8(w).unwrap();
+            assert!(got.starts_with(head), "{got}");
+            assert!(
+                got.contains("  console.log:5: cpu 1: seq=2 vector=248"),
+                "{got}"
+            );
+        }
+    }
 
     /// `--format annotate` annotates a BTS record line in place like a record line (the source
     /// locations here set by hand: no ELF files in this test).

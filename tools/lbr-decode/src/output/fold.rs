@@ -85,8 +85,9 @@ pub struct Group {
     /// The thunk, by its own name (`__x86_indirect_thunk_r11`, without the `__pi_` prefix).
     pub thunk: String,
     /// The return thunk an indirect thunk's own return went through, when it did: a retpoline
-    /// built with return thunks (GCC kernels with ITS or retbleed mitigations, Debian's 7.3)
-    /// ends in `jmp its_return_thunk`, whose `ret` lands on the branch's target.
+    /// whose `RET` is a return thunk's jump (CONFIG_MITIGATION_RETHUNK; which thunk, and
+    /// whether the jump stays, the kernel decides at boot: Debian's 7.3 on the emulated
+    /// Skylake) ends in `jmp its_return_thunk`, whose `ret` lands on the branch's target.
     pub ret: Option<String>,
     /// Where its records are in the snapshot's record list (newest first, as there): the
     /// branch goes from the source of the record at `end - 1` to the target of the one at

@@ -153,15 +153,19 @@ def test_bochs_arming_points_every_cpu_at_lbr_dumps_page_and_back(r):
     while armed gets it again (its bring-up wrote the kernel's); disarmed and after unload,
     every CPU holds exactly the value the kernel wrote. Meanwhile user-mode faults, a
     single-step, #DE/#UD/#GP/#SS in user mode, kernel-mode user-access faults, system calls and
-    interrupts all run, and nothing is captured. (The test's own lines go through /dev/kmsg: on
-    Bochs's console, shell output and kernel lines interleave.)"""
+    interrupts (each CPU's timer, and IPIs, counted in /proc/interrupts) all run, and nothing is
+    captured. (The test's own lines go through /dev/kmsg: on Bochs's console, shell output and
+    kernel lines interleave.)"""
     vm = boot(bochs=True, name="fred-arm", smp=2, timeout=400, script=f"""
+irqs() {{ grep -E '^ *(LOC|RES|CAL|TLB):' /proc/interrupts | while read n a b rest; do echo "fred-test: irq $1 $n $a $b" >/dev/kmsg; done; }}
 echo fred-test: before >/dev/kmsg; {SHOW}{ARM}
 echo fred-test: armed >/dev/kmsg; {SHOW}
+irqs armed
 lbr-faults; echo fred-test: faults=$? >/dev/kmsg
 lbr-singlestep || echo fred-test: singlestep=$? >/dev/kmsg
 for t in d u g s; do lbr-trap $t || true; done
 i=0; while [ $i -lt 200 ]; do i=$((i+1)); cat /proc/self/stat >/dev/null; done
+irqs done
 echo fred-test: captures=$(cat {SYSFS}/captures) >/dev/kmsg
 echo 0 > /sys/devices/system/cpu/cpu1/online
 echo 1 > /sys/devices/system/cpu/cpu1/online
@@ -192,6 +196,13 @@ echo fred-test: unloaded >/dev/kmsg; {SHOW}
     for sig in ("divide error", "invalid opcode", "general protection", "stack segment"):
         assert re.search(rf"traps: lbr-trap\[\d+\] trap {sig}|traps: lbr-trap\[\d+\] {sig}", con), (sig, tail(con))
     assert "fred-test: captures=0" in con, tail(con)
+    # The interrupts ran while armed: both CPUs' timers, and IPIs between them.
+    irq = {(when, name): (int(a), int(b)) for when, name, a, b in
+           re.findall(r"fred-test: irq (armed|done) (\w+): (\d+) (\d+)", con)}
+    assert ("armed", "LOC") in irq and ("done", "LOC") in irq, tail(con)
+    assert all(d > a for a, d in zip(irq["armed", "LOC"], irq["done", "LOC"])), irq
+    ipis = {when: sum(sum(v) for (w, n), v in irq.items() if w == when and n != "LOC") for when in ("armed", "done")}
+    assert ipis["done"] > ipis["armed"], irq
     assert not snapshot_heads(con), snapshot_heads(con)
     # (The user-mode traps print "general protection fault", which assert_clean flags.)
     bad = [l for l in con.splitlines() if re.search(r"Oops:|BUG:|Kernel panic|WARNING: CPU:|Call Trace", l)]
@@ -229,6 +240,17 @@ def test_bochs_lkdtm_exception_is_captured_with_its_vector_and_rip(r):
     oops = re.search(r"Oops: (general protection fault|.*page fault|.*)", con)[1]
     vector = 13 if "general protection" in oops else 14
     assert head["vector"] == str(vector), (head, oops)
+    if vector == 14:
+        # The oops's error code and faulting address (FRED's event data, CR2 with the IDT).
+        code = re.search(r"#PF: error_code\(0x([0-9a-f]+)\)", con)
+        where = re.search(r"BUG: kernel NULL pointer dereference, address: ([0-9a-f]+)", con)
+        assert code and where, tail(con)
+        assert int(head["error"], 16) == int(code[1], 16), (head, code[0])
+        assert int(head["cr2"], 16) == int(where[1], 16) == 0, (head, where[0])
+    else:
+        code = re.search(r"Oops: general protection fault.*?: ([0-9a-f]{4}) \[#1\]", con)
+        assert code, tail(con)
+        assert int(head["error"], 16) == int(code[1], 16), (head, code[0])
     assert head["state"] == "was-off" and head["records"] == "0", head
 
 
@@ -440,6 +462,45 @@ echo fred-test: armed >/dev/kmsg; {SHOW}
     assert_clean(con)
 
 
+def test_bochs_arming_is_refused_where_another_page_takes_fred_entry(r):
+    """Another owner of FRED's entry (lbr_crash crash=fred_other: every CPU's IA32_FRED_CONFIG
+    points at that module's page, which jumps on to the kernel's entry points, as lbr-dump's
+    does): arming fails with the reason (the entry page is not the kernel's
+    asm_fred_entrypoint_user) and writes no CPU's IA32_FRED_CONFIG, which the other owner finds
+    still its own when it goes; then lbr-dump arms."""
+    vm = boot(bochs=True, name="fred-other", smp=2, timeout=400, script=f"""
+echo fred-test: before >/dev/kmsg; {SHOW}
+insmod {CRASH} crash=fred_other
+echo fred-test: other >/dev/kmsg
+{INSMOD.format(args="force=1 enable=1")}
+echo fred-test: refused >/dev/kmsg
+rmmod lbr_crash
+echo fred-test: other-gone >/dev/kmsg; {SHOW}
+{INSMOD.format(args="force=1 enable=1")}
+echo fred-test: armed >/dev/kmsg; {SHOW}
+""")
+    con = vm.console
+    before = pages(con, "fred-test: before")
+    assert sorted(before) == [0, 1] and before[0] == before[1], before
+    kernel = before[0][0]
+    moves = re.findall(r"lbr_crash: fred_other: cpu=(\d) config=(0x[0-9a-f]+) -> (0x[0-9a-f]+)", con)
+    taken = {int(c): int(to, 16) for c, frm, to in moves if int(frm, 16) == kernel}
+    given = {int(c): int(frm, 16) for c, frm, to in moves if int(to, 16) == kernel}
+    assert sorted(taken) == [0, 1] and all(v & 0xfff == kernel & 0xfff and v != kernel for v in taken.values()), moves
+    # lbr-dump refused, and left every CPU as the other owner had it.
+    assert given == taken, (taken, given)
+    part = con[con.index("fred-test: other"):con.index("fred-test: refused")]
+    lines = kernel_lines(part, "lbr_dump: ")
+    assert any("refusing to arm: FRED: IA32_FRED_CONFIG does not point at the kernel's entry page "
+               "(asm_fred_entrypoint_user)" in l for l in lines), lines
+    assert "fred-test: insmod failed" in part, tail(con)
+    assert pages(con, "fred-test: other-gone") == before, pages(con, "fred-test: other-gone")
+    armed = pages(con, "fred-test: armed")
+    assert sorted(armed) == [0, 1] and all(p == "lbr_dump_fred_user [lbr_dump]" for _, p in armed.values()), armed
+    assert "fred-test: insmod failed" not in con[con.index("fred-test: refused"):], tail(con)
+    assert_clean(con)
+
+
 def test_bochs_suspend_and_resume_keep_every_cpu_at_lbr_dumps_page(r):
     """Suspend to RAM while armed, on 2 CPUs. Bochs's ACPI enters S3 by resetting the machine,
     and its BIOS goes to the kernel's wake-up vector: the boot CPU comes back from a reset, its
@@ -485,9 +546,10 @@ def test_bochs_faulting_returns_and_segment_loads_of_a_user_are_not_captured(r):
     faults (a bad SS, a not-present CS or SS, a bad CS: #GP, #NP, #SS in kernel mode at the
     ERETU, which the kernel hands back as signals), an XRSTOR of a bad signal frame with AC set,
     a DS reload (MOV to DS) and a GS reload at a context switch (LKGS) fixed up by loading 0
-    (lbr-iretfault, as uid 65534), and the thousands of user-mode page faults of it and of a shell
-    loop (cminflt, field 11 of the shell's /proc/PID/stat: its waited-for children's): none is
-    captured, and the next crash is the next capture."""
+    (lbr-iretfault, as uid 65534), the thousands of user-mode page faults of it and of a shell
+    loop (cminflt, field 11 of the shell's /proc/PID/stat: its waited-for children's), and 1000
+    user single-steps (lbr-singlestep, each a #DB in user mode, then SIGTRAP): none is captured,
+    and the next crash is the next capture."""
     iretfault_run("fred-iretfault", fred=True)
 
 
@@ -508,6 +570,8 @@ echo "fred-test: cpuflags $(grep -m1 '^flags' /proc/cpuinfo | tr ' \\t' '\\n\\n'
 f0=$(cut -d' ' -f11 /proc/$$/stat)
 lbr-iretfault > /tmp/out; echo "fred-test: exit=$? $(cat /tmp/out)" >/dev/kmsg
 i=0; while [ $i -lt 100 ]; do i=$((i+1)); cat /proc/self/stat >/dev/null; done
+i=0; n=0; while [ $i -lt 1000 ]; do i=$((i+1)); s=0; lbr-singlestep || s=$?; if [ $s = 133 ]; then n=$((n+1)); fi; done 2>/dev/null
+echo fred-test: single-steps=$n >/dev/kmsg
 f1=$(cut -d' ' -f11 /proc/$$/stat)
 echo fred-test: captures-after=$(cat {SYSFS}/captures) minflt=$((f1-f0)) >/dev/kmsg
 insmod {CRASH} crash=gp
@@ -523,6 +587,8 @@ insmod {CRASH} crash=gp
     after = re.search(r"fred-test: captures-after=(\d+) minflt=(\d+)", con)
     assert after and int(after[1]) == armed, (armed, after and after[0])
     assert int(after[2]) > 5000, f"only {after[2]} user page faults"
+    # 1000 user single-steps, each a #DB in user mode that ended its process with SIGTRAP.
+    assert "fred-test: single-steps=1000" in con, re.findall(r"fred-test: single-steps=\d+", con) or tail(con)
     heads = [dict(re.findall(r"(\w+)=(\S+)", h)) for h in snapshot_heads(con)]
     assert len(heads) == 1 and heads[0]["vector"] == "13", heads or tail(con)
     assert int(heads[0]["seq"]) == armed + 1, heads

@@ -59,6 +59,11 @@
  *                                     lbr_crash_stack_protector() calls __stack_chk_fail(),
  *                                     which panics (lkdtm CORRUPT_STACK does not trip it in a
  *                                     clang build of 7.3: the compiler drops its memset call)
+ *   insmod lbr_crash.ko crash=fred_other
+ *                                     no crash: another owner of FRED's entry: every CPU's
+ *                                     IA32_FRED_CONFIG points at a page of this module that jumps
+ *                                     on to the kernel's entry points; rmmod puts the kernel's
+ *                                     value back
  *   insmod lbr_crash.ko crash=stop_late
  *                                     (2+ CPUs) sysrq-c on CPU 0 while CPU 1 is in an NMI handler
  *                                     of this module until the panic notifiers run (sent it
@@ -240,6 +245,7 @@
 #include <linux/panic_notifier.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/static_call.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
 #include <linux/perf_event.h>
@@ -1008,6 +1014,98 @@ static int lbr_crash_fred_set(void)
 	return ret;
 }
 
+/*
+ * crash=fred_other: another owner of FRED's entry, as a tool that hooks it as lbr-dump does:
+ * every CPU's IA32_FRED_CONFIG points at this module's entry page (its low bits kept), whose +0
+ * and +256 jump on to the kernel's entry points (through static calls set to them, as lbr-dump's
+ * page in a module: those entry points have no ENDBR, only a direct jump may reach them). rmmod
+ * writes the kernel's value back where this module's is still in place.
+ */
+#ifdef CONFIG_X86_FRED
+void lbr_crash_fred_none(void);	/* the static calls' type only */
+DEFINE_STATIC_CALL_NULL(lbr_crash_fred_user, lbr_crash_fred_none);
+DEFINE_STATIC_CALL_NULL(lbr_crash_fred_kernel, lbr_crash_fred_none);
+
+void lbr_crash_fred_page(void);
+asm(".pushsection .text, \"ax\"\n"
+    ".balign 4096\n"
+    ".type lbr_crash_fred_page, @function\n"
+    "lbr_crash_fred_page:\n"
+    "	jmp __SCT__lbr_crash_fred_user\n"
+    "	.org lbr_crash_fred_page + 256, 0xcc\n"
+    "	jmp __SCT__lbr_crash_fred_kernel\n"
+    ".size lbr_crash_fred_page, . - lbr_crash_fred_page\n"
+    ".popsection\n");
+STACK_FRAME_NON_STANDARD(lbr_crash_fred_page);
+ANNOTATE_NOENDBR_SYM(lbr_crash_fred_page);
+
+static u64 fred_kernel_config;
+static bool fred_other_armed;
+
+static void lbr_crash_fred_other_here(void *ret)
+{
+	u64 config, ours;
+
+	if (rdmsrq_safe(MSR_IA32_FRED_CONFIG, &config) || config != fred_kernel_config) {
+		*(int *)ret = -EBUSY;
+		return;
+	}
+	ours = (unsigned long)lbr_crash_fred_page | (config & 0xfffULL);
+	wrmsrq(MSR_IA32_FRED_CONFIG, ours);
+	pr_info("fred_other: cpu=%d config=%#llx -> %#llx\n", smp_processor_id(), config, ours);
+}
+
+static void lbr_crash_fred_other_back_here(void *unused)
+{
+	u64 config;
+
+	if (!rdmsrq_safe(MSR_IA32_FRED_CONFIG, &config) &&
+	    (config & ~0xfffULL) == (unsigned long)lbr_crash_fred_page) {
+		wrmsrq(MSR_IA32_FRED_CONFIG, fred_kernel_config);
+		pr_info("fred_other: cpu=%d config=%#llx -> %#llx\n", smp_processor_id(), config,
+			fred_kernel_config);
+	}
+}
+
+static int lbr_crash_fred_other(void)
+{
+	unsigned long page;
+	int c, ret = 0;
+
+	if (!cpu_feature_enabled(X86_FEATURE_FRED) || rdmsrq_safe(MSR_IA32_FRED_CONFIG, &fred_kernel_config))
+		return -ENODEV;
+	page = fred_kernel_config & ~0xfffUL;
+	static_call_update(lbr_crash_fred_user, (void (*)(void))page);
+	static_call_update(lbr_crash_fred_kernel, (void (*)(void))(page + 256));
+	fred_other_armed = true;
+	for_each_online_cpu(c) {
+		smp_call_function_single(c, lbr_crash_fred_other_here, &ret, 1);
+		if (ret)
+			break;
+	}
+	if (ret) {
+		on_each_cpu(lbr_crash_fred_other_back_here, NULL, 1);
+		fred_other_armed = false;
+	}
+	return ret;
+}
+
+static void lbr_crash_fred_other_stop(void)
+{
+	if (fred_other_armed)
+		on_each_cpu(lbr_crash_fred_other_back_here, NULL, 1);
+}
+#else
+static int lbr_crash_fred_other(void)
+{
+	return -ENODEV;
+}
+
+static void lbr_crash_fred_other_stop(void)
+{
+}
+#endif
+
 /* crash=msrs, ds_owner, ds_take */
 static void lbr_crash_msrs_here(void *unused)
 {
@@ -1699,6 +1797,8 @@ static void __exit lbr_crash_exit(void)
 	lbr_crash_unwatch();
 	if (!strcmp(crash, "nmi_lockup"))
 		unregister_nmi_handler(NMI_LOCAL, "lbr_crash");
+	if (!strcmp(crash, "fred_other"))
+		lbr_crash_fred_other_stop();
 	if (!strcmp(crash, "stop_late")) {
 		atomic_notifier_chain_unregister(&panic_notifier_list, &lbr_crash_late_nb);
 		unregister_nmi_handler(NMI_LOCAL, "lbr_crash");
@@ -1755,7 +1855,8 @@ static void __exit lbr_crash_exit(void)
 	X(lbr_addrs, lbr_crash_lbr_addrs, "no crash: sort the records' addresses (lbr_from=, ...)") \
 	X(write, lbr_crash_write, "no crash: write back what the stubs trust (capture_cfg=)") \
 	X(fixed_gp, lbr_crash_fixed_gp, "no crash: #GPs the kernel fixes up (rounds=, msr=)") \
-	X(stop_late, lbr_crash_stop_late, "sysrq-c while CPU 1 is in an NMI handler until the panic notifiers")
+	X(stop_late, lbr_crash_stop_late, "sysrq-c while CPU 1 is in an NMI handler until the panic notifiers") \
+	X(fred_other, lbr_crash_fred_other, "no crash: every CPU's FRED entry through a page of ours")
 
 struct lbr_crash_type {
 	const char *name;

@@ -781,12 +781,23 @@ static noinline int lbr_crash_spin_on(void *unused)
 	return 0;
 }
 
+/* Set by the sysrq thread just before it panics: the interrupts-off spinners turn them off. */
+static atomic_t spin_go = ATOMIC_INIT(0);
+
 static noinline int lbr_crash_spin_off(void *unused)
 {
 	unsigned long *n = &spin_count[raw_smp_processor_id()];
 
-	local_irq_disable();
+	preempt_disable();
 	atomic_inc(&spinning);
+	/*
+	 * Interrupts stay on until the sysrq thread is about to panic: a CPU spinning with them off
+	 * hangs any CPU that waits for it in a cross-call (a TLB flush after the module's init text
+	 * is freed, seen on a loaded host), and the panic never comes.
+	 */
+	while (!atomic_read(&spin_go))
+		lbr_crash_spin_step(n);
+	local_irq_disable();
 	for (;;)
 		lbr_crash_spin_step(n);
 	return 0;
@@ -796,7 +807,10 @@ static int lbr_crash_sysrq_c(void *unused)
 {
 	while (atomic_read(&spinning) < num_online_cpus() - 1)
 		msleep(1);	/* CPU 0 stays free for the threads still to be created */
-	mdelay(20);	/* every loop has filled its recorder */
+	/* Nothing else runs on CPU 0 from here: no cross-call of its waits for the spinners. */
+	preempt_disable();
+	atomic_set(&spin_go, 1);
+	mdelay(20);	/* every loop has filled its recorder, interrupts off where asked */
 	pr_info("stop_all: %d CPUs spinning, sysrq-c on CPU %d\n", atomic_read(&spinning),
 		raw_smp_processor_id());
 	handle_sysrq('c');

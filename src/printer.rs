@@ -383,9 +383,14 @@ fn print_stopped(a: &Armed, cpu: usize) -> bool {
 #[inline(never)]
 fn print_kept_total(panic_cpu: usize, kept: usize) {
     let mut l = LineBuf::new();
+    let (s, cpus, are, them) = if kept == 1 {
+        ("", "CPU", "is", "it")
+    } else {
+        ("s", "CPUs", "are", "them")
+    };
     let _ = write!(
         l,
-        "v2 cpu={panic_cpu} kept: the {kept} other CPUs' snapshots above are not printed, only kept in memory (a kdump vmcore holds them: lbr-decode; print_all=1 prints them)"
+        "v2 cpu={panic_cpu} kept: the snapshot{s} of the {kept} other {cpus} above {are} not printed, only kept in memory (a kdump vmcore holds {them}: lbr-decode; print_all=1 prints {them})"
     );
     print_raw(&mut l);
 }

@@ -238,7 +238,7 @@ def test_default_output_prints_the_cpu_the_nmi_stopped(r):
     kept = re.findall(r"lbr_dump: v2 cpu=1 kept: seq=\d+ vector=248 \(REBOOT_VECTOR\) rip=0x[0-9a-f]+ "
                       r"records=32 state=complete \| at=\S+", con)
     assert len(kept) == 1, kernel_lines(con, "lbr_dump: v2 ")
-    assert "lbr_dump: v2 cpu=0 kept: the 1 other CPUs' snapshots above are not printed" in con, tail(con)
+    assert "lbr_dump: v2 cpu=0 kept: the snapshot of the 1 other CPU above is not printed" in con, tail(con)
 
 
 def test_a_stop_nmi_taken_after_vpanics_waits_is_printed(r):

@@ -17,7 +17,7 @@ const LOG: &str = "\
 [    9.000102] lbr_dump: end cpu=0 seq=3
 [    9.000103] lbr_dump: v2 cpu=0 kept: seq=3 records #1-#31 are not printed, only kept in memory (a kdump vmcore holds them: lbr-decode; print_records=0 prints them)
 [    9.000104] lbr_dump: v2 cpu=1 kept: seq=2 vector=248 (REBOOT_VECTOR) rip=0xffffffff81000100 records=32 state=complete | at=default_idle+0x10/0x20
-[    9.000105] lbr_dump: v2 cpu=0 kept: the 1 other CPUs' snapshots above are not printed, only kept in memory (a kdump vmcore holds them: lbr-decode; print_all=1 prints them)
+[    9.000105] lbr_dump: v2 cpu=0 kept: the snapshot of the 1 other CPU above is not printed, only kept in memory (a kdump vmcore holds it: lbr-decode; print_all=1 prints it)
 ";
 
 fn decode(args: &[&str]) -> String {
@@ -74,7 +74,7 @@ fn kept_lines_are_listed_after_the_snapshots() {
         assert!(
             list.contains("panic.log:5: cpu 0: seq=3 records #1-#31 are not printed")
                 && list.contains("panic.log:6: cpu 1: seq=2 vector=248 (REBOOT_VECTOR)")
-                && list.contains("panic.log:7: cpu 0: the 1 other CPUs'"),
+                && list.contains("panic.log:7: cpu 0: the snapshot of the 1 other CPU above"),
             "{format}:\n{text}"
         );
         // After the snapshot, not instead of it.

@@ -43,9 +43,12 @@ exec 8>"$CACHE/kernel-$VARIANT.lock"
 flock 8
 
 # The source tree is unpacked and overlaid under the module variant's lock (scripts/debian.sh
-# unpacks it under the same lock): the module variant's build, which holds that lock, never sees
-# the overlay change under it. (The nocet variant's build may: its configuration reads
-# drivers/lbr_dump/Kconfig, which scripts/overlay.sh replaces by a rename, never in place.)
+# unpacks it under the same lock). The two variants that read the overlay hold that lock through
+# their builds: the module variant's, whose lock it is, and the built-in variant's, which builds
+# it, so that no run of another checkout sharing the cache rewrites it under them. (The nocet
+# variant's build may see it change: its configuration reads drivers/lbr_dump/Kconfig, which
+# scripts/overlay.sh replaces by a rename, never in place.) Locks are taken in one order, the
+# variant's own and then the module variant's.
 source_tree() {
 	if [ ! -e "$SRC/.complete" ]; then
 		log "unpacking linux-source $KVER"
@@ -54,8 +57,9 @@ source_tree() {
 		mv "$SRC/linux-source-7.3" "$KSRC"
 		touch "$SRC/.complete"
 	fi
-	# (Until 2026-11 the built-in variant had a hard-linked copy of its own.)
-	rm -rf "$SRC/linux-builtin" "$SRC/.builtin-complete"
+	# Until 2026-11 the built-in variant built a hard-linked copy of its own, under its own lock
+	# (which this variant holds).
+	[ "$VARIANT" != builtin ] || rm -rf "$SRC/linux-builtin" "$SRC/.builtin-complete"
 	[ "$VARIANT" = nocet ] || "$REPO/scripts/overlay.sh" "$KSRC"
 }
 if [ "$VARIANT" = module ]; then
@@ -64,7 +68,7 @@ else
 	exec 9>"$CACHE/kernel-module.lock"
 	flock 9
 	source_tree
-	exec 9>&-
+	[ "$VARIANT" = builtin ] || exec 9>&-
 fi
 
 kmake() { in_root make -C "$KSRC" O="$OUT" LLVM=1 ARCH=x86_64 "$@"; }
@@ -93,17 +97,19 @@ if [ ! -e "$OUT/.config-complete" ]; then
 	# the variant's lock (above) keeps any other build out of it while it is copied.
 	from=$(seed)
 	if [ -z "$from" ] && [ "$VARIANT" = builtin ]; then
-		# No built-in build of this tree yet: the module variant's, brought up to date first and
-		# copied under its lock, so that no build of it runs during the copy.
+		# No built-in build of this tree yet: the module variant's, brought up to date first (the
+		# module lock let go meanwhile: that run takes it), then copied under the module lock, so
+		# that no build of it runs during the copy; this checkout's overlay put back after it.
+		exec 9>&-
 		from=$("$REPO/scripts/kernel.sh" module | tail -n 1)
 		exec 9>"$CACHE/kernel-module.lock"
 		flock 9
+		"$REPO/scripts/overlay.sh" "$KSRC"
 	fi
 	if [ -n "$from" ]; then
 		log "configuring $VARIANT kernel in $OUT, starting from a copy of $from"
 		rm -rf "$OUT.tmp"
 		cp -a --reflink=auto "$from" "$OUT.tmp"
-		exec 9>&-
 		rm -f "$OUT.tmp/.config-complete" "$OUT.tmp/.last-used"
 		echo "$from" >"$OUT.tmp/.seeded-from"
 		mv "$OUT.tmp" "$OUT"

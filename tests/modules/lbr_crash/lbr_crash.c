@@ -231,6 +231,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
+#include <linux/cpu.h>
 #include <linux/cpumask.h>
 #include <linux/delay.h>
 #include <linux/ftrace.h>
@@ -781,8 +782,13 @@ static noinline int lbr_crash_spin_on(void *unused)
 	return 0;
 }
 
-/* Set by the sysrq thread just before it panics: the interrupts-off spinners turn them off. */
+/*
+ * Set by the sysrq thread just before it panics: the interrupts-off spinners turn them off, and
+ * count themselves in spinning_off once they have.
+ */
 static atomic_t spin_go = ATOMIC_INIT(0);
+static atomic_t spin_off_wanted = ATOMIC_INIT(0);
+static atomic_t spinning_off = ATOMIC_INIT(0);
 
 static noinline int lbr_crash_spin_off(void *unused)
 {
@@ -798,6 +804,7 @@ static noinline int lbr_crash_spin_off(void *unused)
 	while (!atomic_read(&spin_go))
 		lbr_crash_spin_step(n);
 	local_irq_disable();
+	atomic_inc(&spinning_off);
 	for (;;)
 		lbr_crash_spin_step(n);
 	return 0;
@@ -805,11 +812,16 @@ static noinline int lbr_crash_spin_off(void *unused)
 
 static int lbr_crash_sysrq_c(void *unused)
 {
+	unsigned long ms;
+
 	while (atomic_read(&spinning) < num_online_cpus() - 1)
 		msleep(1);	/* CPU 0 stays free for the threads still to be created */
 	/* Nothing else runs on CPU 0 from here: no cross-call of its waits for the spinners. */
 	preempt_disable();
 	atomic_set(&spin_go, 1);
+	/* Every interrupts-off spinner has turned them off (a vCPU may be slow to run: 5 s at most). */
+	for (ms = 0; atomic_read(&spinning_off) < atomic_read(&spin_off_wanted) && ms < 5000; ms++)
+		mdelay(1);
 	mdelay(20);	/* every loop has filled its recorder, interrupts off where asked */
 	pr_info("stop_all: %d CPUs spinning, sysrq-c on CPU %d\n", atomic_read(&spinning),
 		raw_smp_processor_id());
@@ -838,6 +850,8 @@ static int lbr_crash_stop_all(void)
 			continue;
 		bool on = c % 2 && !irqs_off;
 
+		if (!on)
+			atomic_inc(&spin_off_wanted);
 		t = kthread_run_on_cpu(on ? lbr_crash_spin_on : lbr_crash_spin_off, NULL, c,
 				       "lbr_spin/%u");
 		if (IS_ERR(t))
@@ -895,6 +909,7 @@ static int lbr_crash_late_sysrq_c(void *unused)
 	for (ms = 0; !atomic_read(&late_in_nmi) && ms < 5000; ms++)
 		mdelay(1);
 	if (!atomic_read(&late_in_nmi)) {
+		atomic_set(&late_armed, 0);	/* no later NMI of CPU 1 is held for it */
 		pr_info("stop_late: CPU 1 did not take the NMI\n");
 		return 0;
 	}
@@ -916,7 +931,12 @@ static int lbr_crash_stop_late(void)
 		return r;
 	atomic_notifier_chain_register(&panic_notifier_list, &lbr_crash_late_nb);
 	t = kthread_run_on_cpu(lbr_crash_late_sysrq_c, NULL, 0, "lbr_sysrq/%u");
-	return PTR_ERR_OR_ZERO(t);
+	if (IS_ERR(t)) {
+		atomic_notifier_chain_unregister(&panic_notifier_list, &lbr_crash_late_nb);
+		unregister_nmi_handler(NMI_LOCAL, "lbr_crash");
+		return PTR_ERR(t);
+	}
+	return 0;
 }
 
 /* crash=nmi_lockup */
@@ -1092,6 +1112,7 @@ static int lbr_crash_fred_other(void)
 	static_call_update(lbr_crash_fred_user, (void (*)(void))page);
 	static_call_update(lbr_crash_fred_kernel, (void (*)(void))(page + 256));
 	fred_other_armed = true;
+	cpus_read_lock();	/* every CPU online now, and no other */
 	for_each_online_cpu(c) {
 		smp_call_function_single(c, lbr_crash_fred_other_here, &ret, 1);
 		if (ret)
@@ -1101,6 +1122,7 @@ static int lbr_crash_fred_other(void)
 		on_each_cpu(lbr_crash_fred_other_back_here, NULL, 1);
 		fred_other_armed = false;
 	}
+	cpus_read_unlock();
 	return ret;
 }
 

@@ -347,6 +347,17 @@ static noinline int lbr_crash_jump(void)
 	return fn();
 }
 
+/*
+ * A jmp whose target is the next instruction (e9 00000000, as Linux's early_xen_iret_patch in
+ * entry_64.S, run on every return to kernel mode by a CONFIG_XEN_PV kernel not on Xen), then
+ * the #GP of crash=gp. The jmp is taken, and the hardware records it like any other.
+ */
+static noinline int lbr_crash_jmp_next(void)
+{
+	asm volatile(".byte 0xe9\n\t.long 0");
+	return lbr_crash_gp();
+}
+
 static noinline int lbr_crash_select(void)
 {
 	u64 select;
@@ -1892,7 +1903,8 @@ static void __exit lbr_crash_exit(void)
 	X(write, lbr_crash_write, "no crash: write back what the stubs trust (capture_cfg=)") \
 	X(fixed_gp, lbr_crash_fixed_gp, "no crash: #GPs the kernel fixes up (rounds=, msr=)") \
 	X(stop_late, lbr_crash_stop_late, "sysrq-c while CPU 1 is in an NMI handler until the panic notifiers") \
-	X(fred_other, lbr_crash_fred_other, "no crash: every CPU's FRED entry through a page of ours")
+	X(fred_other, lbr_crash_fred_other, "no crash: every CPU's FRED entry through a page of ours") \
+	X(jmp_next, lbr_crash_jmp_next, "a jmp to the next instruction (e9 00000000), then crash as gp")
 
 struct lbr_crash_type {
 	const char *name;

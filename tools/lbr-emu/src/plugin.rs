@@ -9,9 +9,11 @@
 //! block's fall-through, i.e. when the previous block ended in a taken branch. Interrupts and
 //! exceptions arrive through the discontinuity callback (from the interrupted or faulting
 //! instruction to the handler), which also settles a branch whose target block never started
-//! (an interrupt right after it, or a fault fetching at its target). A direct branch whose target
-//! is its own fall-through (`jmp .+2`) is invisible to this scheme and is not recorded. The
-//! instrumentation itself is in `translate`.
+//! (an interrupt right after it, or a fault fetching at its target). A direct `jmp` or `call`
+//! whose target is its own fall-through (`jmp .+5`) stores a fall-through no block starts at, so
+//! that entering its target counts as taken; a conditional jump to its own fall-through is not
+//! recorded (taken or not, it goes to the same place). The instrumentation itself is in
+//! `translate`.
 //!
 //! `rdmsr`/`wrmsr` of an emulated MSR are emulated whole, and `cpuid` and `rdmsr` of
 //! IA32_MISC_ENABLE are rewritten after QEMU ran them (`msr`).

@@ -13,7 +13,7 @@ use std::ptr::null_mut;
 use super::msr::{on_cpuid, on_fixup, on_rdmsr, on_rdmsr_last, on_wrmsr};
 use super::{emu, on_block, on_lidt, on_reset, Emu, Sb, RESET_VECTOR};
 use crate::api::*;
-use crate::classify::{classify, Insn as InsnKind};
+use crate::classify::{classify, targets_own_fall_through, Insn as InsnKind};
 
 pub(super) extern "C" fn on_translate(tb: *mut Tb, _: *mut c_void) {
     // SAFETY: `tb` is the block QEMU passed to this translation callback; the handle does not
@@ -76,7 +76,14 @@ fn instrument_insn(e: &Emu, tb: TbHandle<'_>, i: usize) {
     }
     hook_emulated(tb, i, insn, class, next, last);
     if last {
-        store_block_end(e, insn, class, pc, next);
+        // A `jmp`/`call` to its own fall-through is taken all the same: the fall-through the
+        // next block compares with is one no block starts at, so that entering `next` counts.
+        let ft = if targets_own_fall_through(&bytes[..len]) {
+            NO_BLOCK
+        } else {
+            next
+        };
+        store_block_end(e, insn, class, pc, ft);
     }
 }
 
@@ -113,8 +120,12 @@ fn hook_emulated(
     }
 }
 
-/// The block's last instruction, at `pc` (`class`, followed by `next`), stores inline its
-/// fall-through, its address and its branch kind (0 if it is not a branch), for `on_block`.
+/// A fall-through no block starts at (not a canonical address).
+const NO_BLOCK: u64 = u64::MAX;
+
+/// The block's last instruction, at `pc` (`class`), stores inline the fall-through `next` the
+/// next block compares its address with, its own address and its branch kind (0 if it is not a
+/// branch), for `on_block`.
 fn store_block_end(e: &Emu, insn: InsnHandle<'_>, class: InsnKind, pc: u64, next: u64) {
     let kind = match class {
         InsnKind::Branch(k) => k.code(),

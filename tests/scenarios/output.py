@@ -99,6 +99,75 @@ def test_decode_stacktrace_leaves_our_lines_alone(r):
     assert strip(got) == strip(want)
 
 
+def as_v1(log: str) -> str:
+    """`log` as lbr-dump printed it before line format v2 (Documentation/lbr-dump/formats.rst):
+    `v1` instead of `v2`, and the symbols of a record, ler or bts line as `| FROM_SYM -> TO_SYM`
+    instead of `| from=FROM_SYM to=TO_SYM`."""
+    log = re.sub(r"(lbr_dump: )v2 ", r"\1v1 ", log)
+    return re.sub(r"(lbr_dump: .*) \| from=(.*?) to=(.*)$", r"\1 | \2 -> \3", log, flags=re.M)
+
+
+def test_decode_stacktrace_annotated_v1_log_decodes_as_printed(r):
+    """Logs of lbr-dump before line format v2 are in users' archives, many annotated by the
+    kernel's scripts/decode_stacktrace.sh: it rewrites the last symbol of a line, a v1 record
+    line's `to` symbol, as `name (file:line) module`, without the offset. The crash's log as v1
+    printed it, annotated by the script: lbr-decode with vmlinux and the modules reads the same
+    snapshots from it as from the v1 log (no "printed X, but the ELF files say Y" for a symbol
+    the script rewrote: the name is what it compares). The one loss: the script drops offsets,
+    so a module none of whose symbols keeps one (lbr_dump: its stubs are only ever a `to`)
+    cannot be placed; its addresses keep the script's text, and a warning names the module."""
+    res = crashed()
+    v1 = as_v1(res.log.read_text(errors="replace"))
+    assert re.search(r"lbr_dump: v1 cpu=", v1) and re.search(r"lbr_dump: #1 .* \| \S+.* -> \S+", v1), \
+        "no v1 snapshot made of the log"
+    kdir = kernel_dir("module")
+    src = (kdir / "source").resolve()
+    out = in_root("bash", src / "scripts/decode_stacktrace.sh", kdir / "vmlinux", src, REPO / "out" / "module",
+                  stdin=v1)
+    annotated = [l for l in kernel_lines(out, "lbr_dump: ") if re.search(r" -> \S+ \(\S+:\d+.*\)", l)]
+    assert len(annotated) >= 16, "decode_stacktrace.sh annotated few v1 record lines:\n" + "\n".join(annotated)
+    assert any(re.search(r" -> lbr_dump_stub_14 \(\S+:\d+\) lbr_dump$", l) for l in annotated), \
+        "no module symbol annotated:\n" + "\n".join(annotated[:5])
+    docs = []
+    with tempfile.TemporaryDirectory() as d:
+        for text in (v1, out):
+            log = Path(d) / "console.log"
+            log.write_text(text)
+            code, got, err = decode(*symbols(), log)
+            assert code == 0, err
+            docs.append(json.loads(got))
+    strip = lambda doc: [{k: v for k, v in s.items() if k not in ("source", "line")} for s in doc["snapshots"]]
+    differ = []
+
+    def walk(a, b):  # the places (dicts with an addr and a symbol) that differ
+        if isinstance(a, dict) and "addr" in a and "symbol" in a:
+            if a != b:
+                differ.append((a, b))
+        elif isinstance(a, dict):
+            assert isinstance(b, dict) and a.keys() == b.keys(), (a, b)
+            for k in a:
+                walk(a[k], b[k])
+        elif isinstance(a, list):
+            assert isinstance(b, list) and len(a) == len(b), (a, b)
+            for x, y in zip(a, b):
+                walk(x, y)
+        else:
+            assert a == b, (a, b)
+    assert docs[0]["snapshots"]
+    walk(strip(docs[0]), strip(docs[1]))
+    lost = set()
+    for a, b in differ:
+        m = re.fullmatch(r"(\w+) \(\S+:[\d?]+\) (\w+)", b["symbol"] or "")
+        assert m and a["image"] == m[2] and a["symbol"].startswith(m[1] + "+") and b["addr"] == a["addr"] \
+            and "image" not in b, f"a place differs other than by a module symbol the script rewrote: {a} {b}"
+        lost.add(m[2])
+    assert lost == {"lbr_dump"}, lost
+    said = [f"module lbr_dump: its symbols in the log are annotated by decode_stacktrace.sh, which drops their "
+            "offsets, and none is printed with one: its addresses keep the script's text (decode the log from "
+            "before the script)"]
+    assert docs[1]["warnings"] == docs[0]["warnings"] + said, docs[1]["warnings"]
+
+
 def sizes(console: str, start: str, end: str | None) -> tuple[int, int, int, int]:
     """(lines, bytes) of lbr-dump's lines between the first line holding `start` and the next
     holding `end` (None: the log's end: a panic reboots before its end line), as the console

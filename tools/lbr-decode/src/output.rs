@@ -371,6 +371,9 @@ impl Output {
             .iter()
             .map(|(source, s)| SnapshotOut::symbolized(source, s, symbolizer, &mut warnings))
             .collect();
+        // A warning about an input as a whole, met at every snapshot, is said once.
+        let mut seen = std::collections::HashSet::new();
+        warnings.retain(|w| seen.insert(w.clone()));
         let mut out = Output {
             version: VERSION,
             minor_version: MINOR_VERSION,

@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::dump::Area;
 use crate::snapshot::Snapshot;
 use crate::straight::{self, KernelText, Reason, Verdict};
-use crate::symbols::{parse_printed, Frame, Image, ImageKind, Printed};
+use crate::symbols::{parse_annotated, parse_printed, Annotated, Frame, Image, ImageKind, Printed};
 
 /// Where an address is, once symbolized: what [`Symbolizer::place`] makes of it, as the
 /// output ([`crate::output`]) prints it.
@@ -234,9 +234,11 @@ impl Symbolizer {
             ..Place::default()
         };
         // A module address: its section's base, from any symbol of that module in the log.
-        let module = match printed.and_then(parse_printed) {
-            Some(p) => p.module,
-            None => self.module_of(addr),
+        let annotated = printed.and_then(parse_annotated);
+        let module = match (printed.and_then(parse_printed), &annotated) {
+            (Some(p), _) => p.module,
+            (None, Some(a)) if a.module.is_some() => a.module,
+            _ => self.module_of(addr),
         };
         let located = match module {
             Some(m) => self.locate_in_module(addr, m),
@@ -250,13 +252,27 @@ impl Symbolizer {
         {
             place.image = Some(image);
             if let Some(p) = printed {
-                if !same_symbol(p, &symbol) {
+                // Annotated by decode_stacktrace.sh: only the name is left to compare.
+                let same = match &annotated {
+                    Some(a) => same_name(a, &symbol),
+                    None => same_symbol(p, &symbol),
+                };
+                if !same {
                     warnings.push(format!("{what}: printed {p}, but the ELF files say {symbol}: wrong vmlinux or module?"));
                     place.printed = Some(p.to_string());
                 }
             }
             place.symbol = Some(symbol);
             place.frames = frames;
+        } else if let Some(m) = annotated.and_then(|a| a.module) {
+            // The script dropped the offset: the module's base cannot come from this symbol.
+            if self.modules.contains_key(m) && !self.bases.keys().any(|(name, _)| name == m) {
+                warnings.push(format!(
+                    "module {m}: its symbols in the log are annotated by decode_stacktrace.sh, \
+                     which drops their offsets, and none is printed with one: its addresses \
+                     keep the script's text (decode the log from before the script)"
+                ));
+            }
         }
         place
     }
@@ -378,6 +394,18 @@ pub fn same_symbol(a: &str, b: &str) -> bool {
         }
         _ => a == b,
     }
+}
+
+/// Whether a symbol annotated by decode_stacktrace.sh names the ELF files' `symbol`: the same
+/// name (up to a prefix, as [`same_symbol`]) and module. A Rust symbol the script demangled
+/// cannot be compared with its mangled name here: taken as the same.
+fn same_name(a: &Annotated<'_>, symbol: &str) -> bool {
+    parse_printed(symbol).is_some_and(|y| {
+        y.module == a.module
+            && (a.name.ends_with(y.name)
+                || y.name.ends_with(a.name)
+                || (y.name.starts_with("_R") && !a.name.starts_with("_R")))
+    })
 }
 
 /// Every printed symbol that parses, with the runtime address it was printed for.

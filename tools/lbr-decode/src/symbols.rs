@@ -365,6 +365,39 @@ pub fn parse_printed(s: &str) -> Option<Printed<'_>> {
     })
 }
 
+/// A symbol as the kernel's scripts/decode_stacktrace.sh rewrites the last `%pS` of a line:
+/// `name (file:line)`, the `file:line` of each inlined frame in the parentheses, then, for a
+/// module's symbol, the module's name without brackets (its parse_symbol() and the `echo` after
+/// it). The offset and the size are gone. In lbr-dump's lines it is the `to` side of a line
+/// format v1 record line (Documentation/lbr-dump/formats.rst).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Annotated<'a> {
+    /// The symbol's name (demangled, for a Rust symbol, if the script found a demangler). The
+    /// `file:line` is not kept: lbr-decode finds its own.
+    pub name: &'a str,
+    /// The module it is in (`None`: vmlinux).
+    pub module: Option<&'a str>,
+}
+
+/// Parses a symbol annotated by decode_stacktrace.sh (`None`: not one).
+pub fn parse_annotated(s: &str) -> Option<Annotated<'_>> {
+    let (name, rest) = s.split_once(" (")?;
+    // The module's name follows the closing parenthesis; none follows a vmlinux symbol.
+    let (code, module) = match rest.rsplit_once(") ") {
+        Some((code, m)) if !m.is_empty() && !m.contains([' ', '(', ')']) => (code, Some(m)),
+        _ => (rest.strip_suffix(')')?, None),
+    };
+    // addr2line's `file:line` (then, for some, ` (discriminator N)`), one per inlined frame.
+    let located = code
+        .split(' ')
+        .next()
+        .and_then(|f| f.rsplit_once(':'))
+        .is_some_and(|(file, line)| {
+            !file.is_empty() && (line == "?" || line.parse::<u32>().is_ok())
+        });
+    (located && !name.is_empty() && !name.contains('+')).then_some(Annotated { name, module })
+}
+
 /// `data` parsed as an x86-64 ELF file (`path` for messages).
 fn parse_x86_64<'d>(path: &Path, data: &'d [u8]) -> Result<object::File<'d>> {
     let file = object::File::parse(data)
@@ -513,6 +546,46 @@ fn unique_names(syms: &[Sym]) -> HashMap<String, usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn symbols_annotated_by_decode_stacktrace() {
+        // As scripts/decode_stacktrace.sh of 7.3 rewrote v1 record lines (tests/scenarios/output.py).
+        let a = |name, module| Some(Annotated { name, module });
+        assert_eq!(
+            parse_annotated("its_return_thunk (arch/x86/lib/retpoline.S:437)"),
+            a("its_return_thunk", None)
+        );
+        assert_eq!(
+            parse_annotated("lbr_dump_stub_14 (/work/main/asm/stubs.S:919) lbr_dump"),
+            a("lbr_dump_stub_14", Some("lbr_dump"))
+        );
+        // Inlined frames, one file:line each; addr2line's discriminator.
+        assert_eq!(
+            parse_annotated(
+                "vprintk_emit (kernel/printk/printk.c:2421 kernel/printk/printk.c:2390)"
+            ),
+            a("vprintk_emit", None)
+        );
+        assert_eq!(
+            parse_annotated("vprintk_emit (kernel/printk/printk.c:?)"),
+            a("vprintk_emit", None)
+        );
+        assert_eq!(
+            parse_annotated("strcmp (lib/string.c:283 (discriminator 1)) lbr_crash"),
+            a("strcmp", Some("lbr_crash"))
+        );
+        // Not annotated: a %pS symbol, an address, text in parentheses without a place.
+        for s in [
+            "its_return_thunk+0x0/0x10",
+            "lbr_dump_stub_14+0x0/0x300 [lbr_dump]",
+            "0xffff800000001000",
+            "name (no place)",
+            "name+0x1/0x2 (a.c:1)",
+            " (a.c:1)",
+        ] {
+            assert_eq!(parse_annotated(s), None, "{s}");
+        }
+    }
 
     #[test]
     fn printed_symbols() {

@@ -11,8 +11,11 @@
 //! saved RIP is `regs->ip`, searched in every CPU's ring: #GP, BUG's #UD and #DE re-enable
 //! interrupts before die(), and every 7.3 kernel is preemptible, so the task may be printing on
 //! another CPU than the one that captured, where an older snapshot of the same stack slot may
-//! lie (a WARN just before a BUG). Each snapshot is read consistently: its sequence number is
-//! read again after its fields and must not have changed. An older snapshot encloses a newer
+//! lie (a WARN just before a BUG). Each snapshot is chosen consistently: its sequence number is
+//! read again after its fields and must not have changed. Its records are then read in place as
+//! they are printed, and the sequence number once more after them: if a capture on its CPU took
+//! the slot meanwhile (the ring wrapped during the printing), the `end` line says `rewritten`
+//! and the snapshot is not sealed for dump readers. An older snapshot encloses a newer
 //! one when the newer exception's interrupted stack pointer lies below the older frame, within
 //! one stack, and that frame still holds the RIP it recorded. Nothing else is printed as this
 //! crash's: without a matching snapshot, one line says so.
@@ -47,7 +50,7 @@ use crate::ffi;
 use crate::layout::{self, snap};
 use crate::live::Live;
 use crate::record;
-use crate::report::{Header, Kind, LerLine, RecordLine};
+use crate::report::{EndLine, Header, Kind, LerLine, RecordLine};
 
 /// The armed state the notifiers read: published while armed (control.rs `Active`).
 pub(crate) static ARMED: Live<Armed> = Live::new();
@@ -608,8 +611,19 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
         print_branch(&mut l, ler.from, ler.to);
     }
     print_bts(a, s, &mut l);
+    // Read in place, one value at a time: a capture that took the slot meanwhile (its CPU's
+    // ring wrapped) cleared or replaced the sequence number first, so the end line can say so.
+    let rewritten = a.area.u64_at(s.off + snap::SEQ) != s.seq;
     l.clear();
-    let _ = write!(l, "end cpu={} seq={}", s.cpu, s.seq);
+    let _ = write!(
+        l,
+        "{}",
+        EndLine {
+            cpu: s.cpu as u32,
+            seq: s.seq,
+            rewritten
+        }
+    );
     print_raw(&mut l);
     if count < total {
         l.clear();

@@ -9,7 +9,7 @@
 //! lbr_dump: v2 cpu=C seq=S vector=V (#NAME) error=0xE rip=0xR cr2=0xA flavour=F format=N records=K state=STATE nest=D filter=B
 //! lbr_dump: #I 0xFROM -> 0xTO [mispred] [in_tx] [abort] [spec] [cycles=N] [type=T] | from=FROM_SYM to=TO_SYM
 //! lbr_dump: ler 0xFROM -> 0xTO | from=FROM_SYM to=TO_SYM
-//! lbr_dump: end cpu=C seq=S
+//! lbr_dump: end cpu=C seq=S [rewritten]
 //! lbr_dump: v2 cpu=C none: REASON
 //! lbr_dump: v2 cpu=C kept: WHAT
 //! ```
@@ -298,6 +298,30 @@ impl fmt::Display for LerLine {
     }
 }
 
+/// A snapshot's last line: `end cpu=C seq=S`, then ` rewritten` if the printer found the
+/// snapshot's sequence number changed once it had printed it: a capture on its CPU took the slot
+/// meanwhile (the ring wrapped), so the lines above it may mix two snapshots (the printer reads
+/// the records in place, one at a time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndLine {
+    /// CPU number.
+    pub cpu: u32,
+    /// Sequence number, as in the header.
+    pub seq: u64,
+    /// The slot was taken by a newer capture while it was printed.
+    pub rewritten: bool,
+}
+
+impl fmt::Display for EndLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "end cpu={} seq={}", self.cpu, self.seq)?;
+        if self.rewritten {
+            f.write_str(" rewritten")?;
+        }
+        Ok(())
+    }
+}
+
 /// One parsed line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Line<'a> {
@@ -322,12 +346,7 @@ pub enum Line<'a> {
         to_sym: Option<&'a str>,
     },
     /// The end of a snapshot.
-    End {
-        /// CPU number.
-        cpu: u32,
-        /// Sequence number.
-        seq: u64,
-    },
+    End(EndLine),
     /// No snapshot belongs to an oops.
     None {
         /// CPU number.
@@ -438,7 +457,13 @@ pub fn parse(line: &str) -> Option<Line<'_>> {
         let mut t = r.split(' ');
         let cpu = num(field(t.next(), "cpu")?)? as u32;
         let seq = num(field(t.next(), "seq")?)?;
-        return Some(Line::End { cpu, seq });
+        // Then words of later versions: `rewritten`, or a field of a later lbr-dump.
+        let rewritten = t.any(|w| w == "rewritten");
+        return Some(Line::End(EndLine {
+            cpu,
+            seq,
+            rewritten,
+        }));
     }
     if let Some(r) = rest.strip_prefix("ler ") {
         let (raw, syms) = split_symbols(r)?;

@@ -20,8 +20,8 @@ import re
 import subprocess
 
 from harness import ARM, CFG, CRASH, LKDTM, MODULE, REPO, SYSFS, boot, decode, kernel_lines, snapshot_heads, symbols, tail
-from records import (assert_equals_freeze, assert_ler_equals_freeze, freeze_records, printed_lers, printed_records,
-                     sext)
+from records import (assert_equals_freeze, assert_ler_equals_freeze, emulated, freeze_records, printed_lers,
+                     printed_records, sext)
 
 
 CRASHES = {  # name: (guest command, vector)
@@ -357,6 +357,50 @@ def test_jump_to_the_next_instruction_is_recorded(r):
     start = int(re.search(r"^([0-9a-f]+) <lbr_crash_jmp_next>:", dis, re.M)[1], 16)
     at = re.search(rf"^\s*{start + off:x}:\s+([0-9a-f ]+?)\s*\t", dis, re.M)
     assert at and at[1] == "e9 00 00 00 00", f"lbr_crash_jmp_next+{off:#x} is not jmp .+5 in lbr_crash.ko:\n{dis}"
+
+
+def test_snapshot_rewritten_while_printed_says_so(r):
+    # The printer reads a snapshot's records in place as it prints them. lbr_crash
+    # crash=print_rewrite oopses with a #GP and, once lbr-dump has printed the header and record
+    # #0, takes 4 kernel #GPs that the kernel fixes up on the same CPU, each captured into the
+    # CPU's next slot: a CPU's ring holds 4 (src/capture/mod.rs RING), so the fourth takes the
+    # slot being printed. The end line must say `rewritten`; the records above are the oops's
+    # #0-#1, then the fourth fixed #GP's from #2 on (the emulator's freezes say which: no reader
+    # could tell from the lines); lbr-decode marks the snapshot and warns.
+    res = boot(finish=False, name="emu-print-rewrite", cpu="Skylake-Client", accel="tcg", emulate="model=skylake",
+               timeout=240, script=ARM + f"sh -c 'insmod {CRASH} crash=print_rewrite rounds=4' || true\n")
+    con = res.console
+    assert "lbr_dump: armed" in con, "lbr_dump did not arm:\n" + "\n".join(kernel_lines(con, "lbr_dump"))
+    assert "lbr_crash: print_rewrite: 4 fixed #GPs" in con, tail(con)
+    heads = [h for h in snapshot_heads(con) if " vector=13 " in h]
+    assert len(heads) == 1, f"not one #GP snapshot printed:\n{heads}\n" + tail(con)
+    head = heads[0]
+    block = con[con.index(head):]
+    end = re.search(r"lbr_dump: end cpu=(\d+) seq=(\d+)( rewritten)?$", block, re.M)
+    assert end, "no end line:\n" + block[:3000]
+    cpu = int(end[1])
+    assert end[3], f"the end line does not say rewritten: {end[0]}"
+    printed = printed_records(block[:end.start()])
+    assert len(printed) == 32, len(printed)  # print_all, as every test boots
+    events = res.emu_events()
+    flavour, fmt = emulated(events)
+    stacks = [freeze_records(e, flavour, fmt) for e in events
+              if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == cpu]
+    same = lambda p, w: all(p.get(k, 0) == v for k, v in w.items())
+    oops = [i for i, t in enumerate(stacks) if len(t) > 2 and same(printed[0], t[0]) and same(printed[1], t[1])]
+    assert oops, "no freeze has the printed #0 and #1"
+    i = oops[-1]
+    assert len(stacks) >= i + 5, f"{len(stacks) - i - 1} captures after the oops's, not 4"
+    last = stacks[i + 4]
+    assert all(same(p, w) for p, w in zip(printed[2:], last[2:])), "records #2 on are not the fourth fixed #GP's"
+    assert not all(same(p, w) for p, w in zip(printed[2:], stacks[i][2:])), "records #2 on are the oops's"
+    code, out, err = decode(*symbols(), res.log)
+    assert code == 0, err
+    doc = json.loads(out)
+    [s] = [s for s in doc["snapshots"] if s["vector"] == 13]
+    assert s["rewritten"] is True, s.get("rewritten")
+    assert any(f"was rewritten while lbr-dump printed it (a newer capture on CPU {cpu} took its slot)" in w
+               for w in doc["warnings"]), doc["warnings"]
 
 
 def test_single_step_does_not_stop_recording(r):

@@ -238,6 +238,7 @@
 #include <linux/hw_breakpoint.h>
 #include <linux/kallsyms.h>
 #include <linux/kdebug.h>
+#include <linux/kprobes.h>
 #include <linux/kthread.h>
 #include <linux/math64.h>
 #include <linux/mman.h>
@@ -1860,6 +1861,60 @@ static void __exit lbr_crash_exit(void)
 }
 
 /*
+ * crash=print_rewrite: the #GP of crash=gp, whose snapshot's slot this CPU's own captures take
+ * while lbr_dump prints it, as a storm of captures on the CPU that took a snapshot would while
+ * the oopsing task prints on another. A die notifier that runs before lbr_dump's arms a kprobe
+ * on _printk for this CPU; at its third hit (lbr_dump's header and record #0 printed, record
+ * #1 formatted), the probe takes rounds= kernel #GPs that the kernel fixes up, each captured
+ * into the CPU's next slot: with rounds= the ring's size, the last takes the printed one's.
+ */
+static struct task_struct *rewriting;
+static atomic_t rewrite_cpu = ATOMIC_INIT(-1);
+static atomic_t rewrite_hits = ATOMIC_INIT(0);
+
+static int lbr_crash_rewrite_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	int i;
+
+	if (atomic_read(&rewrite_cpu) != raw_smp_processor_id() ||
+	    atomic_inc_return(&rewrite_hits) != 3)
+		return 0;
+	atomic_set(&rewrite_cpu, -1);
+	for (i = 0; i < rounds; i++)
+		lbr_crash_gp_fixed();
+	return 0;
+}
+NOKPROBE_SYMBOL(lbr_crash_rewrite_pre);
+
+static struct kprobe rewrite_kp = { .symbol_name = "_printk", .pre_handler = lbr_crash_rewrite_pre };
+
+static int lbr_crash_rewrite_on_oops(struct notifier_block *nb, unsigned long val, void *data)
+{
+	if (val == DIE_OOPS && current == rewriting)
+		atomic_set(&rewrite_cpu, raw_smp_processor_id());
+	return NOTIFY_DONE;
+}
+/* lbr_dump's die notifier has priority 0: this one runs first. */
+static struct notifier_block rewrite_nb = { .notifier_call = lbr_crash_rewrite_on_oops, .priority = 1 };
+
+static int lbr_crash_print_rewrite(void)
+{
+	int r;
+
+	r = register_kprobe(&rewrite_kp);
+	if (r)
+		return r;
+	r = register_die_notifier(&rewrite_nb);
+	if (r) {
+		unregister_kprobe(&rewrite_kp);
+		return r;
+	}
+	rewriting = current;
+	pr_info("print_rewrite: %d fixed #GPs at lbr_dump's second record line\n", rounds);
+	return lbr_crash_gp();
+}
+
+/*
  * The crash types, in one list: X(NAME, FUNCTION, HELP) is crash=NAME, done by FUNCTION (whose
  * return value is the load's) and described by HELP. The list makes both the table that
  * lbr_crash_init() looks NAME up in, in this order, and the crash parameter's description
@@ -1904,7 +1959,8 @@ static void __exit lbr_crash_exit(void)
 	X(fixed_gp, lbr_crash_fixed_gp, "no crash: #GPs the kernel fixes up (rounds=, msr=)") \
 	X(stop_late, lbr_crash_stop_late, "sysrq-c while CPU 1 is in an NMI handler until the panic notifiers") \
 	X(fred_other, lbr_crash_fred_other, "no crash: every CPU's FRED entry through a page of ours") \
-	X(jmp_next, lbr_crash_jmp_next, "a jmp to the next instruction (e9 00000000), then crash as gp")
+	X(jmp_next, lbr_crash_jmp_next, "a jmp to the next instruction (e9 00000000), then crash as gp") \
+	X(print_rewrite, lbr_crash_print_rewrite, "crash as gp; rounds= fixed #GPs while lbr_dump prints it")
 
 struct lbr_crash_type {
 	const char *name;

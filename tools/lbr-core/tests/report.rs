@@ -45,8 +45,33 @@ fn parses_kernel_lines_with_decorations() {
 
     assert_eq!(
         parse("lbr_dump: end cpu=1 seq=7"),
-        Some(Line::End { cpu: 1, seq: 7 })
+        Some(Line::End(EndLine {
+            cpu: 1,
+            seq: 7,
+            rewritten: false
+        }))
     );
+    // A snapshot whose slot a newer capture took while it was printed; a later field ignored.
+    assert_eq!(
+        parse("lbr_dump: end cpu=1 seq=7 rewritten later=1"),
+        Some(Line::End(EndLine {
+            cpu: 1,
+            seq: 7,
+            rewritten: true
+        }))
+    );
+    for (cpu, seq, rewritten, text) in [
+        (1, 7, false, "end cpu=1 seq=7"),
+        (3, 12, true, "end cpu=3 seq=12 rewritten"),
+    ] {
+        let e = EndLine {
+            cpu,
+            seq,
+            rewritten,
+        };
+        assert_eq!(e.to_string(), text);
+        assert_eq!(parse(&format!("lbr_dump: {e}")), Some(Line::End(e)));
+    }
     assert_eq!(
         parse("lbr_dump: v1 cpu=0 none: no snapshot of this exception"),
         Some(Line::None {

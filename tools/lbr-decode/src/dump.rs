@@ -437,6 +437,7 @@ fn snapshots<'r>(
                     warnings,
                 ),
                 complete: s.sealed() != Some(false),
+                rewritten: false,
                 line: 0,
             });
         }

@@ -267,6 +267,16 @@ pub enum LogWarning {
         /// Input line of the first one.
         first: usize,
     },
+    /// An end line that says `rewritten`: a newer capture on the snapshot's CPU took its slot
+    /// while lbr-dump printed it.
+    Rewritten {
+        /// Input line of the end line.
+        line: usize,
+        /// The snapshot's CPU.
+        cpu: u32,
+        /// The snapshot's sequence number.
+        seq: u64,
+    },
     /// The end line of another snapshot than the one open.
     EndInside {
         /// Input line of the end line.
@@ -343,6 +353,7 @@ impl LogWarning {
             | Self::Fragment { line, .. }
             | Self::SecondLer { line, .. }
             | Self::EndInside { line, .. }
+            | Self::Rewritten { line, .. }
             | Self::SecondBts { line, .. }
             | Self::BtsInside { line, .. }
             | Self::BtsWithoutSnapshot { line, .. }
@@ -457,6 +468,10 @@ impl std::fmt::Display for LogWarning {
             } => write!(
                 f,
                 "line {line}: a second last exception record line in snapshot cpu={cpu} seq={seq} (the first, line {first}, is kept)"
+            ),
+            Self::Rewritten { line, cpu, seq } => write!(
+                f,
+                "line {line}: snapshot cpu={cpu} seq={seq} was rewritten while lbr-dump printed it (a newer capture on CPU {cpu} took its slot): its records may mix two snapshots"
             ),
             Self::EndInside {
                 line,
@@ -580,6 +595,7 @@ impl LogParser {
                     ler: None,
                     bts: None,
                     complete: false,
+                    rewritten: false,
                     line: n,
                 })));
             }
@@ -605,7 +621,7 @@ impl LogParser {
                 to_sym: to_sym.map(str::to_string),
                 line: n,
             }),
-            Some(Line::End { cpu, seq }) => self.end(n, cpu, seq),
+            Some(Line::End(e)) => self.end(n, e.cpu, e.seq, e.rewritten),
             Some(Line::None { cpu, reason }) => self.out.none.push(NoSnapshot {
                 cpu,
                 reason: reason.to_string(),
@@ -685,13 +701,17 @@ impl LogParser {
     }
 
     /// The end line of snapshot `cpu`, `seq`, at line `n`: closes what is open.
-    fn end(&mut self, n: usize, cpu: u32, seq: u64) {
+    fn end(&mut self, n: usize, cpu: u32, seq: u64, rewritten: bool) {
         if self.open.is_some() {
             self.bts_skip = false;
+        }
+        if rewritten {
+            self.warn(LogWarning::Rewritten { line: n, cpu, seq });
         }
         match self.open.take() {
             Some(Open::Snapshot(mut s)) if s.cpu == cpu && s.seq == seq => {
                 s.complete = true;
+                s.rewritten = rewritten;
                 self.close_snapshot(*s, CutBy::NextSnapshot);
             }
             Some(Open::Snapshot(s)) => {
@@ -919,6 +939,23 @@ mod tests {
     const R0: &str = "lbr_dump: #0 0xffffffff81537fe9 -> 0xffffffffc0408be0 cycles=0 | lkdtm_EXCEPTION+0x9/0x20 -> lbr_dump_stub_14+0x0/0x1e0 [lbr_dump]";
     const R1: &str = "lbr_dump: #1 0xffffffff815a8eea -> 0xffffffff81537fe0 mispred cycles=2 | __x86_indirect_thunk_r11+0xa/0x20 -> lkdtm_EXCEPTION+0x0/0x20";
     const END: &str = "lbr_dump: end cpu=1 seq=7";
+
+    #[test]
+    fn a_snapshot_rewritten_while_printed_is_said() {
+        let log = format!("{HEAD}\n{R0}\n{R1}\n{END} rewritten\n");
+        let p = parse_log(&log);
+        let [s] = &p.snapshots[..] else {
+            panic!("{:?}", p.snapshots)
+        };
+        assert!(s.complete && s.rewritten && s.records.len() == 2);
+        assert_eq!(
+            texts(&p.warnings),
+            ["line 4: snapshot cpu=1 seq=7 was rewritten while lbr-dump printed it (a newer capture on CPU 1 took its slot): its records may mix two snapshots"]
+        );
+        // Without the word: neither.
+        let p = parse_log(&format!("{HEAD}\n{R0}\n{R1}\n{END}\n"));
+        assert!(!p.snapshots[0].rewritten && p.warnings.is_empty());
+    }
 
     #[test]
     fn prefixes_and_crlf() {

@@ -32,7 +32,7 @@ pub const VERSION: u32 = 1;
 /// [`SnapshotOut::straight_line`]; 4: [`SnapshotOut::last_exception`]; 5:
 /// [`SnapshotOut::filter`]; 6: [`SnapshotOut::bts`]; 7: [`GroupOut::return_thunk`]; 8:
 /// [`Output::kept`]).
-pub const MINOR_VERSION: u32 = 8;
+pub const MINOR_VERSION: u32 = 9;
 
 /// One branch record, both ends symbolized.
 #[derive(Serialize)]
@@ -197,6 +197,11 @@ pub struct SnapshotOut {
     pub filter: &'static str,
     /// All announced records were found.
     pub complete: bool,
+    /// The printer found the snapshot's slot taken by a newer capture once it had printed it
+    /// (its end line says `rewritten`): the records may mix two snapshots (schema 1.9; absent
+    /// when false).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rewritten: bool,
     /// The records.
     pub records: Vec<RecordOut>,
     /// The records that are one branch through a mitigation thunk (schema 1.2).
@@ -508,6 +513,7 @@ impl SnapshotOut {
             nest: s.nest,
             filter: s.filter.name(),
             complete: s.complete,
+            rewritten: s.rewritten,
             records,
             groups,
             straight_line,

@@ -353,7 +353,11 @@ fn write_header(w: &mut impl Write, s: &SnapshotOut, sgr: &Sgr) -> Result<()> {
         s.format,
         s.records.len(),
         s.state,
-        if s.complete { "" } else { ", cut" },
+        match (s.complete, s.rewritten) {
+            (_, true) => ", rewritten while printed: may mix two snapshots",
+            (true, false) => "",
+            (false, false) => ", cut",
+        },
         if s.filter == "all" {
             String::new()
         } else {

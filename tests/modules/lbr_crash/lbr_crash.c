@@ -261,6 +261,7 @@
 #include <asm/nmi.h>
 #include <asm/nospec-branch.h>
 #include <asm/smap.h>
+#include <asm/sync_core.h>
 #include <asm/tsc.h>
 
 static char *crash = "";
@@ -356,6 +357,17 @@ static noinline int lbr_crash_jump(void)
 static noinline int lbr_crash_jmp_next(void)
 {
 	asm volatile(".byte 0xe9\n\t.long 0");
+	return lbr_crash_gp();
+}
+
+/*
+ * sync_core(), as the kernel runs it on every CPU at every text patch: on a CPU without
+ * SERIALIZE (QEMU's Skylake-Client), iret_to_self(), an `iretq` to the instruction after it; then
+ * the #GP of crash=gp. The iretq is a far branch, taken, and the hardware records it.
+ */
+static noinline int lbr_crash_iret_next(void)
+{
+	sync_core();
 	return lbr_crash_gp();
 }
 
@@ -1960,7 +1972,8 @@ static int lbr_crash_print_rewrite(void)
 	X(stop_late, lbr_crash_stop_late, "sysrq-c while CPU 1 is in an NMI handler until the panic notifiers") \
 	X(fred_other, lbr_crash_fred_other, "no crash: every CPU's FRED entry through a page of ours") \
 	X(jmp_next, lbr_crash_jmp_next, "a jmp to the next instruction (e9 00000000), then crash as gp") \
-	X(print_rewrite, lbr_crash_print_rewrite, "crash as gp; rounds= fixed #GPs while lbr_dump prints it")
+	X(print_rewrite, lbr_crash_print_rewrite, "crash as gp; rounds= fixed #GPs while lbr_dump prints it") \
+	X(iret_next, lbr_crash_iret_next, "sync_core() (an iretq to the next instruction), then crash as gp")
 
 struct lbr_crash_type {
 	const char *name;

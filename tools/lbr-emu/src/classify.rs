@@ -136,22 +136,6 @@ fn opcode_offset(bytes: &[u8]) -> usize {
     i
 }
 
-/// Whether `bytes` is a direct near `jmp` or `call` (`eb`, `e9`, `e8`) whose displacement is 0:
-/// its target is its own fall-through. It is still a taken branch, which the recorders record
-/// (SDM vol. 3B 18.1: LBR "records the most recent taken branches"; an unconditional `jmp` or
-/// `call` is always taken), but the next block QEMU runs is the fall-through, so the emulator's
-/// "entered a block that is not the last one's fall-through" test has to be told. Linux's
-/// `early_xen_iret_patch` (arch/x86/entry/entry_64.S, `.byte 0xe9; .long .Lnative_iret - (. + 4)`)
-/// is one, on every return from an interrupt or exception to kernel mode in a CONFIG_XEN_PV
-/// kernel not running on Xen (Debian's). A conditional jump with displacement 0 goes to the same
-/// place taken or not: which it was depends on the flags, and is not modelled.
-pub fn targets_own_fall_through(bytes: &[u8]) -> bool {
-    let i = opcode_offset(bytes);
-    matches!(bytes.get(i), Some(0xeb | 0xe9 | 0xe8))
-        && bytes.len() > i + 1
-        && bytes[i + 1..].iter().all(|&b| b == 0)
-}
-
 /// One taken branch as the emulator saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Branch {
@@ -226,33 +210,6 @@ mod tests {
         ];
         for (bytes, want) in cases {
             assert_eq!(classify(bytes), *want, "{bytes:02x?}");
-        }
-    }
-
-    #[test]
-    fn direct_branches_to_their_own_fall_through() {
-        // jmp .+5 (Linux's early_xen_iret_patch), jmp .+2, call .+5, with a prefix.
-        for b in [
-            &[0xe9, 0, 0, 0, 0][..],
-            &[0xeb, 0],
-            &[0xe8, 0, 0, 0, 0],
-            &[0x2e, 0xe9, 0, 0, 0, 0],
-        ] {
-            assert!(targets_own_fall_through(b), "{b:x?}");
-        }
-        // Any other displacement, a conditional or indirect branch, a truncated instruction.
-        for b in [
-            &[0xe9, 1, 0, 0, 0][..],
-            &[0xe9, 0, 0, 0, 0x80],
-            &[0xeb, 0xfe],
-            &[0xe8, 0, 0, 0, 1],
-            &[0x74, 0],
-            &[0x0f, 0x84, 0, 0, 0, 0],
-            &[0xff, 0xe0],
-            &[0xe9],
-            &[0x90],
-        ] {
-            assert!(!targets_own_fall_through(b), "{b:x?}");
         }
     }
 

@@ -9,10 +9,11 @@
 //! block's fall-through, i.e. when the previous block ended in a taken branch. Interrupts and
 //! exceptions arrive through the discontinuity callback (from the interrupted or faulting
 //! instruction to the handler), which also settles a branch whose target block never started
-//! (an interrupt right after it, or a fault fetching at its target). A direct `jmp` or `call`
-//! whose target is its own fall-through (`jmp .+5`) stores a fall-through no block starts at, so
-//! that entering its target counts as taken; a conditional jump to its own fall-through is not
-//! recorded (taken or not, it goes to the same place). The instrumentation itself is in
+//! (an interrupt right after it, or a fault fetching at its target). An unconditional branch
+//! (whose target may be its own fall-through: `jmp .+5`, or sync_core()'s `iretq` to the next
+//! instruction) stores a fall-through no block starts at, so that entering its target always
+//! counts as taken; a conditional jump to its own fall-through is not recorded (taken or not, it
+//! goes to the same place). The instrumentation itself is in
 //! `translate`.
 //!
 //! `rdmsr`/`wrmsr` of an emulated MSR are emulated whole, and `cpuid` and `rdmsr` of
@@ -309,11 +310,12 @@ impl Emu {
         o.at.is_some()
     }
 
-    /// `cost=on`: a block entered at `to`, not as the fall-through of the last one.
-    fn cost_taken(&self, vcpu: c_uint, s: &Sb, to: u64) {
+    /// `cost=on`: a block entered at `to` after a taken branch of kind code `kind` (0: none, or
+    /// not one that ends a handler).
+    fn cost_taken(&self, vcpu: c_uint, s: &Sb, to: u64, kind: u64) {
         let mut cpu = self.cpu(vcpu);
         let Some(en) = cpu.entry.as_mut() else { return };
-        if let Some(end) = en.taken(s.cost_insns, s.last_kind, to) {
+        if let Some(end) = en.taken(s.cost_insns, kind, to) {
             self.end_entry(vcpu, &mut cpu, end);
         }
     }
@@ -416,7 +418,10 @@ extern "C" fn on_block(vcpu: c_uint, userdata: *mut c_void) {
     let s = unsafe { sb(vcpu) };
     let e = emu();
     if e.cost {
-        e.cost_taken(vcpu, s, to);
+        // A branch to its own fall-through (iret_to_self's `iretq` in sync_core()) is not the
+        // far return that ends a handler.
+        let own = to.wrapping_sub(s.last_pc).wrapping_sub(1) < 15;
+        e.cost_taken(vcpu, s, to, if own { 0 } else { s.last_kind });
     }
     if let Some(kind) = Kind::from_code(s.last_kind) {
         let from = s.last_pc;

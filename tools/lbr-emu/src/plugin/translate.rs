@@ -13,7 +13,7 @@ use std::ptr::null_mut;
 use super::msr::{on_cpuid, on_fixup, on_rdmsr, on_rdmsr_last, on_wrmsr};
 use super::{emu, on_block, on_lidt, on_reset, Emu, Sb, RESET_VECTOR};
 use crate::api::*;
-use crate::classify::{classify, targets_own_fall_through, Insn as InsnKind};
+use crate::classify::{classify, Insn as InsnKind, Kind};
 
 pub(super) extern "C" fn on_translate(tb: *mut Tb, _: *mut c_void) {
     // SAFETY: `tb` is the block QEMU passed to this translation callback; the handle does not
@@ -76,12 +76,12 @@ fn instrument_insn(e: &Emu, tb: TbHandle<'_>, i: usize) {
     }
     hook_emulated(tb, i, insn, class, next, last);
     if last {
-        // A `jmp`/`call` to its own fall-through is taken all the same: the fall-through the
-        // next block compares with is one no block starts at, so that entering `next` counts.
-        let ft = if targets_own_fall_through(&bytes[..len]) {
-            NO_BLOCK
-        } else {
-            next
+        // An unconditional branch is taken even to its own fall-through (`jmp .+5`; sync_core()'s
+        // iret_to_self, an `iretq` to the next instruction): the fall-through the next block
+        // compares with is one no block starts at, so that entering `next` counts as well.
+        let ft = match class {
+            InsnKind::Branch(k) if k != Kind::Jcc => NO_BLOCK,
+            _ => next,
         };
         store_block_end(e, insn, class, pc, ft);
     }
@@ -120,8 +120,8 @@ fn hook_emulated(
     }
 }
 
-/// A fall-through no block starts at (not a canonical address).
-const NO_BLOCK: u64 = u64::MAX;
+/// A fall-through no block starts at (not a canonical address in any paging mode).
+const NO_BLOCK: u64 = 1 << 63;
 
 /// The block's last instruction, at `pc` (`class`), stores inline the fall-through `next` the
 /// next block compares its address with, its own address and its branch kind (0 if it is not a

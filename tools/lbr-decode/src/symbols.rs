@@ -381,21 +381,27 @@ pub struct Annotated<'a> {
 
 /// Parses a symbol annotated by decode_stacktrace.sh (`None`: not one).
 pub fn parse_annotated(s: &str) -> Option<Annotated<'_>> {
-    let (name, rest) = s.split_once(" (")?;
-    // The module's name follows the closing parenthesis; none follows a vmlinux symbol.
-    let (code, module) = match rest.rsplit_once(") ") {
-        Some((code, m)) if !m.is_empty() && !m.contains([' ', '(', ')']) => (code, Some(m)),
-        _ => (rest.strip_suffix(')')?, None),
-    };
-    // addr2line's `file:line` (then, for some, ` (discriminator N)`), one per inlined frame.
-    let located = code
-        .split(' ')
-        .next()
-        .and_then(|f| f.rsplit_once(':'))
-        .is_some_and(|(file, line)| {
-            !file.is_empty() && (line == "?" || line.parse::<u32>().is_ok())
-        });
-    (located && !name.is_empty() && !name.contains('+')).then_some(Annotated { name, module })
+    // A demangled Rust name may hold ` (` itself (`<(A, (B, C)) as T>::f`): the place is the
+    // first parenthesis that parses as one.
+    s.match_indices(" (").find_map(|(at, _)| {
+        let (name, rest) = (&s[..at], &s[at + 2..]);
+        // The module's name follows the closing parenthesis; none follows a vmlinux symbol.
+        let (code, module) = match rest.rsplit_once(") ") {
+            Some((code, m)) if !m.is_empty() && !m.contains([' ', '(', ')']) => (code, Some(m)),
+            _ => (rest.strip_suffix(')')?, None),
+        };
+        // addr2line's `file:line` (then, for some, ` (discriminator N)`), one per inlined frame.
+        let located = code
+            .split(' ')
+            .next()
+            .and_then(|f| f.rsplit_once(':'))
+            .is_some_and(|(file, line)| {
+                !file.is_empty() && (line == "?" || line.parse::<u32>().is_ok())
+            });
+        // Not a `%pS` symbol with its offset (the script drops it).
+        let printed = name.contains("+0x") && parse_printed(name).is_some();
+        (located && !name.is_empty() && !printed).then_some(Annotated { name, module })
+    })
 }
 
 /// `data` parsed as an x86-64 ELF file (`path` for messages).
@@ -569,6 +575,18 @@ mod tests {
         assert_eq!(
             parse_annotated("vprintk_emit (kernel/printk/printk.c:?)"),
             a("vprintk_emit", None)
+        );
+        // Demangled Rust names, which the script makes when it finds a demangler.
+        assert_eq!(
+            parse_annotated("<(u8, (u16, u32)) as core::fmt::Debug>::fmt (src/x.rs:7) lbr_dump"),
+            a(
+                "<(u8, (u16, u32)) as core::fmt::Debug>::fmt",
+                Some("lbr_dump")
+            )
+        );
+        assert_eq!(
+            parse_annotated("<dyn A + Send as B>::f (src/x.rs:7)"),
+            a("<dyn A + Send as B>::f", None)
         );
         assert_eq!(
             parse_annotated("strcmp (lib/string.c:283 (discriminator 1)) lbr_crash"),

@@ -442,11 +442,14 @@ fn none(cpu: usize, reason: &str) {
 /// records of the buffer the capture kept, newest first (all of them stay in memory: lbr-decode
 /// reads them from a dump). Nothing if the capture found another owner's debug store (said so),
 /// or if a later capture reused the buffer (said so).
+/// Prints the snapshot's BTS lines. Returns whether its kept buffer went back to recording
+/// while they were printed (its table entry's owner changed: a newer capture on the CPU swapped
+/// it into the debug store), so that they may mix two histories.
 #[inline(never)]
-fn print_bts(a: &Armed, s: &Snap<'_>, l: &mut LineBuf) {
+fn print_bts(a: &Armed, s: &Snap<'_>, l: &mut LineBuf) -> bool {
     let g = a.area.geometry();
     let Some(b) = s.bts else {
-        return;
+        return false;
     };
     let (slot, state) = (b.slot as usize, b.state);
     l.clear();
@@ -454,19 +457,19 @@ fn print_bts(a: &Armed, s: &Snap<'_>, l: &mut LineBuf) {
     if state & layout::SNAP_BTS_FOREIGN != 0 {
         let _ = write!(l, "state=foreign ds_area={:#018x}", b.ds_area);
         print_raw(l);
-        return;
+        return false;
     }
     if state & layout::SNAP_BTS_KEPT == 0 {
-        return;
+        return false;
     }
     let Some(entry) = a.area.header.shape().bts_entry(&a.area, s.cpu, slot) else {
-        return;
+        return false;
     };
     let (virt, owner) = (entry.virt, entry.owner);
     if owner != s.seq {
         let _ = write!(l, "state=reused owner={owner}");
         print_raw(l);
-        return;
+        return false;
     }
     let wrapped = state & layout::SNAP_BTS_WRAPPED != 0;
     let (base, index) = (b.base, b.index);
@@ -478,7 +481,7 @@ fn print_bts(a: &Armed, s: &Snap<'_>, l: &mut LineBuf) {
                 "state=inconsistent base={base:#x} index={index:#x} buffer={virt:#x}"
             );
             print_raw(l);
-            return;
+            return false;
         }
     };
     let total = (runs[0].len() + runs[1].len()) / layout::BTS_RECORD_SIZE;
@@ -509,6 +512,11 @@ fn print_bts(a: &Armed, s: &Snap<'_>, l: &mut LineBuf) {
             i += 1;
         }
     }
+    a.area
+        .header
+        .shape()
+        .bts_entry(&a.area, s.cpu, slot)
+        .is_none_or(|e| e.owner != s.seq)
 }
 
 /// A snapshot's record values read in place from the area, one at a time as the records are
@@ -610,10 +618,10 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
         );
         print_branch(&mut l, ler.from, ler.to);
     }
-    print_bts(a, s, &mut l);
+    let bts_reused = print_bts(a, s, &mut l);
     // Read in place, one value at a time: a capture that took the slot meanwhile (its CPU's
     // ring wrapped) cleared or replaced the sequence number first, so the end line can say so.
-    let rewritten = a.area.u64_at(s.off + snap::SEQ) != s.seq;
+    let rewritten = bts_reused || a.area.u64_at(s.off + snap::SEQ) != s.seq;
     l.clear();
     let _ = write!(
         l,
@@ -625,7 +633,8 @@ fn print_snapshot(a: &Armed, s: &Snap<'_>, nest: Option<u32>) {
         }
     );
     print_raw(&mut l);
-    if count < total {
+    // (Rewritten: the records not printed are no longer this snapshot's, nowhere.)
+    if count < total && !rewritten {
         l.clear();
         let _ = write!(
             l,

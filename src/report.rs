@@ -298,10 +298,10 @@ impl fmt::Display for LerLine {
     }
 }
 
-/// A snapshot's last line: `end cpu=C seq=S`, then ` rewritten` if the printer found the
-/// snapshot's sequence number changed once it had printed it: a capture on its CPU took the slot
-/// meanwhile (the ring wrapped), so the lines above it may mix two snapshots (the printer reads
-/// the records in place, one at a time).
+/// A snapshot's last line: `end cpu=C seq=S`, then ` rewritten` if the printer found, once it
+/// had printed the snapshot, that captures on its CPU took its slot (the sequence number
+/// changed: the ring wrapped) or its kept BTS buffer (back to recording) meanwhile: the lines
+/// above it may then mix two snapshots (the printer reads them in place, one at a time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EndLine {
     /// CPU number.

@@ -395,7 +395,7 @@ def test_snapshot_rewritten_while_printed_says_so(r):
                timeout=240, script=ARM + f"sh -c 'insmod {CRASH} crash=print_rewrite rounds=4' || true\n")
     con = res.console
     assert "lbr_dump: armed" in con, "lbr_dump did not arm:\n" + "\n".join(kernel_lines(con, "lbr_dump"))
-    assert "lbr_crash: print_rewrite: 4 fixed #GPs" in con, tail(con)
+    assert 'lbr_crash: print_rewrite: 4 fixed #GPs at lbr_dump\'s line "#1 "' in con, tail(con)
     heads = [h for h in snapshot_heads(con) if " vector=13 " in h]
     assert len(heads) == 1, f"not one #GP snapshot printed:\n{heads}\n" + tail(con)
     head = heads[0]
@@ -423,8 +423,34 @@ def test_snapshot_rewritten_while_printed_says_so(r):
     doc = json.loads(out)
     [s] = [s for s in doc["snapshots"] if s["vector"] == 13]
     assert s["rewritten"] is True, s.get("rewritten")
-    assert any(f"was rewritten while lbr-dump printed it (a newer capture on CPU {cpu} took its slot)" in w
+    assert any(f"was rewritten while lbr-dump printed it (a newer capture on CPU {cpu} took its slot or its BTS buffer)" in w
                for w in doc["warnings"]), doc["warnings"]
+
+
+def test_bts_buffer_reused_while_printed_says_so(r):
+    # As above, with BTS (bts=1024): crash=print_rewrite takes 3 captured #GPs just before
+    # lbr-dump prints the oops's `bts` line, after the printer found the buffer still the
+    # snapshot's. A CPU's BTS pool holds 4 buffers, one recording, so the third puts the oops's
+    # kept buffer back into recording while its record lines are printed; its slot stays (the
+    # ring holds 4): the LBR records printed are all the oops's (the emulator's freeze), and the
+    # end line says `rewritten`.
+    res = boot(finish=False, name="emu-print-rewrite-bts", cpu="Skylake-Client", accel="tcg",
+               emulate="model=skylake", timeout=240,
+               script=f"insmod {MODULE} bts=1024 bts_print=8 enable=1\n"
+                      f"sh -c 'insmod {CRASH} crash=print_rewrite rounds=3 at=bts' || true\n")
+    con = res.console
+    assert "lbr_dump: armed" in con, "lbr_dump did not arm:\n" + "\n".join(kernel_lines(con, "lbr_dump"))
+    assert 'lbr_crash: print_rewrite: 3 fixed #GPs at lbr_dump\'s line "bts"' in con, tail(con)
+    heads = [h for h in snapshot_heads(con) if " vector=13 " in h]
+    assert len(heads) == 1, f"not one #GP snapshot printed:\n{heads}\n" + tail(con)
+    block = con[con.index(heads[0]):]
+    end = re.search(r"lbr_dump: end cpu=(\d+) seq=(\d+)( rewritten)?$", block, re.M)
+    assert end, "no end line:\n" + block[:3000]
+    block = block[:end.start()]
+    assert re.search(r"lbr_dump: bts cpu=\d+ seq=\d+ records=\d+ shown=8 .* state=kept", block), block[-3000:]
+    assert len(re.findall(r"lbr_dump: bts #\d+ ", block)) == 8, block[-3000:]
+    assert_equals_freeze(res.emu_events(), heads[0], printed_records(block))
+    assert end[3], f"the end line does not say rewritten: {end[0]}"
 
 
 def test_single_step_does_not_stop_recording(r):

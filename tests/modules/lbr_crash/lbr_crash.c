@@ -296,6 +296,8 @@ module_param(lbr_to, uint, 0);
 module_param(lbr_depth, uint, 0);
 static bool irqs_off;
 module_param(irqs_off, bool, 0);
+static char *at = "#1 ";	/* crash=print_rewrite: the line of lbr_dump's it acts at */
+module_param(at, charp, 0);
 
 /*
  * void lbr_crash_exec_user_ac(unsigned long addr), for crash=exec_user_ac: sets RFLAGS.AC (as
@@ -1873,23 +1875,27 @@ static void __exit lbr_crash_exit(void)
 }
 
 /*
- * crash=print_rewrite: the #GP of crash=gp, whose snapshot's slot this CPU's own captures take
- * while lbr_dump prints it, as a storm of captures on the CPU that took a snapshot would while
- * the oopsing task prints on another. A die notifier that runs before lbr_dump's arms a kprobe
- * on _printk for this CPU; at its third hit (lbr_dump's header and record #0 printed, record
- * #1 formatted), the probe takes rounds= kernel #GPs that the kernel fixes up, each captured
- * into the CPU's next slot: with rounds= the ring's size, the last takes the printed one's.
+ * crash=print_rewrite: the #GP of crash=gp, whose snapshot's slot (or kept BTS buffer) this
+ * CPU's own captures take while lbr_dump prints it, as a storm of captures on the CPU that took
+ * a snapshot would while the oopsing task prints on another. A die notifier that runs before
+ * lbr_dump's arms a kprobe on _printk for this CPU; when lbr_dump is about to print its line
+ * that starts with at= (default "#1 ": record #0 printed, #1 formatted), the probe takes
+ * rounds= kernel #GPs that the kernel fixes up, each captured into the CPU's next slot and
+ * BTS buffer: with rounds= the ring's size (4), the last takes the printed one's slot; with 3,
+ * its BTS buffer goes back to recording (the pool holds 4, one of them recording).
  */
 static struct task_struct *rewriting;
 static atomic_t rewrite_cpu = ATOMIC_INIT(-1);
-static atomic_t rewrite_hits = ATOMIC_INIT(0);
 
 static int lbr_crash_rewrite_pre(struct kprobe *p, struct pt_regs *regs)
 {
+	static const char ours[] = "\0013lbr_dump: ";
+	const char *fmt = (const char *)regs->di, *line = (const char *)regs->si;
 	int i;
 
+	/* _printk(fmt, line, ...): lbr_dump's formats all begin with `ours`, then the line. */
 	if (atomic_read(&rewrite_cpu) != raw_smp_processor_id() ||
-	    atomic_inc_return(&rewrite_hits) != 3)
+	    strncmp(fmt, ours, sizeof(ours) - 1) || strncmp(line, at, strlen(at)))
 		return 0;
 	atomic_set(&rewrite_cpu, -1);
 	for (i = 0; i < rounds; i++)
@@ -1922,8 +1928,12 @@ static int lbr_crash_print_rewrite(void)
 		return r;
 	}
 	rewriting = current;
-	pr_info("print_rewrite: %d fixed #GPs at lbr_dump's second record line\n", rounds);
-	return lbr_crash_gp();
+	pr_info("print_rewrite: %d fixed #GPs at lbr_dump's line \"%s\"\n", rounds, at);
+	r = lbr_crash_gp();
+	/* (Not reached: the #GP oopses, and the oops ends this task.) */
+	unregister_die_notifier(&rewrite_nb);
+	unregister_kprobe(&rewrite_kp);
+	return r;
 }
 
 /*

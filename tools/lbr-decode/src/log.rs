@@ -267,8 +267,8 @@ pub enum LogWarning {
         /// Input line of the first one.
         first: usize,
     },
-    /// An end line that says `rewritten`: a newer capture on the snapshot's CPU took its slot
-    /// while lbr-dump printed it.
+    /// An end line that says `rewritten`: a newer capture on the snapshot's CPU took its slot or
+    /// its kept BTS buffer while lbr-dump printed it.
     Rewritten {
         /// Input line of the end line.
         line: usize,
@@ -471,7 +471,7 @@ impl std::fmt::Display for LogWarning {
             ),
             Self::Rewritten { line, cpu, seq } => write!(
                 f,
-                "line {line}: snapshot cpu={cpu} seq={seq} was rewritten while lbr-dump printed it (a newer capture on CPU {cpu} took its slot): its records may mix two snapshots"
+                "line {line}: snapshot cpu={cpu} seq={seq} was rewritten while lbr-dump printed it (a newer capture on CPU {cpu} took its slot or its BTS buffer): its records may mix two snapshots"
             ),
             Self::EndInside {
                 line,
@@ -950,7 +950,7 @@ mod tests {
         assert!(s.complete && s.rewritten && s.records.len() == 2);
         assert_eq!(
             texts(&p.warnings),
-            ["line 4: snapshot cpu=1 seq=7 was rewritten while lbr-dump printed it (a newer capture on CPU 1 took its slot): its records may mix two snapshots"]
+            ["line 4: snapshot cpu=1 seq=7 was rewritten while lbr-dump printed it (a newer capture on CPU 1 took its slot or its BTS buffer): its records may mix two snapshots"]
         );
         // Without the word: neither.
         let p = parse_log(&format!("{HEAD}\n{R0}\n{R1}\n{END}\n"));

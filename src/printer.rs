@@ -13,9 +13,10 @@
 //! another CPU than the one that captured, where an older snapshot of the same stack slot may
 //! lie (a WARN just before a BUG). Each snapshot is chosen consistently: its sequence number is
 //! read again after its fields and must not have changed. Its records are then read in place as
-//! they are printed, and the sequence number once more after them: if a capture on its CPU took
-//! the slot meanwhile (the ring wrapped during the printing), the `end` line says `rewritten`
-//! and the snapshot is not sealed for dump readers. An older snapshot encloses a newer
+//! they are printed, and the sequence number (and a kept BTS buffer's owner) once more after
+//! them: if captures on its CPU took the slot (the ring wrapped during the printing) or the
+//! buffer meanwhile, the `end` line says `rewritten` and the snapshot is not sealed for dump
+//! readers. An older snapshot encloses a newer
 //! one when the newer exception's interrupted stack pointer lies below the older frame, within
 //! one stack, and that frame still holds the RIP it recorded. Nothing else is printed as this
 //! crash's: without a matching snapshot, one line says so.
@@ -441,10 +442,9 @@ fn none(cpu: usize, reason: &str) {
 /// The snapshot's BTS history, when armed with BTS: a head line, then the newest `bts_print`
 /// records of the buffer the capture kept, newest first (all of them stay in memory: lbr-decode
 /// reads them from a dump). Nothing if the capture found another owner's debug store (said so),
-/// or if a later capture reused the buffer (said so).
-/// Prints the snapshot's BTS lines. Returns whether its kept buffer went back to recording
-/// while they were printed (its table entry's owner changed: a newer capture on the CPU swapped
-/// it into the debug store), so that they may mix two histories.
+/// or if a later capture reused the buffer (said so). Returns whether its kept buffer went back
+/// to recording while the lines were printed (its table entry's owner changed: a newer capture
+/// on the CPU swapped it into the debug store), so that they may mix two histories.
 #[inline(never)]
 fn print_bts(a: &Armed, s: &Snap<'_>, l: &mut LineBuf) -> bool {
     let g = a.area.geometry();

@@ -308,7 +308,7 @@ pub struct EndLine {
     pub cpu: u32,
     /// Sequence number, as in the header.
     pub seq: u64,
-    /// The slot was taken by a newer capture while it was printed.
+    /// The slot, or the kept BTS buffer, was taken by a newer capture while it was printed.
     pub rewritten: bool,
 }
 

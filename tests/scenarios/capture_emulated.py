@@ -20,8 +20,8 @@ import re
 import subprocess
 
 from harness import ARM, CFG, CRASH, LKDTM, MODULE, REPO, SYSFS, boot, decode, kernel_lines, snapshot_heads, symbols, tail
-from records import (assert_equals_freeze, assert_ler_equals_freeze, emulated, freeze_records, printed_lers,
-                     printed_records, sext)
+from records import (assert_equals_freeze, assert_ler_equals_freeze, assert_same_recorder, emulated,
+                     freeze_records, printed_lers, printed_records, sext)
 
 
 CRASHES = {  # name: (guest command, vector)
@@ -407,6 +407,9 @@ def test_snapshot_rewritten_while_printed_says_so(r):
     printed = printed_records(block[:end.start()])
     assert len(printed) == 32, len(printed)  # print_all, as every test boots
     events = res.emu_events()
+    # The recorder the emulator presented is the one lbr-dump printed (Skylake's LBR, format 5).
+    m = re.search(r" flavour=(\S+) format=(\d+) ", head)
+    assert_same_recorder(events, m[1], m[2])
     flavour, fmt = emulated(events)
     stacks = [freeze_records(e, flavour, fmt) for e in events
               if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == cpu]

@@ -197,7 +197,8 @@ pub struct SnapshotOut {
     pub filter: &'static str,
     /// All announced records were found.
     pub complete: bool,
-    /// The printer found the snapshot's slot taken by a newer capture once it had printed it
+    /// The printer found the snapshot's slot or kept BTS buffer taken by a newer capture once it
+    /// had printed it
     /// (its end line says `rewritten`): the records may mix two snapshots (schema 1.9; absent
     /// when false).
     #[serde(skip_serializing_if = "std::ops::Not::not")]

@@ -81,8 +81,8 @@ pub struct Snapshot {
     pub bts: Option<Bts>,
     /// The end line was seen.
     pub complete: bool,
-    /// The end line says `rewritten`: a newer capture on the CPU took the slot while lbr-dump
-    /// printed it, so the printed records may mix two snapshots.
+    /// The end line says `rewritten`: a newer capture on the CPU took the slot or the kept BTS
+    /// buffer while lbr-dump printed it, so the printed records may mix two snapshots.
     pub rewritten: bool,
     /// Input line number of the header.
     pub line: usize,

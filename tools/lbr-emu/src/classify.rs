@@ -80,7 +80,19 @@ impl Kind {
 /// Classifies one instruction (64-bit mode; in 16/32-bit code 0x40..0x4f are INC/DEC, which QEMU
 /// hands over as one-byte instructions and which then classify as `Other`, as they should).
 pub fn classify(bytes: &[u8]) -> Insn {
-    let i = opcode_offset(bytes);
+    let mut i = 0;
+    // Legacy prefixes (group 1-4), then at most one REX.
+    while i < bytes.len()
+        && matches!(
+            bytes[i],
+            0x66 | 0x67 | 0xf0 | 0xf2 | 0xf3 | 0x2e | 0x36 | 0x3e | 0x26 | 0x64 | 0x65
+        )
+    {
+        i += 1;
+    }
+    if i + 1 < bytes.len() && (0x40..=0x4f).contains(&bytes[i]) {
+        i += 1;
+    }
     let Some(&op) = bytes.get(i) else {
         return Insn::Other;
     };
@@ -116,24 +128,6 @@ pub fn classify(bytes: &[u8]) -> Insn {
         }
         _ => Insn::Other,
     }
-}
-
-/// Where the opcode of `bytes` starts: after the legacy prefixes (groups 1-4) and at most one
-/// REX.
-fn opcode_offset(bytes: &[u8]) -> usize {
-    let mut i = 0;
-    while i < bytes.len()
-        && matches!(
-            bytes[i],
-            0x66 | 0x67 | 0xf0 | 0xf2 | 0xf3 | 0x2e | 0x36 | 0x3e | 0x26 | 0x64 | 0x65
-        )
-    {
-        i += 1;
-    }
-    if i + 1 < bytes.len() && (0x40..=0x4f).contains(&bytes[i]) {
-        i += 1;
-    }
-    i
 }
 
 /// One taken branch as the emulator saw it.

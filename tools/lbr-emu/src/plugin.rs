@@ -13,8 +13,7 @@
 //! (whose target may be its own fall-through: `jmp .+5`, or sync_core()'s `iretq` to the next
 //! instruction) stores a fall-through no block starts at, so that entering its target always
 //! counts as taken; a conditional jump to its own fall-through is not recorded (taken or not, it
-//! goes to the same place). The instrumentation itself is in
-//! `translate`.
+//! goes to the same place). The instrumentation itself is in `translate`.
 //!
 //! `rdmsr`/`wrmsr` of an emulated MSR are emulated whole, and `cpuid` and `rdmsr` of
 //! IA32_MISC_ENABLE are rewritten after QEMU ran them (`msr`).

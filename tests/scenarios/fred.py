@@ -85,6 +85,27 @@ def test_bochs_msrs_the_model_lacks_fault_as_on_hardware(r):
     assert "unchecked MSR access error: RDMSR from 0xc0011029" in con, tail(con)
 
 
+def test_bochs_markers_are_whole_and_in_order(r):
+    """The harness's own check, where it once failed: the /init markers it reads (`lbr-dump-vm:
+    done`, the script ran to its end) are printed whole, after everything the script made the
+    kernel log. 7.3's 8250 console prints the log from a printer thread, later than it was
+    logged, and Bochs's UART sends at its line rate: a marker the shell wrote to its tty went
+    out before the kernel's lines still pending, and could be cut in two by one of them (CI:
+    `lb[    1.556876] lbr_crash: ...` then `r-dump-vm: done`, and a run that had finished was
+    reported as ended early). Here the script ends with 200 kernel log lines, logged faster than
+    the UART sends them (tests/initramfs/init writes its markers to the kernel log)."""
+    vm = boot(bochs=True, name="fred-markers", timeout=240,
+              script='for i in $(seq 200); do echo "fred-test: burst $i" > /dev/kmsg; done\n')
+    con = vm.console
+    burst = list(re.finditer(r"fred-test: burst (\d+)$", con, re.M))
+    assert [int(m[1]) for m in burst] == list(range(1, 201)), tail(con)
+    done = list(re.finditer(r"^(\[\s*\d+\.\d+\] )?lbr-dump-vm: done$", con, re.M))
+    assert len(done) == 1, f"the end marker is not a whole line of its own:\n{tail(con)}"
+    assert done[0].start() > burst[-1].end(), (
+        "the end marker was printed before the kernel's lines the script logged:\n"
+        + con[max(0, done[0].start() - 300):done[0].end() + 300])
+
+
 def test_qemu_runs_the_same_kernel_without_fred(r):
     """Under QEMU TCG, which does not emulate FRED, the same kernel runs with the IDT (as
     Debian's kernel does on CPUs without FRED): no CPU has the flag. Every other scenario relies

@@ -289,6 +289,11 @@ class Vm:
         return r
 
 
+# The command-line options every kernel a test boots needs to not hang or panic by itself under
+# TCG (kernel_cmdline() says why); tests/harness.py boot() checks each kernel of a run had them.
+GUEST_GUARDS = ("tsc=nowatchdog", "no_timer_check")
+
+
 def kernel_cmdline(pti: str, watchdog: bool, append: str, console: str = "ttyS0") -> str:
     """The test kernel's command line: the serial console, panic=-1 (a panic reboots, which
     ends the VM), `pti`, the lockup detectors off unless `watchdog`, then `append`."""

@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 # tests/run.py, the runner, puts tests/ and scripts/ on the module path (the one place that does).
-from vm import (FRED_LINE, REPO, TARGET, BochsVm, Result, Vm, kernel_dir, prepare_initramfs,
-                scenario_cpio, sh)
+from vm import (FRED_LINE, GUEST_GUARDS, REPO, TARGET, BochsVm, Result, Vm, kernel_cmdline, kernel_dir,
+                prepare_initramfs, scenario_cpio, sh)
 
 # Paths and commands inside the test VM, one definition for every scenario.
 MODULE_KO = "/lib/lbr-dump/lbr_dump.ko"
@@ -94,9 +94,12 @@ echo "kdump: capture kernel up, vmcore $(stat -c %s /proc/vmcore) bytes"
 dd if=/proc/vmcore of=/dev/vda bs=1M conv=fsync 2>/dev/null
 echo "kdump: vmcore saved"
 """ + capture_script, root_files, disk_mib)
+    # The capture kernel's command line: the harness's (the guards every kernel it boots needs),
+    # on one CPU, with the options kdump's own tools give a capture kernel.
+    cmdline = kernel_cmdline("off", False, "nr_cpus=1 irqpoll reset_devices")
     script = f"""insmod {MODULE} enable=1 {arm}
 {read_back}
-lbr-kexec /tmp/bzImage /tmp/initrd "console=ttyS0 pti=off nr_cpus=1 irqpoll reset_devices panic=-1"
+lbr-kexec /tmp/bzImage /tmp/initrd "{cmdline}"
 echo "kdump: capture kernel loaded"
 {crash}
 sleep 600
@@ -137,11 +140,12 @@ def kexec(name: str, before: str, next_script: str, arm: str = "", **kw) -> Resu
     kernel runs `next_script`. Returns the run once the next kernel's script ran to its end."""
     run_dir = REPO / "out" / "vm" / name
     disk, read_back = next_kernel_disk(run_dir, 'echo "kexec: next kernel up"\n' + next_script, disk_mib=64)
+    cmdline = kernel_cmdline("off", False, "")  # the harness's, as the first kernel's
     script = f"""insmod {MODULE} enable=1 {arm}
 {before}
 {read_back}
 echo "kexec: booting the next kernel"
-lbr-kexec /tmp/bzImage /tmp/initrd "console=ttyS0 pti=off panic=-1" exec
+lbr-kexec /tmp/bzImage /tmp/initrd "{cmdline}" exec
 echo "kexec: exec failed: $?"
 """
     res = boot(name=name, timeout=600, script=script,
@@ -270,6 +274,8 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
     Before a test's own assertions count, the run must be what the test claims:
       - the guest brought up every vCPU it was given (`smp: Brought up ... N CPUs`, the first
         kernel's line when a capture kernel boots after it), so a "4 vCPU" test ran on 4;
+      - every kernel the run booted (a kexec'd or capture kernel too) had the command-line
+        options that keep a TCG guest from hanging by itself (scripts/vm.py GUEST_GUARDS);
       - under the branch-record emulator, the emulator presented the model asked for, and no
         `would-fault` event occurred: lbr-dump touched no MSR the emulated CPU lacks (a real part
         would #GP there), unless `allow_would_fault`;
@@ -303,6 +309,13 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
     assert up == vm.smp, (
         f"the guest brought up {up} CPU(s), the VM was given {vm.smp} (log {r.log}): a test that "
         f"claims {vm.smp} vCPUs must run on {vm.smp}")
+    # Every kernel of the run (a kexec'd or kdump capture kernel too) ran with the settings that
+    # keep a guest from hanging by itself (scripts/vm.py GUEST_GUARDS): a hang there would fail
+    # the test for the harness's reason, or pass it by luck.
+    for line in re.findall(r"^\[\s*\d+\.\d+\] Command line: (.*)$", r.console, re.M):
+        missing = [g for g in GUEST_GUARDS if g not in line.split()]
+        assert not missing, (
+            f"a kernel of this run booted without {' '.join(missing)} (log {r.log}): {line}")
     if bochs:
         assert fred_state(r.console) is not None, (
             f"the guest never said whether its CPUs run FRED (log {r.log}):\n" + first_problem(r.console)

@@ -240,6 +240,7 @@ class Results:
         self.passed = 0
         self.failed = 0
         self.skipped = 0
+        self.failures: list[tuple[str, str]] = []
 
     def record(self, name: str, ok: bool, detail: str = "") -> None:
         if ok:
@@ -250,6 +251,7 @@ class Results:
 
     def fail(self, name: str, detail: str) -> None:
         self.failed += 1
+        self.failures.append((name, next(iter(detail.strip().splitlines()), "")))
         print(f"FAIL {name}", flush=True)
         for line in detail.rstrip().splitlines():
             print(f"     {line}", flush=True)
@@ -261,8 +263,12 @@ class Results:
         print(f"SKIP {len(names)} test(s) ({', '.join(names)}): {reason}", flush=True)
 
     def summary(self) -> str:
-        """The closing line: `N passed, N failed`, and `, N skipped` when tests were skipped."""
-        return f"{self.passed} passed, {self.failed} failed" + (f", {self.skipped} skipped" if self.skipped else "")
+        """The closing lines: each failed test again with the first line of its reason (a log
+        cut to its start and end still names them all), then `N passed, N failed`, and
+        `, N skipped` when tests were skipped."""
+        failed = "".join(f"FAILED {name}" + (f": {why}" if why else "") + "\n" for name, why in self.failures)
+        return failed + f"{self.passed} passed, {self.failed} failed" + (
+            f", {self.skipped} skipped" if self.skipped else "")
 
 
 def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = False, fred: bool = True,

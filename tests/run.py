@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import importlib.util
+import io
 import json
 import multiprocessing
 import os
@@ -119,6 +121,18 @@ def script_tests(r: harness.Results) -> None:
         want = ["kbuild-x-a", "kbuild-x-g", "kbuild-y-f"]
         r.record("scripts: cache pruning keeps recent entries and the two newest", p.returncode == 0 and left == want,
                  f"exit {p.returncode}, left {left}, want {want}\n{p.stderr}")
+
+    # The closing lines repeat each failed test with its reason's first line: CI shows a long
+    # log's start and end only, and a failure cut from its middle must still be named there.
+    t = harness.Results()
+    with contextlib.redirect_stdout(io.StringIO()):
+        t.record("a: one", True)
+        t.record("b: two", False, "VM timed out after 604s\nconsole tail:\n...")
+        t.fail("c: three", "")
+        t.skip(["d: four"], "no Bochs")
+    got = t.summary().splitlines()
+    want = ["FAILED b: two: VM timed out after 604s", "FAILED c: three", "1 passed, 2 failed, 1 skipped"]
+    r.record("scripts: the closing lines name every failed test", got == want, f"got {got}, want {want}")
 
 
 def builds(r: harness.Results) -> bool:

@@ -293,6 +293,11 @@ unsafe extern "C" {
     /// 4 KiB-aligned; its +256 is the ring-0 entry), 0 in a build without CONFIG_X86_FRED.
     pub(crate) fn lbr_dump_fred_page() -> c_ulong;
 
+    /// src/glue.c: the low bits (redzone, interrupt stack level) of the IA32_FRED_CONFIG value
+    /// the kernel writes on every CPU (`cpu_init_fred_exceptions()`), from its headers; 0 in a
+    /// build without CONFIG_X86_FRED.
+    pub(crate) fn lbr_dump_fred_config_low() -> c_ulong;
+
     /// asm/cpu.S: this CPU's number from the CPUNODE segment limit, without `%gs`.
     pub(crate) fn lbr_dump_cpu_number() -> c_uint;
 

@@ -102,9 +102,8 @@ impl FredHooks {
     /// Points every online CPU, and every CPU that comes online, at lbr-dump's page. The
     /// stubs' configuration is written already (their vectors, `configure_fred`).
     pub(crate) fn arm() -> Result<Self, FredRefusal> {
-        let kernel =
-            read_msr(CpuId::current(), FRED_CONFIG).map_err(|_| FredRefusal::Unreadable)?;
-        let page = kernel & !LOW;
+        let held = read_msr(CpuId::current(), FRED_CONFIG).map_err(|_| FredRefusal::Unreadable)?;
+        let page = held & !LOW;
         // SAFETY: no preconditions; `page` is only compared and, in a module, becomes the
         // target of the static calls' direct jumps (and its +256) once it was found to be the
         // kernel's FRED entry page.
@@ -113,6 +112,12 @@ impl FredHooks {
             e if e == -(bindings::EXDEV as i32) => return Err(FredRefusal::NotKernelPage),
             _ => return Err(FredRefusal::StaticCall),
         }
+        // The kernel's value is the one cpu_init_fred_exceptions() writes on every CPU: its
+        // page (checked above) with the low bits of its headers, not this CPU's value, which
+        // another owner may have changed (every CPU holding the kernel's would then be refused
+        // as the odd one out).
+        // SAFETY: no preconditions.
+        let kernel = page | unsafe { ffi::lbr_dump_fred_config_low() } as u64;
         // SAFETY: no preconditions.
         let ours = unsafe { ffi::lbr_dump_fred_page() } as u64;
         if ours == 0 || ours & LOW != 0 {

@@ -63,6 +63,7 @@ const char *lbr_dump_environment_refusal(void);
 bool lbr_dump_fred_active(void);
 int lbr_dump_fred_set_kernel_page(unsigned long page);
 unsigned long lbr_dump_fred_page(void);
+unsigned long lbr_dump_fred_config_low(void);
 int lbr_dump_stop_machine(int (*fn)(void *data), void *data);
 unsigned long lbr_dump_virt_to_phys(void *addr);
 bool lbr_dump_pti_active(void);
@@ -257,6 +258,15 @@ unsigned long lbr_dump_fred_page(void)
 	return (unsigned long)lbr_dump_fred_user;
 }
 
+/*
+ * The low bits of the IA32_FRED_CONFIG value the kernel writes on every CPU
+ * (cpu_init_fred_exceptions(), arch/x86/kernel/fred.c): its redzone and interrupt stack level.
+ */
+unsigned long lbr_dump_fred_config_low(void)
+{
+	return FRED_CONFIG_REDZONE | FRED_CONFIG_INT_STKLVL(0);
+}
+
 #ifdef MODULE
 /*
  * The FRED entry page's ways on to the kernel's entry points (asm/stubs.S LBR_FRED_GO_ON): static
@@ -292,6 +302,11 @@ int lbr_dump_fred_set_kernel_page(unsigned long page)
 #endif
 #else
 unsigned long lbr_dump_fred_page(void)
+{
+	return 0;
+}
+
+unsigned long lbr_dump_fred_config_low(void)
 {
 	return 0;
 }

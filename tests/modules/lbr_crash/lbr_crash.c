@@ -941,6 +941,14 @@ static int lbr_crash_late_sysrq_c(void *unused)
 	}
 	pr_info("stop_late: CPU 1 is in lbr_crash's NMI handler, sysrq-c on CPU %d\n",
 		raw_smp_processor_id());
+	/*
+	 * With interrupts off, as vpanic() runs, from panic() on: nothing on this CPU may wait for
+	 * CPU 1 before the stop. With them on, an interrupt held off by lbr-dump's capture at
+	 * panic() entry was taken between panic() and vpanic(), and what then ran here waited in
+	 * csd_lock_wait() for CPU 1 until its NMI handler gave up after 20 s (seen in CI: the
+	 * emulator counted 84 million branches between the two; CPU 1 then took the stop normally).
+	 */
+	local_irq_disable();
 	handle_sysrq('c');
 	return 0;
 }

@@ -318,7 +318,9 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
     # Every kernel of the run (a kexec'd or kdump capture kernel too) ran with the settings that
     # keep a guest from hanging by itself (scripts/vm.py GUEST_GUARDS): a hang there would fail
     # the test for the harness's reason, or pass it by luck.
-    for line in re.findall(r"^\[\s*\d+\.\d+\] Command line: (.*)$", r.console, re.M):
+    cmdlines = re.findall(r"^\[\s*\d+\.\d+\] Command line: (.*)$", r.console, re.M)
+    assert cmdlines, f"the console never showed the kernel's command line (log {r.log}):\n" + tail(r.console)
+    for line in cmdlines:
         missing = [g for g in GUEST_GUARDS if g not in line.split()]
         assert not missing, (
             f"a kernel of this run booted without {' '.join(missing)} (log {r.log}): {line}")

@@ -16,10 +16,10 @@
 //! they are printed, and the sequence number (and a kept BTS buffer's owner) once more after
 //! them: if captures on its CPU took the slot (the ring wrapped during the printing) or the
 //! buffer meanwhile, the `end` line says `rewritten` and the snapshot is not sealed for dump
-//! readers. An older snapshot encloses a newer
-//! one when the newer exception's interrupted stack pointer lies below the older frame, within
-//! one stack, and that frame still holds the RIP it recorded. Nothing else is printed as this
-//! crash's: without a matching snapshot, one line says so.
+//! readers. An older snapshot encloses a newer one when the newer exception's interrupted stack
+//! pointer lies below the older frame, within one stack, and that frame still holds the RIP it
+//! recorded. Nothing else is printed as this crash's: without a matching snapshot, one line
+//! says so.
 //!
 //! The panic printer: a panic notifier (vpanic() runs the chain after it has stopped the other
 //! CPUs and before kmsg_dump(), so the lines reach pstore) prints the panicking CPU's snapshot

@@ -417,8 +417,10 @@ extern "C" fn on_block(vcpu: c_uint, userdata: *mut c_void) {
     let s = unsafe { sb(vcpu) };
     let e = emu();
     if e.cost {
-        // A branch to its own fall-through (iret_to_self's `iretq` in sync_core()) is not the
-        // far return that ends a handler.
+        // A branch to at most 15 bytes (one instruction's longest) past itself is taken as
+        // one to its own fall-through (iret_to_self's `iretq` in sync_core()), not as the far
+        // return that ends a handler. A far return that skips one short instruction would be
+        // taken so too; nothing the cost report measures does that.
         let own = to.wrapping_sub(s.last_pc).wrapping_sub(1) < 15;
         e.cost_taken(vcpu, s, to, if own { 0 } else { s.last_kind });
     }

@@ -309,7 +309,7 @@ def kernel_cmdline(pti: str, watchdog: bool, append: str, console: str = "ttyS0"
     # in "IO-APIC + timer doesn't work!" (a panic at 0.04 s; seen in a CI run with four guests on
     # two cores). QEMU's timer works; cloud images boot their VMs with the same option.
     nowatchdog = "" if watchdog else "nowatchdog "
-    return f"console={console} panic=-1 pti={pti} tsc=nowatchdog no_timer_check {nowatchdog}{append}".strip()
+    return f"console={console} panic=-1 pti={pti} {' '.join(GUEST_GUARDS)} {nowatchdog}{append}".strip()
 
 
 def run_locked(name: str, kernel: str, run) -> Result:

@@ -36,7 +36,8 @@ const LOW: u64 = 0xfff;
 
 /// The kernel's IA32_FRED_CONFIG value, and lbr-dump's (the same low bits, lbr-dump's page):
 /// what the hotplug and resume callbacks write. Set before the callbacks are registered, while
-/// no callback runs (the state lock); 0 while disarmed.
+/// no callback runs (the state lock). Disarming clears OURS only: every user reads OURS first
+/// and does nothing while it is 0; KERNEL keeps the last armed value.
 static KERNEL: AtomicU64 = AtomicU64::new(0);
 static OURS: AtomicU64 = AtomicU64::new(0);
 /// Set while arming runs the online callback on every online CPU: a CPU whose value is not the

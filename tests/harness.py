@@ -238,9 +238,12 @@ class Results:
 
     def __init__(self) -> None:
         self.passed = 0
-        self.failed = 0
         self.skipped = 0
         self.failures: list[tuple[str, str]] = []
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
 
     def record(self, name: str, ok: bool, detail: str = "") -> None:
         if ok:
@@ -250,7 +253,6 @@ class Results:
             self.fail(name, detail)
 
     def fail(self, name: str, detail: str) -> None:
-        self.failed += 1
         self.failures.append((name, next(iter(detail.strip().splitlines()), "")))
         print(f"FAIL {name}", flush=True)
         for line in detail.rstrip().splitlines():

@@ -284,6 +284,10 @@ fn print_panic(a: &Armed) {
 /// (microseconds): on hardware a stop NMI arrives in microseconds; under emulation a vCPU may
 /// not run for tens of milliseconds.
 const STOP_WAIT_US: u32 = 100_000;
+const _: () = assert!(
+    STOP_WAIT_US == 100_000,
+    "print_stopped()'s line says 100 ms"
+);
 
 /// A CPU still online has not stopped yet: stop_this_cpu() takes it out of the online mask
 /// after the stop stub's capture. vpanic() waits 10 ms for the stop NMI and goes on without it,
@@ -373,10 +377,20 @@ fn print_stopped(a: &Armed, cpu: usize) -> bool {
             print_kept(a, &s);
             true
         }
+        // Still online after wait_for_stops(): it has not reached stop_this_cpu(), so no stop
+        // interrupt has been taken yet (its capture would come first). Said so: it was not
+        // stopped without a capture, it had not stopped at all. (The line names the wait.)
+        None if online(cpu) => {
+            none(
+                cpu,
+                "still running when printed: it had not taken its stop interrupt (held off, or an NMI it was in blocked it) within the kernel's wait and lbr-dump's 100 ms; a capture it makes later is only in memory",
+            );
+            false
+        }
         None => {
             none(
                 cpu,
-                "not captured as the panic stopped it (offline, no stop interrupt reached lbr-dump's stub, or its stop gates could not be hooked)",
+                "stopped or offline without a capture (offline before the panic, its stop interrupt skipped by lbr-dump's stub: a data breakpoint armed, user page tables, a capture running; or its stop gates could not be hooked)",
             );
             false
         }

@@ -262,6 +262,33 @@ def test_a_stop_nmi_taken_after_vpanics_waits_is_printed(r):
         assert_equals_freeze(res.emu_events(), s["line"], s["records"], count=16)
 
 
+def test_a_cpu_not_stopped_when_printed_is_said_to_be_running(r):
+    """crash=stop_late late_ms=2000 on 3 vCPUs, CPU 2 taken offline first: CPU 1 holds its stop
+    NMI off for 2 s after the panic notifiers, past lbr-dump's wait for it. Its `none:` line says
+    that it had not stopped when printed; CPU 2's, that it was offline or stopped without a
+    capture. (Before, every CPU without a stop capture got the second reason, and a CPU still
+    running was said to be offline or to have had no stop interrupt at lbr-dump's stub.)"""
+    res = boot(finish=False, bounded=True, name="panic-stop-later", cpu="Skylake-Client", accel="tcg",
+               emulate=f"model={MODEL}", timeout=300, smp=3, script=f"""
+echo 0 > /sys/devices/system/cpu/cpu2/online
+echo online=$(cat /sys/devices/system/cpu/online)
+insmod {MODULE_KO} enable=1
+insmod {CRASH} crash=stop_late late_ms=2000
+sleep 60
+""")
+    con = res.console
+    assert "online=0-1\n" in con.replace("\r", ""), tail(con)
+    assert "stop_late: CPU 1 is in lbr_crash's NMI handler, sysrq-c on CPU 0" in con, tail(con)
+    assert "stop_late: at the panic notifiers CPU 1 is still online, its stop NMI not taken" in con, tail(con)
+    snaps = snapshots(con)
+    assert [(s["cpu"], s["vector"]) for s in snaps] == [(0, PANIC)], [s["line"] for s in snaps]
+    assert_equals_freeze(res.emu_events(), snaps[0]["line"], snaps[0]["records"], count=16)
+    why = nones(con)
+    assert sorted(why) == [1, 2], kernel_lines(con, "lbr_dump: v2 ")
+    assert why[1].startswith("still running when printed: it had not taken its stop interrupt"), why[1]
+    assert why[2].startswith("stopped or offline without a capture (offline before the panic"), why[2]
+
+
 def test_every_cpu_stopped_in_its_loop(r):
     stop_all("stop-all")
 

@@ -64,11 +64,11 @@
  *                                     IA32_FRED_CONFIG points at a page of this module that jumps
  *                                     on to the kernel's entry points; rmmod puts the kernel's
  *                                     value back
- *   insmod lbr_crash.ko crash=stop_late
+ *   insmod lbr_crash.ko crash=stop_late [late_ms=20]
  *                                     (2+ CPUs) sysrq-c on CPU 0 while CPU 1 is in an NMI handler
- *                                     of this module until the panic notifiers run (sent it
- *                                     before the panic): its stop NMI is latched, taken only
- *                                     after vpanic() stopped waiting for it
+ *                                     of this module until late_ms after the panic notifiers run
+ *                                     (sent it before the panic): its stop NMI is latched, taken
+ *                                     only after vpanic() stopped waiting for it
  *   insmod lbr_crash.ko crash=nmi_lockup
  *                                     no crash yet: play perf's hard-lockup watchdog, an NMI
  *                                     handler (registered now, so before one lbr_dump registers
@@ -296,6 +296,8 @@ module_param(lbr_to, uint, 0);
 module_param(lbr_depth, uint, 0);
 static bool irqs_off;
 module_param(irqs_off, bool, 0);
+static unsigned int late_ms = 20;	/* crash=stop_late: CPU 1's NMI after the notifiers */
+module_param(late_ms, uint, 0);
 static char *at = "#1 ";	/* crash=print_rewrite: the line of lbr_dump's it acts at */
 module_param(at, charp, 0);
 
@@ -892,8 +894,9 @@ static int lbr_crash_stop_all(void)
  * CPU 1 is in an NMI handler of this module (an NMI sent to it before the panic) until the panic
  * notifiers run: the REBOOT_VECTOR IPI finds interrupts blocked, the stop NMI is latched, and
  * vpanic() goes on after its waits (1 s, then 10 ms). This module's panic notifier, which runs
- * before lbr-dump's (a higher priority), says whether CPU 1 is still online and lets it go 20 ms
- * later; its stop NMI is then taken while lbr-dump's printer waits for it.
+ * before lbr-dump's (a higher priority), says whether CPU 1 is still online and lets it go
+ * late_ms later (20 ms by default): its stop NMI is then taken while lbr-dump's printer waits for
+ * it; with a late_ms past the printer's wait, after the printer gave up on it.
  */
 static atomic_t late_armed = ATOMIC_INIT(0);
 static atomic_t late_in_nmi = ATOMIC_INIT(0);
@@ -909,7 +912,7 @@ static int lbr_crash_late_nmi(unsigned int type, struct pt_regs *regs)
 	/* At most 20 s: a panic that never reaches the notifiers must not hang CPU 1 for ever. */
 	for (us = 0; !atomic_read(&late_notified) && us < 20 * USEC_PER_SEC; us += 10)
 		udelay(10);
-	mdelay(20);
+	mdelay(late_ms);
 	return NMI_HANDLED;
 }
 

@@ -284,10 +284,6 @@ fn print_panic(a: &Armed) {
 /// (microseconds): on hardware a stop NMI arrives in microseconds; under emulation a vCPU may
 /// not run for tens of milliseconds.
 const STOP_WAIT_US: u32 = 100_000;
-const _: () = assert!(
-    STOP_WAIT_US == 100_000,
-    "print_stopped()'s line says 100 ms"
-);
 
 /// A CPU still online has not stopped yet: stop_this_cpu() takes it out of the online mask
 /// after the stop stub's capture. vpanic() waits 10 ms for the stop NMI and goes on without it,
@@ -379,11 +375,14 @@ fn print_stopped(a: &Armed, cpu: usize) -> bool {
         }
         // Still online after wait_for_stops(): it has not reached stop_this_cpu(), so no stop
         // interrupt has been taken yet (its capture would come first). Said so: it was not
-        // stopped without a capture, it had not stopped at all. (The line names the wait.)
+        // stopped without a capture, it had not stopped at all.
         None if online(cpu) => {
             none(
                 cpu,
-                "still running when printed: it had not taken its stop interrupt (held off, or an NMI it was in blocked it) within the kernel's wait and lbr-dump's 100 ms; a capture it makes later is only in memory",
+                format_args!(
+                    "still running when printed: it had not taken its stop interrupt (held off, or an NMI it was in blocked it) within the kernel's wait and lbr-dump's {} ms; a capture it makes later is only in memory",
+                    STOP_WAIT_US / 1000
+                ),
             );
             false
         }
@@ -447,7 +446,7 @@ fn print_kept(a: &Armed, s: &Snap<'_>) {
 
 /// Prints a `none:` line for `cpu`.
 #[inline(never)]
-fn none(cpu: usize, reason: &str) {
+fn none(cpu: usize, reason: impl core::fmt::Display) {
     let mut l = LineBuf::new();
     let _ = write!(l, "v2 cpu={cpu} none: {reason}");
     print_raw(&mut l);

@@ -291,7 +291,7 @@ class Vm:
 
 # The command-line options every kernel a test boots needs to not hang or panic by itself under
 # TCG (kernel_cmdline() says why); tests/harness.py boot() checks each kernel of a run had them.
-GUEST_GUARDS = ("tsc=nowatchdog", "no_timer_check")
+GUEST_GUARDS = ("tsc=nowatchdog", "no_timer_check", "setcpuid=constant_tsc")
 
 
 def kernel_cmdline(pti: str, watchdog: bool, append: str, console: str = "ttyS0") -> str:
@@ -308,6 +308,15 @@ def kernel_cmdline(pti: str, watchdog: bool, append: str, console: str = "ttyS0"
     # Under TCG on a loaded host the vCPU's delay loop can outrun the ticks, and the boot ended
     # in "IO-APIC + timer doesn't work!" (a panic at 0.04 s; seen in a CI run with four guests on
     # two cores). QEMU's timer works; cloud images boot their VMs with the same option.
+    # setcpuid=constant_tsc: every CPU delays by the boot CPU's calibration. TCG does not offer
+    # the invariant TSC (CPUID 0x80000007 EDX[8]; `+invtsc` is refused), so the kernel leaves
+    # X86_FEATURE_CONSTANT_TSC clear and each other CPU calibrates its own delay loop against
+    # jiffies at bring-up (init/calibrate.c calibrate_delay_direct()). Under a loaded host that
+    # came out at 1/20 of the boot CPU's TSC-based value, and that CPU's udelay()s were 20 times
+    # short (in CI a 20 s bound of lbr_crash's ran out in 1 s; a panic there waits 50 ms, not
+    # vpanic()'s second, for the others to stop). QEMU's TSC is the host's, constant; with the
+    # flag the others take CPU 0's value (arch/x86/kernel/tsc.c calibrate_delay_is_known()).
+    # The kernel taints itself for it (S, TAINT_CPU_OUT_OF_SPEC) and says so at boot.
     nowatchdog = "" if watchdog else "nowatchdog "
     return f"console={console} panic=-1 pti={pti} {' '.join(GUEST_GUARDS)} {nowatchdog}{append}".strip()
 

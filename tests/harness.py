@@ -284,6 +284,8 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
         kernel's line when a capture kernel boots after it), so a "4 vCPU" test ran on 4;
       - every kernel the run booted (a kexec'd or capture kernel too) had the command-line
         options that keep a TCG guest from hanging by itself (scripts/vm.py GUEST_GUARDS);
+      - each of them delays by one calibration on every CPU (the BogoMIPS it prints for all
+        CPUs are the boot CPU's times their number), so a wait is as long on any CPU;
       - under the branch-record emulator, the emulator presented the model asked for, and no
         `would-fault` event occurred: lbr-dump touched no MSR the emulated CPU lacks (a real part
         would #GP there), unless `allow_would_fault`;
@@ -326,6 +328,15 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
         missing = [g for g in GUEST_GUARDS if g not in line.split()]
         assert not missing, (
             f"a kernel of this run booted without {' '.join(missing)} (log {r.log}): {line}")
+    # Every CPU's udelay() is as long as CPU 0's (GUEST_GUARDS setcpuid=constant_tsc): what
+    # vpanic(), lbr-dump's printer and lbr_crash wait by. For each kernel of the run, the sum
+    # the kernel prints of its CPUs' delay calibrations is its number of CPUs times the boot CPU's.
+    for n, (one, total) in enumerate(delay_calibrations(r.console)):
+        cpus, bogosum = total
+        assert abs(bogosum - cpus * one) <= 0.01 * (cpus + 1), (
+            f"a kernel of this run calibrated its CPUs' delay loops each on its own: {cpus} CPUs "
+            f"make {bogosum:.2f} BogoMIPS, the boot CPU {one:.2f} (kernel {n + 1} of the run, log "
+            f"{r.log}): a udelay() on another CPU is not as long as on CPU 0")
     if bochs:
         assert fred_state(r.console) is not None, (
             f"the guest never said whether its CPUs run FRED (log {r.log}):\n" + first_problem(r.console)
@@ -373,6 +384,18 @@ def cpus_brought_up(console: str) -> int | None:
     CPU(s)`; None if it never said."""
     m = re.search(r"smp: Brought up \d+ nodes?, (\d+) CPUs?", console)
     return int(m[1]) if m else None
+
+
+def delay_calibrations(console: str) -> list[tuple[float, tuple[int, float]]]:
+    """For each kernel of a run that brought up its CPUs: the boot CPU's BogoMIPS (`Calibrating
+    delay ... N BogoMIPS`) and the next `smpboot: Total of M processors activated (S BogoMIPS)`,
+    as (N, (M, S))."""
+    out = []
+    for m in re.finditer(r"Calibrating delay .*?(\d+\.\d+) BogoMIPS", console):
+        t = re.compile(r"Total of (\d+) processors activated \((\d+\.\d+) BogoMIPS\)").search(console, m.end())
+        if t:
+            out.append((float(m[1]), (int(t[1]), float(t[2]))))
+    return out
 
 
 def silent_since(console: str) -> str:

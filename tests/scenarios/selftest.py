@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """The harness's own checks: what boot() asserts of every run (the vCPUs the guest brought up,
-a hang reported with where its CPUs were), and the guest setting that keeps its boots from
-deadlocking (tsc=nowatchdog). Product behaviour is tested in the other scenario files."""
+a hang reported with where its CPUs were), and the guest settings that keep its boots from
+deadlocking (tsc=nowatchdog) and its CPUs' delays true (setcpuid=constant_tsc). Product behaviour is tested in the other scenario files."""
 
 import re
 import shutil
@@ -41,6 +41,24 @@ def test_a_cpu_waiting_with_interrupts_off_is_let_go(r):
     assert m is not None, lines[0]
     # The release comes after CPU 0's msleep(3000): a wait the watchdog held would have given up.
     assert int(m[1]) >= 3000, lines[0]
+
+
+def test_every_cpu_delays_by_the_boot_cpus_calibration(r):
+    """Every vCPU's udelay() is as long as vCPU 0's: one delay-loop calibration for all. QEMU TCG
+    does not offer the invariant TSC (CPUID 0x80000007 EDX[8]), so the kernel does not mark the
+    TSC constant, and each CPU it brings up calibrates its own delay loop against jiffies
+    (init/calibrate.c calibrate_delay_direct()); under a loaded host that went to 1/20 of the
+    boot CPU's, and every udelay() and mdelay() on that CPU was 20 times short: a 20 s bound of
+    lbr_crash's ran out in 1 s (seen in CI), and a panic on such a CPU waits 50 ms, not vpanic()'s
+    second, for the others to stop. The harness boots with setcpuid=constant_tsc (QEMU's TSC is
+    the host's, constant), so the others take the boot CPU's TSC-based value
+    (arch/x86/kernel/tsc.c calibrate_delay_is_known()); boot() checks it of every run from the
+    console. Here the kernel's own per-CPU value, BogoMIPS in /proc/cpuinfo, of 3 vCPUs."""
+    vm = boot(name="hard-delay-calibration", cpu="Skylake-Client", accel="tcg", smp=3,
+              script="grep -E '^bogomips' /proc/cpuinfo\n")
+    bogo = re.findall(r"^bogomips\s*: (\d+\.\d+)", vm.console.replace("\r", ""), re.M)
+    assert len(bogo) == 3, tail(vm.console)
+    assert len(set(bogo)) == 1, f"each vCPU's delay loop has its own calibration: BogoMIPS {bogo}"
 
 
 def test_a_hung_guest_is_failed_with_where_its_cpus_are(r):

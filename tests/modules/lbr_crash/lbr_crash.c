@@ -253,6 +253,7 @@
 #include <linux/perf_event.h>
 #include <linux/string.h>
 #include <linux/sysrq.h>
+#include <linux/timekeeping.h>
 #include <asm/apic.h>
 #include <asm/asm.h>
 #include <asm/desc.h>
@@ -904,15 +905,23 @@ static atomic_t late_notified = ATOMIC_INIT(0);
 
 static int lbr_crash_late_nmi(unsigned int type, struct pt_regs *regs)
 {
-	unsigned long us;
+	u64 start;
 
 	if (raw_smp_processor_id() != 1 || !atomic_xchg(&late_armed, 0))
 		return NMI_DONE;
 	atomic_set(&late_in_nmi, 1);
-	/* At most 20 s: a panic that never reaches the notifiers must not hang CPU 1 for ever. */
-	for (us = 0; !atomic_read(&late_notified) && us < 20 * USEC_PER_SEC; us += 10)
-		udelay(10);
-	mdelay(late_ms);
+	/*
+	 * At most 20 s: a panic that never reaches the notifiers must not hang CPU 1 for ever. By
+	 * the clock (NMI-safe), not by counting udelay()s: those are only as long as this CPU's
+	 * delay-loop calibration makes them.
+	 */
+	start = ktime_get_mono_fast_ns();
+	while (!atomic_read(&late_notified) &&
+	       ktime_get_mono_fast_ns() - start < 20 * NSEC_PER_SEC)
+		cpu_relax();
+	start = ktime_get_mono_fast_ns();
+	while (ktime_get_mono_fast_ns() - start < (u64)late_ms * NSEC_PER_MSEC)
+		cpu_relax();
 	return NMI_HANDLED;
 }
 

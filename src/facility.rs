@@ -210,7 +210,7 @@ impl Filter {
                 Some("CPUID.(0x1C,0):EBX[1] says this Arch LBR has no branch-type filtering")
             }
             Recorder::AmdSingle => Some(
-                "the AMD single LastBranch record has no filter: it holds the last branch, \
+                "the single LastBranch record has no filter: it holds the last branch, \
                  whatever its type",
             ),
             _ => None,
@@ -230,7 +230,9 @@ pub enum Flavour {
     IntelArchLbr = 2,
     /// AMD LbrExtV2 (Zen 4 and later).
     AmdLbrV2 = 3,
-    /// AMD's single LastBranchFromIP/ToIP pair.
+    /// The single LastBranchFromIP/ToIP pair (MSRs 0x1db and 0x1dc): every AMD64 CPU's, and
+    /// an Intel CPU's with `force=1` (the P6 family's pair). Titled without a vendor; its line
+    /// and JSON name stays `amd-lbr`, the format's name since v1.
     AmdLbr = 4,
 }
 
@@ -269,7 +271,7 @@ impl Flavour {
             Self::IntelLbr => "Intel LBR",
             Self::IntelArchLbr => "Intel Arch LBR",
             Self::AmdLbrV2 => "AMD LbrExtV2",
-            Self::AmdLbr => "AMD LastBranch record",
+            Self::AmdLbr => "LastBranch record",
         }
     }
 }

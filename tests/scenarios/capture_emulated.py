@@ -314,7 +314,7 @@ def test_filter_refused_without_a_branch_filter(r):
     # refuses filter= at load with the reason, and the machine runs on. A bad name is refused by
     # the parameter itself (insmod: Invalid argument), changing nothing.
     for model, cpu, why in (("core2", "Skylake-Client", "this model has no LBR_SELECT"),
-                            ("amd", "EPYC-Genoa", "the AMD single LastBranch record has no filter")):
+                            ("amd", "EPYC-Genoa", "the single LastBranch record has no filter")):
         res = boot(name=f"emu-filter-refused-{model}", cpu=cpu, accel="tcg", emulate=f"model={model}", timeout=180,
                    script=f"insmod {MODULE} enable=1 filter=calls || echo insmod=$?\n"
                           f"insmod {MODULE} enable=1 filter=jumps || echo bad=$?\necho still-running\n")

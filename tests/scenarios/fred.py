@@ -225,6 +225,10 @@ echo fred-test: unloaded >/dev/kmsg; {SHOW}
     ipis = {when: sum(sum(v) for (w, n), v in irq.items() if w == when and n != "LOC") for when in ("armed", "done")}
     assert ipis["done"] > ipis["armed"], irq
     assert not snapshot_heads(con), snapshot_heads(con)
+    # force=1 recorded with the single last-branch pair, which this Intel CPU has as the P6
+    # family's MSR_LASTBRANCHFROMIP/TOIP: no line of lbr-dump's names it AMD's.
+    assert "lbr_dump: unloaded (LastBranch record)" in con, kernel_lines(con, "lbr_dump: ")
+    assert not [l for l in kernel_lines(con, "lbr_dump: ") if "AMD" in l], kernel_lines(con, "lbr_dump: ")
     # (The user-mode traps print "general protection fault", which assert_clean flags.)
     bad = [l for l in con.splitlines() if re.search(r"Oops:|BUG:|Kernel panic|WARNING: CPU:|Call Trace", l)]
     assert not bad, bad

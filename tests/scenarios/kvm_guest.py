@@ -78,7 +78,7 @@ ARMED_NOTE = {"intel": "; records from KVM's virtual LBR, backed by a host perf 
                        "LBR back, records read as zero (state=zeroed) or start over",
               "amd": "; records from AMD LBRV under KVM: the single last-branch record, kept with the "
                      "guest's state"}
-RECORDER = {"intel": "Intel LBR (", "amd": "AMD LastBranch record (1 entry)"}
+RECORDER = {"intel": "Intel LBR (", "amd": "LastBranch record (1 entry)"}
 
 
 def probe_line(console: str) -> str:

@@ -85,7 +85,7 @@ pub mod msr {
     pub const AMD_DBG_EXTN_CFG: u32 = 0xc000_010f;
     /// MSR_AMD_SAMP_BR_FROM: LbrExtV2 FROM(n) = base + 2n, TO(n) = base + 2n + 1.
     pub const AMD_SAMP_BR_FROM: u32 = 0xc001_0300;
-    /// MSR_IA32_LASTBRANCHFROMIP (AMD single record).
+    /// MSR_IA32_LASTBRANCHFROMIP (the single LastBranch record).
     pub const LAST_BRANCH_FROM_IP: u32 = 0x1db;
     /// MSR_IA32_LASTBRANCHTOIP.
     pub const LAST_BRANCH_TO_IP: u32 = 0x1dc;
@@ -431,7 +431,8 @@ pub enum Recorder {
         /// Number of entries (CPUID 0x80000022 EBX[9:4]).
         depth: u8,
     },
-    /// AMD's single LastBranchFromIP/ToIP pair under DEBUGCTL.LBR.
+    /// The single LastBranchFromIP/ToIP pair under DEBUGCTL.LBR (AMD's; with `force=1`, an
+    /// Intel CPU's, the P6 family's pair).
     AmdSingle,
 }
 

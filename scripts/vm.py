@@ -316,7 +316,9 @@ def kernel_cmdline(pti: str, watchdog: bool, append: str, console: str = "ttyS0"
     # short (in CI a 20 s bound of lbr_crash's ran out in 1 s; a panic there waits 50 ms, not
     # vpanic()'s second, for the others to stop). QEMU's TSC is the host's, constant; with the
     # flag the others take CPU 0's value (arch/x86/kernel/tsc.c calibrate_delay_is_known()).
-    # The kernel taints itself for it (S, TAINT_CPU_OUT_OF_SPEC) and says so at boot.
+    # The kernel taints itself for it (S, TAINT_CPU_OUT_OF_SPEC) and says so at boot; on an AMD
+    # model it also prints "[Firmware Bug]: TSC doesn't count with P0 frequency!" (bsp_init_amd()
+    # reads HWCR's TscFreqSel, which QEMU TCG leaves 0): this setting's, not a fault.
     nowatchdog = "" if watchdog else "nowatchdog "
     return f"console={console} panic=-1 pti={pti} {' '.join(GUEST_GUARDS)} {nowatchdog}{append}".strip()
 

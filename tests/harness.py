@@ -331,8 +331,11 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
     # Every CPU's udelay() is as long as CPU 0's (GUEST_GUARDS setcpuid=constant_tsc): what
     # vpanic(), lbr-dump's printer and lbr_crash wait by. For each kernel of the run, the sum
     # the kernel prints of its CPUs' delay calibrations is its number of CPUs times the boot CPU's.
-    for n, (one, total) in enumerate(delay_calibrations(r.console)):
-        cpus, bogosum = total
+    for n, cal in enumerate(delay_calibrations(r.console)):
+        assert cal is not None, (
+            f"kernel {n + 1} of this run printed no delay calibration and CPU count (`Calibrating "
+            f"delay ... BogoMIPS`, then `smpboot: Total of N processors activated`; log {r.log})")
+        one, (cpus, bogosum) = cal
         assert abs(bogosum - cpus * one) <= 0.01 * (cpus + 1), (
             f"a kernel of this run calibrated its CPUs' delay loops each on its own: {cpus} CPUs "
             f"make {bogosum:.2f} BogoMIPS, the boot CPU {one:.2f} (kernel {n + 1} of the run, log "
@@ -386,15 +389,20 @@ def cpus_brought_up(console: str) -> int | None:
     return int(m[1]) if m else None
 
 
-def delay_calibrations(console: str) -> list[tuple[float, tuple[int, float]]]:
-    """For each kernel of a run that brought up its CPUs: the boot CPU's BogoMIPS (`Calibrating
-    delay ... N BogoMIPS`) and the next `smpboot: Total of M processors activated (S BogoMIPS)`,
-    as (N, (M, S))."""
-    out = []
-    for m in re.finditer(r"Calibrating delay .*?(\d+\.\d+) BogoMIPS", console):
-        t = re.compile(r"Total of (\d+) processors activated \((\d+\.\d+) BogoMIPS\)").search(console, m.end())
-        if t:
-            out.append((float(m[1]), (int(t[1]), float(t[2]))))
+def delay_calibrations(console: str) -> list[tuple[float, tuple[int, float]] | None]:
+    """For each kernel of a run (from its `Command line:` to the next kernel's): the boot CPU's
+    BogoMIPS (`Calibrating delay ... N BogoMIPS`) and `smpboot: Total of M processors activated
+    (S BogoMIPS)`, as (N, (M, S)); None for a kernel that printed either not at all.
+    init/calibrate.c prints BogoMIPS as lpj / (500000 / HZ) with two decimals truncated, so the
+    sum of M equal values is within (M - 1) * 0.01 of M times one for an HZ that divides 5000
+    (100, 250, 1000: every kernel the tests boot has 250); another HZ would need a wider bound."""
+    starts = [m.start() for m in re.finditer(r"^\[\s*\d+\.\d+\] Command line: ", console, re.M)]
+    out: list[tuple[float, tuple[int, float]] | None] = []
+    for i, start in enumerate(starts):
+        part = console[start:starts[i + 1] if i + 1 < len(starts) else len(console)]
+        one = re.search(r"Calibrating delay .*?(\d+\.\d+) BogoMIPS", part)
+        total = re.search(r"Total of (\d+) processors activated \((\d+\.\d+) BogoMIPS\)", part)
+        out.append((float(one[1]), (int(total[1]), float(total[2]))) if one and total else None)
     return out
 
 

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 """The harness's own checks: what boot() asserts of every run (the vCPUs the guest brought up,
 a hang reported with where its CPUs were), and the guest settings that keep its boots from
-deadlocking (tsc=nowatchdog) and its CPUs' delays true (setcpuid=constant_tsc). Product behaviour is tested in the other scenario files."""
+deadlocking (tsc=nowatchdog) and its CPUs' delays true (setcpuid=constant_tsc). Product
+behaviour is tested in the other scenario files."""
 
 import re
 import shutil

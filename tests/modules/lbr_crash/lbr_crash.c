@@ -469,14 +469,18 @@ static DECLARE_WORK(move_back, lbr_crash_move_back);
  */
 static int lbr_crash_on_gpf(struct notifier_block *nb, unsigned long val, void *data)
 {
-	int i;
+	u64 start, spins;
 
 	if (val != DIE_GPF || current != migrating || raw_smp_processor_id() != 1)
 		return NOTIFY_DONE;
 	queue_work_on(cpumask_any_but(cpu_online_mask, 1), system_wq, &move_back);
-	for (i = 0; i < 2000000 && !need_resched(); i++)
-		udelay(1);
-	pr_info("migrating: need_resched=%d after %d us\n", need_resched(), i);
+	/* At most 2 s by the clock (a stopped clock: 2^32 rounds). */
+	start = ktime_get_mono_fast_ns();
+	for (spins = 0; spins < U32_MAX && !need_resched() &&
+	     ktime_get_mono_fast_ns() - start < 2 * NSEC_PER_SEC; spins++)
+		cpu_relax();
+	pr_info("migrating: need_resched=%d after %llu us\n", need_resched(),
+		(ktime_get_mono_fast_ns() - start) / NSEC_PER_USEC);
 	return NOTIFY_DONE;
 }
 static struct notifier_block gpf_nb = { .notifier_call = lbr_crash_on_gpf, .priority = 100 };
@@ -905,7 +909,7 @@ static atomic_t late_notified = ATOMIC_INIT(0);
 
 static int lbr_crash_late_nmi(unsigned int type, struct pt_regs *regs)
 {
-	u64 start;
+	u64 start, spins;
 
 	if (raw_smp_processor_id() != 1 || !atomic_xchg(&late_armed, 0))
 		return NMI_DONE;
@@ -913,14 +917,16 @@ static int lbr_crash_late_nmi(unsigned int type, struct pt_regs *regs)
 	/*
 	 * At most 20 s: a panic that never reaches the notifiers must not hang CPU 1 for ever. By
 	 * the clock (NMI-safe), not by counting udelay()s: those are only as long as this CPU's
-	 * delay-loop calibration makes them.
+	 * delay-loop calibration makes them. A clock that stands still (clocksource=jiffies, whose
+	 * ticks stop when the panicking CPU turns interrupts off) ends it at 2^32 rounds instead.
 	 */
 	start = ktime_get_mono_fast_ns();
-	while (!atomic_read(&late_notified) &&
-	       ktime_get_mono_fast_ns() - start < 20 * NSEC_PER_SEC)
+	for (spins = 0; !atomic_read(&late_notified) && spins < U32_MAX &&
+	     ktime_get_mono_fast_ns() - start < 20 * NSEC_PER_SEC; spins++)
 		cpu_relax();
 	start = ktime_get_mono_fast_ns();
-	while (ktime_get_mono_fast_ns() - start < (u64)late_ms * NSEC_PER_MSEC)
+	for (spins = 0; spins < U32_MAX &&
+	     ktime_get_mono_fast_ns() - start < (u64)late_ms * NSEC_PER_MSEC; spins++)
 		cpu_relax();
 	return NMI_HANDLED;
 }

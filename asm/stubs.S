@@ -565,8 +565,9 @@ SYM_DATA_END(lbr_dump_live)
 /*
  * LBR_REARM done: after a #DB (whose delivery cleared the LBR switch), writes lbr-dump's armed
  * value back if the control MSR holds it with only the switch cleared and no KVM guest holds
- * this CPU's LBR (LBR_CPU_LENT); otherwise goes to \done, leaving the value. The caller checked
- * DR7 first (a data breakpoint on lbr-dump's data). Clobbers rax, rcx, rdx and flags.
+ * this CPU's LBR (LBR_CPU_LENT); otherwise goes to \done, leaving the value. In a stub the
+ * caller checked DR7 first (a data breakpoint on lbr-dump's data; lbr_dump_rearm_here says why
+ * it need not). Clobbers rax, rcx, rdx and flags.
  */
 .macro LBR_REARM done:req
 	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
@@ -875,8 +876,9 @@ LBR_NOKPROBE_WAY_ON \vec
  * First, before any load of lbr-dump's data: if a hardware breakpoint is armed (DR7's enable
  * bits), go straight on. A data breakpoint on lbr-dump's own data (perf mem:, kgdb) would fire
  * on that load and re-enter this stub on the same IST stack (7.3 does not shift #DB's IST),
- * forever; the kernel's handler clears DR7 first (local_db_save()). Recording then stays off
- * until the next capture re-arms it (Documentation/lbr-dump/design.rst "Recording").
+ * forever; the kernel's handler clears DR7 first (local_db_save()), and its #DB handling
+ * re-arms then, through lbr-dump's debug notifier or breakpoint callback (lbr_dump_rearm_here;
+ * Documentation/lbr-dump/design.rst "Recording").
  *
  * Page-table isolation (built in): a #DB in user mode, or in the kernel's exit path after it
  * loaded the user CR3, finds lbr-dump's data unmapped: LBR_KERNEL_CR3 loads the kernel page
@@ -1387,6 +1389,38 @@ SYM_FUNC_START(lbr_dump_nmi_thaw)
 SYM_FUNC_END(lbr_dump_nmi_thaw)
 _ASM_NOKPROBE(lbr_dump_nmi_thaw)
 
+/*
+ * bool lbr_dump_rearm_here(void): from the kernel's #DB handler, through lbr-dump's debug
+ * notifier (DIE_DEBUG) and its hardware-breakpoint callback at perf_bp_event()
+ * (src/capture/debug.rs, src/glue.c), on the CPU that took the #DB, interrupts off: the re-arm
+ * of lbr_dump_rearm_1 (LBR_REARM: lbr-dump's armed value written back if the control MSR holds
+ * it with only the switch cleared, and no KVM guest holds this CPU's LBR). This is what puts
+ * recording back after a #DB that no stub re-armed: every user-mode #DB under FRED (the page's
+ * ring-3 entry is one jump), and with the IDT a #DB while a hardware breakpoint is armed
+ * (lbr_dump_rearm_1 then loads nothing of ours). Returns true if it wrote the armed value.
+ * No DR7 test: for a kernel-mode #DB the kernel saved and cleared DR7 before its notifiers
+ * (exc_debug_kernel(): local_db_save()); for a user-mode #DB DR7 still holds the user's
+ * breakpoints, which are on user addresses (a breakpoint on a kernel address needs
+ * privilege), and a privileged data breakpoint on lbr-dump's data raises a #DB here on the
+ * task stack, which the kernel's handler takes with DR7 cleared and returns from: no loop on an
+ * IST stack, as there would be in the stub. Nothing while this CPU is inside a capture (its
+ * busy flag: a data breakpoint on the snapshot it writes): the capture restores the control
+ * value itself, and a re-arm in the middle of it would record over what it is reading.
+ * C-callable: clobbers rax, rcx, rdx and flags.
+ */
+SYM_FUNC_START(lbr_dump_rearm_here)
+	LBR_CPU_BLOCK %rcx, .Lrearm_here_left
+	cmpl	$0, LBR_CPU_BUSY(%rcx)
+	jne	.Lrearm_here_left		/* a #DB inside a capture here: it restores the value */
+	LBR_REARM .Lrearm_here_left
+	movl	$1, %eax			/* re-armed */
+	RET
+.Lrearm_here_left:
+	xorl	%eax, %eax			/* left as it was */
+	RET
+SYM_FUNC_END(lbr_dump_rearm_here)
+_ASM_NOKPROBE(lbr_dump_rearm_here)
+
 #ifdef CONFIG_X86_FRED
 /*
  * FRED entry page. With FRED (Flexible Return and Event Delivery, on by default where the CPU
@@ -1398,13 +1432,13 @@ _ASM_NOKPROBE(lbr_dump_nmi_thaw)
  * every vector, every CPU:
  *  - ring 3 (lbr_dump_fred_user): a direct jmp to the kernel's user entry and nothing else: no
  *    data load, every register user-controlled, before the kernel's mitigations. Not captured
- *    (as the IDT stubs pass user-mode exceptions); nor re-armed: a user-mode #DB (ptrace's
- *    single-step) clears the LBR switch, which stays off until the next capture re-arms it
- *    (Documentation/lbr-dump/design.rst "FRED").
+ *    (as the IDT stubs pass user-mode exceptions); nor re-armed here: a user-mode #DB clears
+ *    the LBR switch, and the kernel's #DB handling re-arms through lbr-dump's debug notifier
+ *    (lbr_dump_rearm_here; Documentation/lbr-dump/design.rst "Recording").
  *  - ring 0 (lbr_dump_fred_kernel): hardware exceptions of the captured vectors are captured as
  *    the IDT stubs capture them: the event type and vector are tested in the frame, laid out so
  *    that a crash falls through every test up to the freeze (no taken branch of ours before it);
- *    a kernel-mode #DB re-arms (lbr_dump_rearm_1); once a panic has claimed the stop
+ *    a kernel-mode #DB re-arms if #DB is chosen (as lbr_dump_rearm_1); once a panic has claimed the stop
  *    (LBR_LIVE_GATES_SWITCHED is 2: the stop trampoline has run), the NMI and REBOOT_VECTOR
  *    fall into the stop body (LBR_STOP_BODY), inlined after their tests, one taken branch
  *    after delivery; everything else (interrupts, NMIs, INT3, ...) goes straight on to the
@@ -1564,13 +1598,17 @@ SYM_CODE_START_NOALIGN(lbr_dump_fred_kernel)
 	cmpl	$1, %eax
 	jne	.Lfred_pass
 	/*
-	 * A kernel-mode #DB: re-arm as lbr_dump_rearm_1 does (its delivery cleared the LBR switch),
-	 * unless a hardware breakpoint is armed (a data breakpoint on lbr-dump's data would fire
-	 * again here: load nothing of ours).
+	 * A kernel-mode #DB: if vector 1 is among the chosen ones (as the IDT hooks gate 1 only
+	 * then), re-arm as lbr_dump_rearm_1 does (its delivery cleared the LBR switch), unless a
+	 * hardware breakpoint is armed (a data breakpoint on lbr-dump's data would fire again here:
+	 * load nothing of ours, not even the chosen set). Either way the kernel's #DB handler then
+	 * re-arms through lbr-dump's debug notifier (lbr_dump_rearm_here), as with the IDT.
 	 */
 	movq	%dr7, %rax
 	testb	$DR7_ENABLED, %al
 	jnz	.Lfred_pass
+	btl	$1, lbr_dump_capture+LBR_CFG_FRED_VECTORS(%rip)
+	jnc	.Lfred_pass			/* #DB not chosen */
 	LBR_REARM .Lfred_pass
 .Lfred_pass:
 	popq	%rdx

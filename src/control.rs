@@ -300,3 +300,10 @@ pub(crate) extern "C" fn lbr_dump_captures() -> u64 {
     // locked add, so the read sees a value that was current at some point.
     unsafe { ptr::addr_of!(crate::ffi::lbr_dump_live.seq).read_volatile() }
 }
+
+/// Called by glue.c's `rearms` show: the times lbr-dump's debug notifier or breakpoint callback
+/// switched recording back on after a #DB had cleared it, since the module was loaded.
+#[no_mangle]
+pub(crate) extern "C" fn lbr_dump_rearms() -> u64 {
+    capture::rearms()
+}

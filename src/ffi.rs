@@ -19,6 +19,8 @@ pub(crate) struct DieArgs {
 
 /// `DIE_OOPS` of `enum die_val` (arch/x86/include/asm/kdebug.h).
 pub(crate) const DIE_OOPS: c_ulong = 1;
+/// `DIE_DEBUG` of `enum die_val`: a #DB (arch/x86/kernel/traps.c `notify_debug()`).
+pub(crate) const DIE_DEBUG: c_ulong = 3;
 /// `NOTIFY_DONE` (include/linux/notifier.h).
 pub(crate) const NOTIFY_DONE: c_int = 0;
 
@@ -314,6 +316,20 @@ unsafe extern "C" {
     /// src/glue.c: registers (`on`) or unregisters lbr-dump's NMI handler (NMI_LOCAL, after
     /// perf's), which calls asm/stubs.S `lbr_dump_nmi_thaw`; 0 or -errno.
     pub(crate) fn lbr_dump_nmi_handler(on: bool) -> c_int;
+
+    /// asm/stubs.S: on this CPU, lbr-dump's armed value back in the control MSR if it holds it
+    /// with only the switch a #DB clears cleared, and no KVM guest holds this CPU's LBR; true
+    /// if it wrote. Only while the stubs' configuration and the snapshot area are in place.
+    pub(crate) fn lbr_dump_rearm_here() -> bool;
+
+    /// src/glue.c: an ftrace callback at the entry of perf_bp_event() (every hardware breakpoint
+    /// perf handles, on the CPU of its #DB) that calls `rearm`; 0 or -errno, nothing registered
+    /// then. May sleep.
+    pub(crate) fn lbr_dump_breakpoint_watch(rearm: extern "C" fn()) -> c_int;
+
+    /// src/glue.c: undoes [`lbr_dump_breakpoint_watch`], waiting until no CPU is in the callback
+    /// (if ftrace cannot remove it, the module is pinned and the callback stays).
+    pub(crate) fn lbr_dump_breakpoint_unwatch();
 
     /// asm/stubs.S: the NMI watch stub of `nmi_freeze` (an IDT entry point).
     pub(crate) fn lbr_dump_nmi_watch();

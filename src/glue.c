@@ -86,6 +86,8 @@ int lbr_dump_stop_attach(void);
 int lbr_dump_stop_detach(void);
 int lbr_dump_nmi_handler(bool on);
 void lbr_dump_panic_notifier(struct notifier_block *nb, bool on);
+int lbr_dump_breakpoint_watch(void (*rearm)(void));
+void lbr_dump_breakpoint_unwatch(void);
 
 /*
  * The IDT's address (the kernel's idt_table, read-only after boot: idt.c set_memory_ro; the IDTR
@@ -728,6 +730,59 @@ void lbr_dump_vlbr_unwatch(void)
 }
 
 /*
+ * Hardware breakpoints. #DB delivery clears the LBR switch, and lbr-dump's debug notifier
+ * (src/capture/debug.rs, DIE_DEBUG) puts it back; but a #DB that perf's breakpoint handler
+ * consumes whole (a user's own watchpoint: perf_event_open() PERF_TYPE_BREAKPOINT on a user
+ * address, allowed unprivileged) ends the die chain at hw_breakpoint_handler()
+ * (kernel/events/hw_breakpoint.c: priority INT_MAX, NOTIFY_STOP), before that notifier. Every
+ * breakpoint that handler takes goes through perf_bp_event() (kernel/events/core.c), on the CPU
+ * of the #DB, interrupts off: this callback there calls `rearm`. Nothing else calls
+ * perf_bp_event(): no other path pays. Returns 0 or -errno (-EINVAL: the function is not there
+ * or cannot be traced); nothing registered then. Serialized by lbr-dump's state lock.
+ */
+static void (*lbr_dump_rearm_fn)(void);
+
+static notrace void lbr_dump_breakpoint_callback(unsigned long ip, unsigned long parent_ip,
+						 struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	lbr_dump_rearm_fn();
+}
+
+/*
+ * FTRACE_OPS_FL_RECURSION: called directly, without ftrace's recursion guard, which would drop a
+ * call made while another ftrace callback runs on this CPU (a #DB inside one). The callback
+ * calls nothing that reaches perf_bp_event().
+ */
+static struct ftrace_ops lbr_dump_breakpoint_ops = {
+	.func = lbr_dump_breakpoint_callback,
+	.flags = FTRACE_OPS_FL_RECURSION,
+};
+
+int lbr_dump_breakpoint_watch(void (*rearm)(void))
+{
+	unsigned char bp[] = "perf_bp_event";
+	int ret;
+
+	lbr_dump_rearm_fn = rearm;
+	ret = ftrace_set_filter(&lbr_dump_breakpoint_ops, bp, sizeof(bp) - 1, 1);
+	if (!ret)
+		ret = register_ftrace_function(&lbr_dump_breakpoint_ops);
+	if (ret)
+		ftrace_free_filter(&lbr_dump_breakpoint_ops);
+	return ret;
+}
+
+/* Undoes lbr_dump_breakpoint_watch(); as lbr_dump_bts_unwatch(), a failure pins the module. */
+void lbr_dump_breakpoint_unwatch(void)
+{
+	if (unregister_ftrace_function(&lbr_dump_breakpoint_ops)) {
+		__module_get(THIS_MODULE);
+		return;
+	}
+	ftrace_free_filter(&lbr_dump_breakpoint_ops);
+}
+
+/*
  * The panic trampoline (asm/stubs.S lbr_dump_panic_entry) at the entry of panic(), vpanic() and
  * crash_kexec(), as an ftrace direct call: the fentry call site of each becomes `call lbr_dump_panic_entry`
  * (one taken branch before the freeze) while lbr-dump is armed, and a 5-byte NOP again when it
@@ -876,6 +931,8 @@ void lbr_dump_panic_notifier(struct notifier_block *nb, bool on)
  *   facility  ro: the probe's one-line description
  *   vectors   ro: the hooked vectors (while armed), else the chosen set
  *   captures  ro (root): snapshots taken since the module was loaded (all CPUs)
+ *   rearms    ro (root): times the debug notifier or the breakpoint callback switched recording
+ *             back on after a #DB had cleared it, since the module was loaded (all CPUs)
  * Writes to one attribute are serialized by kernfs; removal waits for running callbacks.
  */
 #include <linux/kobject.h>
@@ -884,6 +941,7 @@ void lbr_dump_panic_notifier(struct notifier_block *nb, bool on)
 int lbr_dump_set_enabled(bool on);	/* src/control.rs */
 bool lbr_dump_is_enabled(void);		/* src/control.rs */
 u64 lbr_dump_captures(void);		/* src/control.rs */
+u64 lbr_dump_rearms(void);		/* src/control.rs */
 int lbr_dump_show_vectors(char *buf);	/* src/control.rs: at most PAGE_SIZE bytes */
 int lbr_dump_sysfs_create(const char *facility);
 void lbr_dump_sysfs_remove(void);
@@ -924,13 +982,20 @@ static ssize_t captures_show(struct kobject *k, struct kobj_attribute *a, char *
 	return sysfs_emit(buf, "%llu\n", lbr_dump_captures());
 }
 
+static ssize_t rearms_show(struct kobject *k, struct kobj_attribute *a, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", lbr_dump_rearms());
+}
+
 static struct kobj_attribute enabled_attr = __ATTR(enabled, 0644, enabled_show, enabled_store);
 static struct kobj_attribute facility_attr = __ATTR_RO(facility);
 static struct kobj_attribute vectors_attr = __ATTR_RO(vectors);
 /* Root only: whether an action of a user's cost a capture is not that user's to learn. */
 static struct kobj_attribute captures_attr = __ATTR(captures, 0400, captures_show, NULL);
+static struct kobj_attribute rearms_attr = __ATTR(rearms, 0400, rearms_show, NULL);
 static struct attribute *lbr_dump_attrs[] = {
-	&enabled_attr.attr, &facility_attr.attr, &vectors_attr.attr, &captures_attr.attr, NULL
+	&enabled_attr.attr, &facility_attr.attr, &vectors_attr.attr, &captures_attr.attr,
+	&rearms_attr.attr, NULL
 };
 static const struct attribute_group lbr_dump_group = { .attrs = lbr_dump_attrs };
 

@@ -57,11 +57,12 @@ use crate::report::{vector_name, VECTORS as HOOKABLE};
 mod area;
 mod bts;
 mod cpu;
+mod debug;
 mod panic;
 mod stubcfg;
 
-pub(crate) use self::{area::*, panic::*};
-use self::{bts::*, cpu::*, stubcfg::*};
+pub(crate) use self::{area::*, debug::rearms, panic::*};
+use self::{bts::*, cpu::*, debug::*, stubcfg::*};
 
 /// Snapshots kept per CPU (a power of two).
 const RING: usize = 4;
@@ -109,6 +110,9 @@ pub(crate) struct Armed {
     panic: Trampolines,
     /// The hooked gates.
     entry: Option<Entry>,
+    /// The #DB notifier and breakpoint callback that re-arm (they read the stubs'
+    /// configuration and the area; gone before recording goes off).
+    debug: Option<DebugWatch>,
     /// glue.c's NMI handler (`nmi_freeze`), unregistered once the NMI gate is the kernel's.
     nmi_handler: Option<NmiHandler>,
     /// The resume, suspend and shutdown callbacks.
@@ -314,6 +318,7 @@ pub(crate) fn arm(
         Armed {
             panic: Trampolines::default(),
             entry: None,
+            debug: None,
             nmi_handler: None,
             syscore: None,
             hotplug: None,
@@ -357,6 +362,8 @@ pub(crate) fn arm(
         // TR|BTS.
         rearm_without_bts();
     }
+    // Once the stubs' configuration is written: the re-arm reads it.
+    armed.debug = Some(DebugWatch::register()?);
     hook_gates(&mut armed, vectors)?;
     attach_panic_path(&mut armed, nmi_freeze)?;
     if bts.is_some() && !armed.panic_complete() {

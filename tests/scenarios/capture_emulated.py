@@ -47,12 +47,14 @@ MODELS = {"core2": ("Skylake-Client", 1), "atom": ("Skylake-Client", 2), "nehale
 
 
 def crash(model, name, before="", tag="", state="complete", smp=1, depth=None, option=None, fmt=None,
-          args="", after="", **kw):
+          args="", after="", pin=None, **kw):
     """One crash under the emulator presenting `model` (`depth`: Arch LBR depth; `option`: another
     emulator option, e.g. "timed=off"; `fmt`: the legacy format lbr-dump must print when `option`
     overrides the model's; `args`: more lbr_dump parameters; `after`: guest commands after the
-    crash's, e.g. to keep the guest up for a memory dump)."""
+    crash's, e.g. to keep the guest up for a memory dump; `pin`: the CPU the crash runs on)."""
     cmd, vector = CRASHES[name]
+    if pin is not None:
+        cmd = f"taskset -c {pin} {cmd}"
     qemu_cpu, model_fmt = MODELS[model]
     fmt = model_fmt if fmt is None else fmt
     emulate = f"model={model}" + (f",depth={depth}" if depth else "") + (f",{option}" if option else "")
@@ -472,6 +474,41 @@ def test_single_step_does_not_stop_recording(r):
     rearmed = [e for e in events[db[0]:crash_freeze] if e["event"] == "switch" and e["on"]]
     assert rearmed and int(rearmed[0]["pc"], 16) >= 0xFFFFFFFFC0000000, \
         f"nothing in module space switched recording back on between the #DB and the crash: {rearmed[:1]}"
+
+
+def test_a_users_single_step_and_watchpoint_do_not_stop_recording(r):
+    # Any user can make its CPU take #DBs, whose delivery clears DEBUGCTL.LBR: its own single-step
+    # (popf with TF) and its own hardware watchpoint (perf_event_open() PERF_TYPE_BREAKPOINT on
+    # its own memory, allowed unprivileged at the default perf_event_paranoid). Here, as uid 65534
+    # on vCPU 1 of 2: lbr-singlestep (one #DB), then lbr-watch (5 watchpoint hits, each a #DB
+    # with DR7 set, where lbr_dump_rearm_1 loads nothing of lbr-dump's), then a kernel #GP on the
+    # same CPU. The snapshot is complete and equals the emulator's freeze (crash()), and after
+    # every #DB the emulator saw, lbr-dump's code switched recording back on before anything
+    # else switched it: the stub after the single-step, the breakpoint callback after each hit
+    # (its count in `rearms`). Before that callback the watchpoint left the CPU recording
+    # nothing, and the snapshot said was-off.
+    before = ("echo nobody=$(lbr-nobody /bin/busybox id -u):$(lbr-nobody /bin/busybox id -g)\n"
+              "s=0; taskset -c 1 lbr-nobody /bin/lbr-singlestep || s=$?; echo singlestep=$s\n"
+              "s=0; taskset -c 1 lbr-nobody /bin/lbr-watch || s=$?; echo watch-hits=$s\n"
+              f"echo rearms=$(cat {SYSFS}/rearms)\n")
+    res, printed = crash("skylake", "gp", before=before, smp=2, pin=1, tag="-after-user-debug")
+    con = res.console
+    assert re.search(r"^nobody=65534:65534\r?$", con, re.M), "lbr-nobody does not run as 65534:\n" + tail(con)
+    assert re.search(r"^singlestep=133\r?$", con, re.M), "the single-step did not end in SIGTRAP:\n" + tail(con)
+    assert re.search(r"^watch-hits=5\r?$", con, re.M), "the watchpoint did not trap 5 times:\n" + tail(con)
+    head = snapshot_heads(con)[-1]
+    assert " cpu=1 " in head, f"the crash was not captured on CPU 1: {head}"
+    events = res.emu_events()
+    freeze = max(i for i, e in enumerate(events) if e["event"] == "freeze")
+    switches = [(i, e) for i, e in enumerate(events[:freeze]) if e["event"] == "switch" and e["cpu"] == 1]
+    offs = [k for k, (_, e) in enumerate(switches) if e["cause"] == "#DB" and not e["on"]]
+    assert len(offs) >= 6, f"the emulator saw {len(offs)} #DBs clear the switch on CPU 1, not 6"
+    for k in offs:
+        nxt = switches[k + 1][1] if k + 1 < len(switches) else None
+        assert nxt and nxt["on"] and int(nxt["pc"], 16) >= 0xFFFFFFFFC0000000, \
+            f"after the #DB at {switches[k][1]['pc']}, recording was not switched back on by lbr-dump: {nxt}"
+    m = re.search(r"^rearms=(\d+)\r?$", con, re.M)
+    assert m and int(m[1]) == 5, f"rearms after 5 watchpoint hits: {m and m[1]}"
 
 
 def test_another_owner_is_reported(r):

@@ -234,6 +234,32 @@ echo fred-test: unloaded >/dev/kmsg; {SHOW}
     assert not bad, bad
 
 
+def test_bochs_a_users_single_step_is_re_armed_by_the_debug_notifier(r):
+    """Under FRED a user-mode #DB enters at the page's ring-3 entry, one jump to the kernel's:
+    no stub of lbr-dump's sees it, and its delivery clears the LBR switch. Any user can do it
+    (its own `popf` with TF set), on every CPU in turn. lbr-dump's debug notifier re-arms from
+    the kernel's #DB handler (src/capture/debug.rs). Bochs's DEBUGCTL keeps no bit, so each #DB
+    finds the switch cleared and the notifier writes the armed value back: `rearms` counts one
+    per #DB. Here, as uid 65534, lbr-singlestep twice on each CPU: the count goes 0, 2, 4, and
+    each run ended in SIGTRAP after its #DB."""
+    vm = boot(bochs=True, name="fred-rearm", smp=2, timeout=400, script=ARM + f"""
+step() {{ s=0; taskset -c $1 lbr-nobody /bin/lbr-singlestep || s=$?; echo "fred-test: step cpu=$1 status=$s" > /dev/kmsg; }}
+echo "fred-test: rearms=$(cat {SYSFS}/rearms) nobody=$(lbr-nobody /bin/busybox id -u)" > /dev/kmsg
+step 0; step 0
+echo "fred-test: rearms=$(cat {SYSFS}/rearms)" > /dev/kmsg
+step 1; step 1
+echo "fred-test: rearms=$(cat {SYSFS}/rearms)" > /dev/kmsg
+""")
+    con = vm.console
+    assert "lbr_dump: armed" in con, kernel_lines(con, "lbr_dump: ") or tail(con)
+    assert re.search(r"fred-test: rearms=0 nobody=65534$", con, re.M), tail(con)
+    steps = re.findall(r"fred-test: step cpu=(\d) status=(\d+)$", con, re.M)
+    assert steps == [("0", "133"), ("0", "133"), ("1", "133"), ("1", "133")], steps
+    counts = [int(c) for c in re.findall(r"fred-test: rearms=(\d+)", con)]
+    assert counts == [0, 2, 4], f"rearms before, after CPU 0's two #DBs, after CPU 1's: {counts}"
+    assert not snapshot_heads(con), snapshot_heads(con)
+
+
 def crash(name: str, trigger: str, resolve: str):
     """Arms, records the address of `resolve` (a kernel symbol), runs `trigger`; returns the
     console, the snapshot's header fields and that address."""

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Recording back on after a #DB that no stub re-armed: lbr-dump's debug notifier and its
+//! hardware-breakpoint callback.
+//!
+//! Delivery of #DB clears the LBR switch (DEBUGCTL.LBR; Arch LBR: LBREn). With the IDT,
+//! `lbr_dump_rearm_1` (asm/stubs.S) puts it back in any mode, unless a hardware breakpoint is
+//! armed (then it loads nothing of lbr-dump's: a data breakpoint on that data would re-enter
+//! #DB on its IST stack for ever). With FRED, a user-mode #DB enters at the page's ring-3 entry,
+//! one jump to the kernel and nothing else. Either way any user could switch recording off on
+//! every CPU: a single-step of its own (`popf` with TF set) under FRED, its own watchpoint
+//! (`perf_event_open()` with `PERF_TYPE_BREAKPOINT`, allowed unprivileged on user addresses)
+//! under either. The kernel's #DB handler calls the die chain with `DIE_DEBUG` for every
+//! user-mode #DB and for every kernel-mode one with a cause in DR6, in both modes, on the CPU
+//! of the #DB with interrupts off (arch/x86/kernel/traps.c `exc_debug_user()`,
+//! `exc_debug_kernel()`, after `local_db_save()` cleared DR7): [`on_debug`] re-arms there
+//! (asm/stubs.S `lbr_dump_rearm_here`, the stubs' own rule). Its priority is the highest,
+//! `INT_MAX`: it runs after the two notifiers registered at boot with that priority (perf's
+//! hardware breakpoints, kprobes) and before every other one (uprobes' single-step ends the
+//! chain). Perf's breakpoint handler ends the chain (`NOTIFY_STOP`) for a #DB it consumes
+//! whole, a watchpoint's; every breakpoint it handles goes through `perf_bp_event()`, where a
+//! callback of lbr-dump's re-arms too (src/glue.c `lbr_dump_breakpoint_watch`). Neither runs on
+//! any other path: the user-mode entry and the stubs cost what they did.
+
+use super::*;
+
+/// Times [`rearm`] switched recording back on, since the module was loaded (all CPUs).
+static REARMS: AtomicU64 = AtomicU64::new(0);
+
+/// Set while the stubs' configuration and the snapshot area that [`rearm`] reads are in place
+/// ([`DebugWatch`]'s lifetime): a breakpoint callback that ftrace could not remove (the module
+/// is then pinned) finds it clear and reads nothing.
+static WATCHING: AtomicBool = AtomicBool::new(false);
+
+/// The `rearms` attribute.
+pub(crate) fn rearms() -> u64 {
+    REARMS.load(Ordering::Relaxed)
+}
+
+/// On this CPU, after a #DB: lbr-dump's armed value back if the #DB cleared its switch.
+extern "C" fn rearm() {
+    if !WATCHING.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: `WATCHING` is set only while the stubs' configuration is written and the snapshot
+    // area it points at is allocated (`DebugWatch` is dropped before either goes); reads and
+    // writes this CPU's control MSR, which arming accessed safely on every CPU.
+    if unsafe { ffi::lbr_dump_rearm_here() } {
+        REARMS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The debug notifier.
+///
+/// # Safety
+///
+/// Called only by the die notifier chain, with the arguments it passes.
+unsafe extern "C" fn on_debug(
+    _nb: *mut bindings::notifier_block,
+    val: kernel::ffi::c_ulong,
+    _data: *mut c_void,
+) -> c_int {
+    if val == ffi::DIE_DEBUG {
+        rearm();
+    }
+    ffi::NOTIFY_DONE
+}
+
+/// The registered debug notifier and breakpoint callback; removed on drop (before the stubs'
+/// configuration is cleared and the area freed: `Armed`'s field order).
+pub(super) struct DebugWatch {
+    nb: KBox<bindings::notifier_block>,
+    /// The breakpoint callback is registered.
+    breakpoints: bool,
+}
+
+// SAFETY: the notifier block is only touched by register/unregister, which serialize on the die
+// chain's lock; its `next` pointer belongs to that chain.
+unsafe impl Send for DebugWatch {}
+// SAFETY: `&DebugWatch` gives no access to the block.
+unsafe impl Sync for DebugWatch {}
+
+impl DebugWatch {
+    /// Registers both. Called once the stubs' configuration is written. A kernel whose die chain
+    /// refuses the notifier refuses arming; one that cannot trace perf_bp_event() arms, saying
+    /// what stays uncovered.
+    pub(super) fn register() -> Result<Self> {
+        let mut nb = KBox::new(
+            bindings::notifier_block {
+                notifier_call: Some(on_debug),
+                next: ptr::null_mut(),
+                priority: i32::MAX,
+            },
+            GFP_KERNEL,
+        )?;
+        WATCHING.store(true, Ordering::Release);
+        // SAFETY: `nb` lives in a box that outlives the registration (unregistered in drop).
+        let r = unsafe { ffi::register_die_notifier(&mut *nb) };
+        if r != 0 {
+            WATCHING.store(false, Ordering::Release);
+            pr_err!(
+                "refusing to arm: cannot register the #DB notifier ({:?})\n",
+                Error::from_errno(r)
+            );
+            return Err(Error::from_errno(r));
+        }
+        // SAFETY: `rearm` is valid for the module's lifetime; unregistered in drop (or the
+        // module pinned).
+        let r = unsafe { ffi::lbr_dump_breakpoint_watch(rearm) };
+        if r != 0 {
+            pr_warn!(
+                "cannot trace perf_bp_event() ({:?}): a hardware breakpoint's #DB leaves recording off on its CPU until the next capture\n",
+                Error::from_errno(r)
+            );
+        }
+        Ok(DebugWatch {
+            nb,
+            breakpoints: r == 0,
+        })
+    }
+}
+
+impl Drop for DebugWatch {
+    fn drop(&mut self) {
+        if self.breakpoints {
+            // SAFETY: registered in `register`; waits until no CPU is in the callback.
+            unsafe { ffi::lbr_dump_breakpoint_unwatch() };
+        }
+        // SAFETY: registered in `register`; unregistering waits for running callbacks (RCU).
+        unsafe { ffi::unregister_die_notifier(&mut *self.nb) };
+        WATCHING.store(false, Ordering::Release);
+    }
+}

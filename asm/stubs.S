@@ -228,6 +228,8 @@ _ASM_NOKPROBE(__SCT__lbr_dump_orig_\vec)
 #define PF_INSTR	0x10
 /* DR7's enable bits L0/G0..L3/G3: a hardware breakpoint is armed. */
 #define DR7_ENABLED	0xff
+/* DR7's bit 10, reserved and set (arch/x86/include/asm/debugreg.h DR7_FIXED_1): no breakpoint. */
+#define DR7_FIXED_1	0x400
 
 /*
  * struct capture_config (src/layout.rs `cfg`, the module's ffi::ConfigPage): what the stubs read
@@ -874,19 +876,25 @@ LBR_NOKPROBE_WAY_ON \vec
  * the test needs no segment or stack of the interrupted context.
  *
  * First, before any load of lbr-dump's data: if a hardware breakpoint is armed (DR7's enable
- * bits), go straight on. A data breakpoint on lbr-dump's own data (perf mem:, kgdb) would fire
- * on that load and re-enter this stub on the same IST stack (7.3 does not shift #DB's IST),
- * forever; the kernel's handler clears DR7 first (local_db_save()), and its #DB handling
- * re-arms then, through lbr-dump's debug notifier or breakpoint callback (lbr_dump_rearm_here;
- * Documentation/lbr-dump/design.rst "Recording").
+ * bits), DR7 is turned off around the re-arm and put back as found before going on, as the
+ * kernel's handler does (local_db_save(), local_db_restore()): a data breakpoint on lbr-dump's
+ * own data (perf mem:, kgdb) would fire on those loads and re-enter this stub on the same IST
+ * stack (7.3 does not shift #DB's IST), forever. It must re-arm here even then: a kernel-mode
+ * #DB that the kernel passes to no notifier (a 32-bit process's SYSENTER with TF set
+ * single-steps the kernel's SYSENTER entry: exc_debug_kernel() drops DR_STEP for
+ * is_sysenter_singlestep() and stops, DR6 empty) leaves nothing else to re-arm, and any user
+ * may have a breakpoint armed (ptrace's on a child of its own). The two DR7 writes are only on
+ * that path: without a breakpoint armed, the stub is what it was (the kernel's #DB handling
+ * re-arms too, through lbr_dump_rearm_here; Documentation/lbr-dump/design.rst "Recording").
  *
  * Page-table isolation (built in): a #DB in user mode, or in the kernel's exit path after it
  * loaded the user CR3, finds lbr-dump's data unmapped: LBR_KERNEL_CR3 loads the kernel page
  * tables for the re-arm and LBR_RESTORE_CR3 puts the CR3 at entry back before going on.
  *
  * Stack at entry (IST stack in kernel and user mode): SS, RSP, RFLAGS, CS, RIP; no error code.
- * Every register is live: rax, rcx and rdx (DR7, RDMSR/WRMSR) are pushed and popped; built in
- * with PTI, the user CR3 to load back (or 0 under the kernel's) is pushed after them.
+ * Every register is live: rax, rcx and rdx (DR7, RDMSR/WRMSR) are pushed and popped; with a
+ * breakpoint armed, DR7 as found is pushed after them; built in with PTI, the user CR3 to load
+ * back (or 0 under the kernel's) is pushed last.
  */
 SYM_CODE_START(lbr_dump_rearm_1)
 	UNWIND_HINT_IRET_ENTRY
@@ -894,7 +902,7 @@ SYM_CODE_START(lbr_dump_rearm_1)
 	pushq	%rax
 	movq	%dr7, %rax
 	testb	$DR7_ENABLED, %al
-	jnz	.Lrearm_skip			/* a breakpoint is armed: load nothing of ours */
+	jnz	.Lrearm_dr7			/* a breakpoint is armed (not taken without one) */
 	pushq	%rcx
 	pushq	%rdx
 	LBR_KERNEL_CR3				/* built in, PTI: the user CR3 or 0 pushed, kernel's loaded */
@@ -903,9 +911,25 @@ SYM_CODE_START(lbr_dump_rearm_1)
 	LBR_RESTORE_CR3				/* built in: the CR3 at entry, popped */
 	popq	%rdx
 	popq	%rcx
-.Lrearm_skip:
 	popq	%rax
 	/* On to the kernel's #DB handler (LBR_GO_ON: a direct jump). */
+	LBR_GO_ON 1
+.Lrearm_dr7:
+	/* rax = DR7 as found: no breakpoint while lbr-dump's data is loaded (see above). */
+	pushq	%rcx
+	pushq	%rdx
+	pushq	%rax				/* DR7 as found */
+	movl	$DR7_FIXED_1, %eax
+	movq	%rax, %dr7			/* every breakpoint off */
+	LBR_KERNEL_CR3
+	LBR_REARM .Lrearm_dr7_done
+.Lrearm_dr7_done:
+	LBR_RESTORE_CR3
+	popq	%rax
+	movq	%rax, %dr7			/* DR7 back as found, for the kernel's handler */
+	popq	%rdx
+	popq	%rcx
+	popq	%rax
 	LBR_GO_ON 1
 SYM_CODE_END(lbr_dump_rearm_1)
 _ASM_NOKPROBE(lbr_dump_rearm_1)
@@ -1390,28 +1414,37 @@ SYM_FUNC_END(lbr_dump_nmi_thaw)
 _ASM_NOKPROBE(lbr_dump_nmi_thaw)
 
 /*
- * bool lbr_dump_rearm_here(void): from the kernel's #DB handler, through lbr-dump's debug
- * notifier (DIE_DEBUG) and its hardware-breakpoint callback at perf_bp_event()
- * (src/capture/debug.rs, src/glue.c), on the CPU that took the #DB, interrupts off: the re-arm
- * of lbr_dump_rearm_1 (LBR_REARM: lbr-dump's armed value written back if the control MSR holds
- * it with only the switch cleared, and no KVM guest holds this CPU's LBR). This is what puts
- * recording back after a #DB that no stub re-armed: every user-mode #DB under FRED (the page's
- * ring-3 entry is one jump), and with the IDT a #DB while a hardware breakpoint is armed
- * (lbr_dump_rearm_1 then loads nothing of ours). Returns true if it wrote the armed value.
+ * bool lbr_dump_rearm_here(void): from the kernel's #DB handling, through lbr-dump's debug
+ * notifier (DIE_DEBUG) and its callback at the entry of the die chain's first notifier,
+ * hw_breakpoint_exceptions_notify() (src/capture/debug.rs, src/glue.c), on the CPU that took
+ * the #DB, interrupts off: the re-arm of lbr_dump_rearm_1 (LBR_REARM: lbr-dump's armed value
+ * written back if the control MSR holds it with only the switch cleared, and lbr-dump is armed
+ * on this CPU with no KVM guest holding its LBR). This is what puts recording back after a #DB
+ * that no stub re-armed: every user-mode #DB under FRED (the page's ring-3 entry is one jump),
+ * and every #DB where #DB is not among the chosen vectors. Returns true if it wrote.
  * No DR7 test: for a kernel-mode #DB the kernel saved and cleared DR7 before its notifiers
- * (exc_debug_kernel(): local_db_save()); for a user-mode #DB DR7 still holds the user's
- * breakpoints, which are on user addresses (a breakpoint on a kernel address needs
- * privilege), and a privileged data breakpoint on lbr-dump's data raises a #DB here on the
- * task stack, which the kernel's handler takes with DR7 cleared and returns from: no loop on an
- * IST stack, as there would be in the stub. Nothing while this CPU is inside a capture (its
- * busy flag: a data breakpoint on the snapshot it writes): the capture restores the control
- * value itself, and a re-arm in the middle of it would record over what it is reading.
+ * (exc_debug_kernel(): local_db_save()). For a user-mode #DB, DR7 still holds the user's
+ * breakpoints, which are on user addresses (a breakpoint on a kernel address needs privilege);
+ * a privileged data breakpoint on lbr-dump's data hit here is a kernel-mode #DB (IST stack, or
+ * FRED's stack level 1), which lbr_dump_rearm_1 or the FRED page passes on with DR7 off and
+ * the kernel handles after clearing DR7 (so its own notifiers load nothing that hits), then
+ * returns here: one nested #DB per watched load, no loop. Nothing while this CPU is inside a
+ * capture (its busy flag: a data breakpoint on the snapshot it writes) or inside an NMI that
+ * nmi_freeze froze (LBR_STOP_WATCH): the capture restores the control value itself, the NMI's
+ * thaw does, and a re-arm in between would record over what they keep.
  * C-callable: clobbers rax, rcx, rdx and flags.
  */
 SYM_FUNC_START(lbr_dump_rearm_here)
 	LBR_CPU_BLOCK %rcx, .Lrearm_here_left
 	cmpl	$0, LBR_CPU_BUSY(%rcx)
 	jne	.Lrearm_here_left		/* a #DB inside a capture here: it restores the value */
+	cmpq	$0, lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip)
+	je	.Lrearm_here_no_watch		/* no save areas yet (arming): no NMI watch either */
+	LBR_THIS_CPU %rcx
+	LBR_STOP_AREA %rcx, .Lrearm_here_left
+	cmpq	$0, LBR_STOP_WATCH(%rcx)
+	jne	.Lrearm_here_left		/* inside an NMI frozen at entry: its thaw restores */
+.Lrearm_here_no_watch:
 	LBR_REARM .Lrearm_here_left
 	movl	$1, %eax			/* re-armed */
 	RET

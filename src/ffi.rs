@@ -318,18 +318,20 @@ unsafe extern "C" {
     pub(crate) fn lbr_dump_nmi_handler(on: bool) -> c_int;
 
     /// asm/stubs.S: on this CPU, lbr-dump's armed value back in the control MSR if it holds it
-    /// with only the switch a #DB clears cleared, and no KVM guest holds this CPU's LBR; true
-    /// if it wrote. Only while the stubs' configuration and the snapshot area are in place.
+    /// with only the switch a #DB clears cleared, lbr-dump is armed here and no KVM guest holds
+    /// this CPU's LBR, and no capture or NMI watch is in progress here; true if it wrote. Only
+    /// while the stubs' configuration and the snapshot area are in place; called directly
+    /// (no ENDBR: never through a pointer).
     pub(crate) fn lbr_dump_rearm_here() -> bool;
 
-    /// src/glue.c: an ftrace callback at the entry of perf_bp_event() (every hardware breakpoint
-    /// perf handles, on the CPU of its #DB) that calls `rearm`; 0 or -errno, nothing registered
-    /// then. May sleep.
-    pub(crate) fn lbr_dump_breakpoint_watch(rearm: extern "C" fn()) -> c_int;
+    /// src/glue.c: an ftrace callback at the entry of hw_breakpoint_exceptions_notify(), the die
+    /// chain's first notifier, that calls src/capture/debug.rs `lbr_dump_rearm_after_db` for
+    /// every DIE_DEBUG; 0 or -errno, nothing registered then. May sleep.
+    pub(crate) fn lbr_dump_die_chain_watch() -> c_int;
 
-    /// src/glue.c: undoes [`lbr_dump_breakpoint_watch`], waiting until no CPU is in the callback
+    /// src/glue.c: undoes [`lbr_dump_die_chain_watch`], waiting until no CPU is in the callback
     /// (if ftrace cannot remove it, the module is pinned and the callback stays).
-    pub(crate) fn lbr_dump_breakpoint_unwatch();
+    pub(crate) fn lbr_dump_die_chain_unwatch();
 
     /// asm/stubs.S: the NMI watch stub of `nmi_freeze` (an IDT entry point).
     pub(crate) fn lbr_dump_nmi_watch();

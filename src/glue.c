@@ -23,6 +23,7 @@
 #include <linux/kprobes.h>
 #include <linux/ftrace.h>
 #include <linux/kallsyms.h>
+#include <linux/kdebug.h>
 #include <linux/panic_notifier.h>
 #include <linux/perf_event.h>
 #include <linux/pgtable.h>
@@ -86,8 +87,9 @@ int lbr_dump_stop_attach(void);
 int lbr_dump_stop_detach(void);
 int lbr_dump_nmi_handler(bool on);
 void lbr_dump_panic_notifier(struct notifier_block *nb, bool on);
-int lbr_dump_breakpoint_watch(void (*rearm)(void));
-void lbr_dump_breakpoint_unwatch(void);
+int lbr_dump_die_chain_watch(void);
+void lbr_dump_die_chain_unwatch(void);
+void lbr_dump_rearm_after_db(void);	/* src/capture/debug.rs */
 
 /*
  * The IDT's address (the kernel's idt_table, read-only after boot: idt.c set_memory_ro; the IDTR
@@ -675,17 +677,16 @@ static notrace void lbr_dump_vlbr_del_callback(unsigned long ip, unsigned long p
 }
 
 /*
- * FTRACE_OPS_FL_RECURSION: called directly, without ftrace's recursion guard, which would drop a
- * call made while another ftrace callback runs on this CPU (a missed guest event would leave the
- * host's records to the guest). The callbacks call nothing ftrace traces for these ops.
+ * No FTRACE_OPS_FL_RECURSION: that flag asks ftrace for its recursion guard, which would drop a
+ * call made while another guarded ftrace callback runs on this CPU in the same context (a
+ * missed guest event would leave the host's records to the guest). The callbacks call nothing
+ * ftrace traces.
  */
 static struct ftrace_ops lbr_dump_vlbr_add_ops = {
 	.func = lbr_dump_vlbr_add_callback,
-	.flags = FTRACE_OPS_FL_RECURSION,
 };
 static struct ftrace_ops lbr_dump_vlbr_del_ops = {
 	.func = lbr_dump_vlbr_del_callback,
-	.flags = FTRACE_OPS_FL_RECURSION,
 };
 
 int lbr_dump_vlbr_watch(void (*lend)(bool lent))
@@ -730,56 +731,59 @@ void lbr_dump_vlbr_unwatch(void)
 }
 
 /*
- * Hardware breakpoints. #DB delivery clears the LBR switch, and lbr-dump's debug notifier
- * (src/capture/debug.rs, DIE_DEBUG) puts it back; but a #DB that perf's breakpoint handler
- * consumes whole (a user's own watchpoint: perf_event_open() PERF_TYPE_BREAKPOINT on a user
- * address, allowed unprivileged) ends the die chain at hw_breakpoint_handler()
- * (kernel/events/hw_breakpoint.c: priority INT_MAX, NOTIFY_STOP), before that notifier. Every
- * breakpoint that handler takes goes through perf_bp_event() (kernel/events/core.c), on the CPU
- * of the #DB, interrupts off: this callback there calls `rearm`. Nothing else calls
- * perf_bp_event(): no other path pays. Returns 0 or -errno (-EINVAL: the function is not there
- * or cannot be traced); nothing registered then. Serialized by lbr-dump's state lock.
+ * The die chain's first notifier. #DB delivery clears the LBR switch, and lbr-dump's debug
+ * notifier (src/capture/debug.rs, DIE_DEBUG) puts it back; but perf's breakpoint handler, which
+ * the kernel registers at boot with the highest priority (kernel/events/hw_breakpoint.c
+ * hw_breakpoint_exceptions_nb, INT_MAX: lbr-dump's, of the same priority, comes after it), ends
+ * the chain (NOTIFY_STOP) for a #DB it takes whole: a user's own watchpoint's
+ * (perf_event_open() PERF_TYPE_BREAKPOINT on a user address), or a DR6 trap bit of a slot with
+ * no breakpoint (arch/x86/kernel/hw_breakpoint.c hw_breakpoint_handler()). So a callback at the
+ * entry of that notifier, hw_breakpoint_exceptions_notify(), re-arms for every DIE_DEBUG before
+ * anything can end the chain (lbr_dump_rearm_after_db(), src/capture/debug.rs): on the CPU of
+ * the #DB, interrupts off. The chain runs for the die events only (#DB, INT3, an oops, ...),
+ * each of which the callback tests for DIE_DEBUG: no other path pays. Returns 0 or -errno
+ * (-EINVAL: the function is not there or cannot be traced); nothing registered then.
+ * Serialized by lbr-dump's state lock.
  */
-static void (*lbr_dump_rearm_fn)(void);
-
-static notrace void lbr_dump_breakpoint_callback(unsigned long ip, unsigned long parent_ip,
-						 struct ftrace_ops *op, struct ftrace_regs *fregs)
+static notrace void lbr_dump_die_chain_callback(unsigned long ip, unsigned long parent_ip,
+						struct ftrace_ops *op, struct ftrace_regs *fregs)
 {
-	lbr_dump_rearm_fn();
+	/* int hw_breakpoint_exceptions_notify(struct notifier_block *, unsigned long val, void *) */
+	if (fregs && ftrace_regs_get_argument(fregs, 1) == DIE_DEBUG)
+		lbr_dump_rearm_after_db();
 }
+NOKPROBE_SYMBOL(lbr_dump_die_chain_callback);
 
 /*
- * FTRACE_OPS_FL_RECURSION: called directly, without ftrace's recursion guard, which would drop a
- * call made while another ftrace callback runs on this CPU (a #DB inside one). The callback
- * calls nothing that reaches perf_bp_event().
+ * No FTRACE_OPS_FL_RECURSION: that flag asks ftrace for its recursion guard, which would drop
+ * a call made while another guarded ftrace callback runs on this CPU in the same context.
+ * Nothing the callback calls is traced (Rust and asm get no fentry).
  */
-static struct ftrace_ops lbr_dump_breakpoint_ops = {
-	.func = lbr_dump_breakpoint_callback,
-	.flags = FTRACE_OPS_FL_RECURSION,
+static struct ftrace_ops lbr_dump_die_chain_ops = {
+	.func = lbr_dump_die_chain_callback,
 };
 
-int lbr_dump_breakpoint_watch(void (*rearm)(void))
+int lbr_dump_die_chain_watch(void)
 {
-	unsigned char bp[] = "perf_bp_event";
+	unsigned char notify[] = "hw_breakpoint_exceptions_notify";
 	int ret;
 
-	lbr_dump_rearm_fn = rearm;
-	ret = ftrace_set_filter(&lbr_dump_breakpoint_ops, bp, sizeof(bp) - 1, 1);
+	ret = ftrace_set_filter(&lbr_dump_die_chain_ops, notify, sizeof(notify) - 1, 1);
 	if (!ret)
-		ret = register_ftrace_function(&lbr_dump_breakpoint_ops);
+		ret = register_ftrace_function(&lbr_dump_die_chain_ops);
 	if (ret)
-		ftrace_free_filter(&lbr_dump_breakpoint_ops);
+		ftrace_free_filter(&lbr_dump_die_chain_ops);
 	return ret;
 }
 
-/* Undoes lbr_dump_breakpoint_watch(); as lbr_dump_bts_unwatch(), a failure pins the module. */
-void lbr_dump_breakpoint_unwatch(void)
+/* Undoes lbr_dump_die_chain_watch(); as lbr_dump_bts_unwatch(), a failure pins the module. */
+void lbr_dump_die_chain_unwatch(void)
 {
-	if (unregister_ftrace_function(&lbr_dump_breakpoint_ops)) {
+	if (unregister_ftrace_function(&lbr_dump_die_chain_ops)) {
 		__module_get(THIS_MODULE);
 		return;
 	}
-	ftrace_free_filter(&lbr_dump_breakpoint_ops);
+	ftrace_free_filter(&lbr_dump_die_chain_ops);
 }
 
 /*
@@ -931,8 +935,9 @@ void lbr_dump_panic_notifier(struct notifier_block *nb, bool on)
  *   facility  ro: the probe's one-line description
  *   vectors   ro: the hooked vectors (while armed), else the chosen set
  *   captures  ro (root): snapshots taken since the module was loaded (all CPUs)
- *   rearms    ro (root): times the debug notifier or the breakpoint callback switched recording
- *             back on after a #DB had cleared it, since the module was loaded (all CPUs)
+ *   rearms    ro (root): times the kernel's #DB handling switched recording back on through
+ *             lbr-dump's callbacks after a #DB had cleared it, since the module was loaded (all
+ *             CPUs; the #DB stub's own re-arms, which come first, are not counted)
  * Writes to one attribute are serialized by kernfs; removal waits for running callbacks.
  */
 #include <linux/kobject.h>

@@ -28,12 +28,13 @@ pub(super) fn rdmsr_here(msr: u32) -> u64 {
 }
 
 impl Vlbr {
-    /// `layout::cpu::LENT` of a CPU that is not armed: not yet (every CPU's, before the
-    /// callbacks are registered), or not any more (`cpu_offline`): nothing to give back there.
-    /// Arming a CPU sets 0 (`Recording::armed_here`).
+    /// `layout::cpu::LENT` of a CPU that is not armed, whatever the recorder: not yet (every
+    /// CPU's, before the callbacks are registered), or not any more (`cpu_offline`): nothing
+    /// re-arms there, and there is nothing to give back. Arming a CPU sets 0
+    /// (`Recording::armed_here`).
     pub(super) const OFF: u32 = u32::MAX;
 
-    pub(super) fn new(l: &crate::facility::LegacyLbr, blocks: (u64, u64)) -> Result<Self> {
+    pub(super) fn new(l: &crate::facility::LegacyLbr) -> Result<Self> {
         let mut records = KVec::with_capacity(3 * l.depth as usize, GFP_KERNEL)?;
         for i in 0..u32::from(l.depth) {
             records.push(l.from + i, GFP_KERNEL)?;
@@ -42,10 +43,18 @@ impl Vlbr {
                 records.push(info + i, GFP_KERNEL)?;
             }
         }
-        Ok(Vlbr { blocks, records })
+        Ok(Vlbr { records })
     }
 
-    /// The guest LBR event count of `cpu`, in its block.
+    pub(super) fn wipe(&self) {
+        for &m in self.records.iter() {
+            wrmsr_here(m, 0);
+        }
+    }
+}
+
+impl Recording {
+    /// `layout::cpu::LENT` of `cpu`, in its block: [`Vlbr::OFF`], or the guest LBR event count.
     pub(super) fn lent(&self, cpu: u32) -> &AtomicU32 {
         let (cpu0, stride) = self.blocks;
         let addr = cpu0 + stride * u64::from(cpu) + layout::cpu::LENT as u64;
@@ -53,12 +62,6 @@ impl Vlbr {
         // `CpuId`, below nr_cpu_ids, for which the area has blocks); an aligned u32 of the area,
         // which lives as long as the `Recording` that holds this; the stubs only read it.
         unsafe { AtomicU32::from_ptr(addr as *mut u32) }
-    }
-
-    pub(super) fn wipe(&self) {
-        for &m in self.records.iter() {
-            wrmsr_here(m, 0);
-        }
     }
 }
 
@@ -88,7 +91,7 @@ pub(super) unsafe extern "C" fn lend(lent: bool) {
     if cpu as usize >= s.before.len() {
         return;
     }
-    let count = v.lent(cpu);
+    let count = s.lent(cpu);
     let c = &s.values;
     let n = count.load(Ordering::Relaxed);
     if lent {
@@ -121,14 +124,13 @@ pub(super) unsafe extern "C" fn lend(lent: bool) {
 }
 
 impl Recording {
-    /// This CPU is armed: from now on [`lend`] gives its LBR to a KVM guest and back (interrupts
-    /// off, right after the control MSR's armed write).
+    /// This CPU is armed: from now on the stubs and the #DB callbacks re-arm here, and [`lend`]
+    /// gives its LBR to a KVM guest and back (interrupts off, right after the control MSR's
+    /// armed write).
     pub(super) fn armed_here(&self) {
-        if let Some(v) = self.vlbr.as_ref() {
-            let cpu = CpuId::current().as_u32();
-            if (cpu as usize) < self.before.len() {
-                v.lent(cpu).store(0, Ordering::Relaxed);
-            }
+        let cpu = CpuId::current().as_u32();
+        if (cpu as usize) < self.before.len() {
+            self.lent(cpu).store(0, Ordering::Relaxed);
         }
     }
 
@@ -410,11 +412,11 @@ pub(super) unsafe extern "C" fn cpu_offline(cpu: c_uint) -> i32 {
     let Some(slot) = s.before.get(cpu as usize) else {
         return 0;
     };
-    if let Some(v) = s.vlbr.as_ref() {
-        // First: a guest LBR event scheduled here from now on must not switch recording back on
-        // when it leaves (`lend`), and the stubs no longer re-arm here.
-        v.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
-    }
+    // First: nothing re-arms here from now on (the stubs, the #DB callbacks: a #DB on this CPU
+    // after the value before arming is back, as a task's single-step until the CPU is gone,
+    // would switch recording on again for good), and a guest LBR event scheduled here must not
+    // switch recording back on when it leaves (`lend`).
+    s.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
     let c = &s.values;
     if let Ok(now) = read_msr(id, c.switch.msr) {
         let before = slot[0].load(Ordering::Relaxed);

@@ -1,26 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Recording back on after a #DB that no stub re-armed: lbr-dump's debug notifier and its
-//! hardware-breakpoint callback.
+//! callback at the head of the die chain.
 //!
-//! Delivery of #DB clears the LBR switch (DEBUGCTL.LBR; Arch LBR: LBREn). With the IDT,
-//! `lbr_dump_rearm_1` (asm/stubs.S) puts it back in any mode, unless a hardware breakpoint is
-//! armed (then it loads nothing of lbr-dump's: a data breakpoint on that data would re-enter
-//! #DB on its IST stack for ever). With FRED, a user-mode #DB enters at the page's ring-3 entry,
-//! one jump to the kernel and nothing else. Either way any user could switch recording off on
-//! every CPU: a single-step of its own (`popf` with TF set) under FRED, its own watchpoint
-//! (`perf_event_open()` with `PERF_TYPE_BREAKPOINT`, allowed unprivileged on user addresses)
-//! under either. The kernel's #DB handler calls the die chain with `DIE_DEBUG` for every
-//! user-mode #DB and for every kernel-mode one with a cause in DR6, in both modes, on the CPU
-//! of the #DB with interrupts off (arch/x86/kernel/traps.c `exc_debug_user()`,
-//! `exc_debug_kernel()`, after `local_db_save()` cleared DR7): [`on_debug`] re-arms there
-//! (asm/stubs.S `lbr_dump_rearm_here`, the stubs' own rule). Its priority is the highest,
-//! `INT_MAX`: it runs after the two notifiers registered at boot with that priority (perf's
-//! hardware breakpoints, kprobes) and before every other one (uprobes' single-step ends the
-//! chain). Perf's breakpoint handler ends the chain (`NOTIFY_STOP`) for a #DB it consumes
-//! whole, a watchpoint's; every breakpoint it handles goes through `perf_bp_event()`, where a
-//! callback of lbr-dump's re-arms too (src/glue.c `lbr_dump_breakpoint_watch`). Neither runs on
-//! any other path: the user-mode entry and the stubs cost what they did.
+//! Delivery of #DB clears the LBR switch (DEBUGCTL.LBR; Arch LBR: LBREn). With the IDT and #DB
+//! among the chosen vectors, `lbr_dump_rearm_1` (asm/stubs.S) puts it back in any mode. With
+//! FRED, a user-mode #DB enters at the page's ring-3 entry, one jump to the kernel and nothing
+//! else; and #DB need not be chosen. Without more, any user could switch recording off on every
+//! CPU in turn: a single-step of its own (`popf` with TF set), a watchpoint of its own
+//! (`perf_event_open()` with `PERF_TYPE_BREAKPOINT` where `perf_event_paranoid` allows it, or
+//! ptrace's on a child of its own). The kernel's #DB handler calls the die chain with
+//! `DIE_DEBUG` for every user-mode #DB, and for every kernel-mode one with a cause in DR6 after
+//! it saved and cleared DR7 (`local_db_save()`), in both entry modes, on the CPU of the #DB with
+//! interrupts off (arch/x86/kernel/traps.c `exc_debug_user()`, `exc_debug_kernel()`):
+//! [`on_debug`] re-arms there (asm/stubs.S `lbr_dump_rearm_here`, the stubs' own rule). Its
+//! priority is the highest, `INT_MAX`, so it runs after the notifiers registered at boot with
+//! that priority (perf's hardware breakpoints; kprobes', which never ends the chain on x86) and
+//! before those of lower priority (uprobes' ends the chain for its own single-steps). Perf's
+//! breakpoint handler ends the chain (`NOTIFY_STOP`) for a #DB it takes whole, a watchpoint's:
+//! a callback of lbr-dump's at that handler's entry re-arms first (src/glue.c
+//! `lbr_dump_die_chain_watch`, [`lbr_dump_rearm_after_db`]). Both run only in the die chain,
+//! for the die events (#DB, INT3, an oops, ...), and do nothing but for `DIE_DEBUG`: the
+//! user-mode entry and the stubs cost what they did.
 
 use super::*;
 
@@ -37,14 +38,17 @@ pub(crate) fn rearms() -> u64 {
     REARMS.load(Ordering::Relaxed)
 }
 
-/// On this CPU, after a #DB: lbr-dump's armed value back if the #DB cleared its switch.
-extern "C" fn rearm() {
+/// On this CPU, after a #DB: lbr-dump's armed value back if the #DB cleared its switch. Called
+/// from [`on_debug`], and from src/glue.c's callback at the die chain's head (`DIE_DEBUG`).
+#[no_mangle]
+pub(crate) extern "C" fn lbr_dump_rearm_after_db() {
     if !WATCHING.load(Ordering::Acquire) {
         return;
     }
     // SAFETY: `WATCHING` is set only while the stubs' configuration is written and the snapshot
-    // area it points at is allocated (`DebugWatch` is dropped before either goes); reads and
-    // writes this CPU's control MSR, which arming accessed safely on every CPU.
+    // area it points at is allocated (`DebugWatch` clears it, then waits for every caller,
+    // before either goes); reads and writes this CPU's control MSR, which arming accessed
+    // safely on every CPU.
     if unsafe { ffi::lbr_dump_rearm_here() } {
         REARMS.fetch_add(1, Ordering::Relaxed);
     }
@@ -61,17 +65,17 @@ unsafe extern "C" fn on_debug(
     _data: *mut c_void,
 ) -> c_int {
     if val == ffi::DIE_DEBUG {
-        rearm();
+        lbr_dump_rearm_after_db();
     }
     ffi::NOTIFY_DONE
 }
 
-/// The registered debug notifier and breakpoint callback; removed on drop (before the stubs'
+/// The registered debug notifier and die-chain callback; removed on drop (before the stubs'
 /// configuration is cleared and the area freed: `Armed`'s field order).
 pub(super) struct DebugWatch {
     nb: KBox<bindings::notifier_block>,
-    /// The breakpoint callback is registered.
-    breakpoints: bool,
+    /// The die-chain callback is registered.
+    chain: bool,
 }
 
 // SAFETY: the notifier block is only touched by register/unregister, which serialize on the die
@@ -104,30 +108,29 @@ impl DebugWatch {
             );
             return Err(Error::from_errno(r));
         }
-        // SAFETY: `rearm` is valid for the module's lifetime; unregistered in drop (or the
-        // module pinned).
-        let r = unsafe { ffi::lbr_dump_breakpoint_watch(rearm) };
+        // SAFETY: no preconditions; the callback calls `lbr_dump_rearm_after_db`, valid for the
+        // module's lifetime; unregistered in drop (or the module pinned).
+        let r = unsafe { ffi::lbr_dump_die_chain_watch() };
         if r != 0 {
             pr_warn!(
-                "cannot trace perf_bp_event() ({:?}): a hardware breakpoint's #DB leaves recording off on its CPU until the next capture\n",
+                "cannot trace hw_breakpoint_exceptions_notify() ({:?}): a #DB that perf's breakpoint handler takes whole (a watchpoint's) leaves recording off on its CPU until the next capture\n",
                 Error::from_errno(r)
             );
         }
-        Ok(DebugWatch {
-            nb,
-            breakpoints: r == 0,
-        })
+        Ok(DebugWatch { nb, chain: r == 0 })
     }
 }
 
 impl Drop for DebugWatch {
     fn drop(&mut self) {
-        if self.breakpoints {
+        // First: a caller from here on reads nothing; the unregistering below waits for those
+        // already past the test (ftrace and the die chain synchronize with every CPU).
+        WATCHING.store(false, Ordering::Release);
+        if self.chain {
             // SAFETY: registered in `register`; waits until no CPU is in the callback.
-            unsafe { ffi::lbr_dump_breakpoint_unwatch() };
+            unsafe { ffi::lbr_dump_die_chain_unwatch() };
         }
         // SAFETY: registered in `register`; unregistering waits for running callbacks (RCU).
         unsafe { ffi::unregister_die_notifier(&mut *self.nb) };
-        WATCHING.store(false, Ordering::Release);
     }
 }

@@ -85,6 +85,12 @@ struct Recording {
     /// Set while arming runs the online callback on every CPU: another owner's debug store then
     /// refuses arming; on a CPU that comes online later, it only keeps BTS off there.
     arming: AtomicBool,
+    /// (address of CPU 0's block in the snapshot area, bytes between CPU blocks): each block's
+    /// `layout::cpu::LENT` is [`Vlbr::OFF`] where lbr-dump is not armed (not yet, or not any
+    /// more: nothing of lbr-dump's re-arms there), else the count of KVM guest LBR events
+    /// scheduled on that CPU (Intel legacy LBR, [`lend`]; 0 for every other recorder); the
+    /// stubs read it.
+    blocks: (u64, u64),
     /// Intel legacy LBR: what [`lend`] needs to keep KVM guests and lbr-dump apart.
     vlbr: Option<Vlbr>,
 }
@@ -92,10 +98,6 @@ struct Recording {
 /// Lending the LBR to KVM guests (Intel legacy LBR, the one kind KVM gives guests: see
 /// [`lend`]).
 struct Vlbr {
-    /// (address of CPU 0's block in the snapshot area, bytes between CPU blocks): each block's
-    /// `layout::cpu::LENT` counts the guest LBR events scheduled on that CPU, and the stubs read
-    /// it.
-    blocks: (u64, u64),
     /// The record MSRs (FROM, TO, INFO of every entry), zeroed when a guest gets the LBR and
     /// when it gives it back.
     records: KVec<u32>,
@@ -183,6 +185,7 @@ impl Recording {
         msrs: &[u32],
         nr_cpus: usize,
         ds: Option<(u64, u64)>,
+        blocks: (u64, u64),
         vlbr: Option<Vlbr>,
     ) -> Result<KBox<Recording>> {
         let mut list = KVec::with_capacity(msrs.len(), GFP_KERNEL)?;
@@ -204,6 +207,7 @@ impl Recording {
                 before,
                 ds,
                 arming: AtomicBool::new(true),
+                blocks,
                 vlbr,
             },
             GFP_KERNEL,
@@ -300,17 +304,15 @@ pub(crate) fn arm(
             g.cpu_block_size() as u64,
         )
     });
+    let blocks = {
+        let g = &area.geometry();
+        (area.at(g.cpu_block(0)) as u64, g.cpu_block_size() as u64)
+    };
     let vlbr = match recorder {
-        Recorder::IntelLegacy(l) => {
-            let g = &area.geometry();
-            Some(Vlbr::new(
-                l,
-                (area.at(g.cpu_block(0)) as u64, g.cpu_block_size() as u64),
-            )?)
-        }
+        Recorder::IntelLegacy(l) => Some(Vlbr::new(l)?),
         _ => None,
     };
-    let recording = Recording::new(values, armed_value, &msrs[..n], nr_cpus, ds, vlbr)?;
+    let recording = Recording::new(values, armed_value, &msrs[..n], nr_cpus, ds, blocks, vlbr)?;
     let stop_save = Pages::new(nr_cpus * layout::stop::CPU_SIZE).inspect_err(|_| {
         pr_err!("refusing to arm: cannot allocate the stop stubs' save areas\n")
     })?;
@@ -342,11 +344,12 @@ pub(crate) fn arm(
         // every CPU that stops for good switches BTS off.
         armed.perf_watch = Some(PerfWatch::register()?);
     }
-    if let Some(v) = armed.recording.vlbr.as_ref() {
-        // No CPU is armed yet (`Vlbr::OFF`): `lend` switches nothing on before `arm_cpu` has.
-        for cpu in 0..nr_cpus as u32 {
-            v.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
-        }
+    // No CPU is armed yet (`Vlbr::OFF`): nothing re-arms and `lend` switches nothing on before
+    // `arm_cpu` has.
+    for cpu in 0..nr_cpus as u32 {
+        armed.recording.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
+    }
+    if armed.recording.vlbr.is_some() {
         // Before recording goes on anywhere: every guest LBR event scheduled from then on is
         // seen (`lend`).
         armed.vlbr_watch = VlbrWatch::register()?;

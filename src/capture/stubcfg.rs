@@ -109,8 +109,10 @@ pub(super) fn configure_panic_path(
     (window, (pte, rw, ro)): (u64, (u64, u64, u64)),
     gates: [(u64, u64); 2],
 ) {
-    // SAFETY: the trampolines, the only readers of these fields, are not attached (the caller's
-    // contract); single aligned stores within the page.
+    // SAFETY: the trampolines, the only readers of these fields but `lbr_dump_rearm_here`, are
+    // not attached (the caller's contract); `lbr_dump_rearm_here` reads `stop_save` only, whole
+    // (0 until this store: it then skips its NMI-watch test; the save areas are allocated
+    // before); single aligned stores within the page.
     unsafe {
         ptr::addr_of_mut!(ffi::lbr_dump_live.panic_cpu).write_volatile(0);
         window::write_config(|page| {

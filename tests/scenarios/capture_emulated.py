@@ -476,22 +476,17 @@ def test_single_step_does_not_stop_recording(r):
         f"nothing in module space switched recording back on between the #DB and the crash: {rearmed[:1]}"
 
 
-def test_a_users_single_step_and_watchpoint_do_not_stop_recording(r):
-    # Any user can make its CPU take #DBs, whose delivery clears DEBUGCTL.LBR: its own single-step
-    # (popf with TF) and its own hardware watchpoint (perf_event_open() PERF_TYPE_BREAKPOINT on
-    # its own memory, allowed unprivileged at the default perf_event_paranoid). Here, as uid 65534
-    # on vCPU 1 of 2: lbr-singlestep (one #DB), then lbr-watch (5 watchpoint hits, each a #DB
-    # with DR7 set, where lbr_dump_rearm_1 loads nothing of lbr-dump's), then a kernel #GP on the
-    # same CPU. The snapshot is complete and equals the emulator's freeze (crash()), and after
-    # every #DB the emulator saw, lbr-dump's code switched recording back on before anything
-    # else switched it: the stub after the single-step, the breakpoint callback after each hit
-    # (its count in `rearms`). Before that callback the watchpoint left the CPU recording
-    # nothing, and the snapshot said was-off.
+def users_debug_exceptions(tag, rearms, args=""):
+    """As uid 65534 on vCPU 1 of 2: lbr-singlestep (one #DB), then lbr-watch (5 watchpoint hits,
+    each a #DB with DR7 set), then a kernel #GP on the same CPU. The snapshot is complete and
+    equals the emulator's freeze (crash()), and after every #DB the emulator saw, lbr-dump's
+    code switched recording back on before anything else switched it; `rearms` (the re-arms
+    of the kernel's #DB handling, not the stub's) reads `rearms`."""
     before = ("echo nobody=$(lbr-nobody /bin/busybox id -u):$(lbr-nobody /bin/busybox id -g)\n"
               "s=0; taskset -c 1 lbr-nobody /bin/lbr-singlestep || s=$?; echo singlestep=$s\n"
               "s=0; taskset -c 1 lbr-nobody /bin/lbr-watch || s=$?; echo watch-hits=$s\n"
               f"echo rearms=$(cat {SYSFS}/rearms)\n")
-    res, printed = crash("skylake", "gp", before=before, smp=2, pin=1, tag="-after-user-debug")
+    res, printed = crash("skylake", "gp", before=before, smp=2, pin=1, tag=tag, args=args)
     con = res.console
     assert re.search(r"^nobody=65534:65534\r?$", con, re.M), "lbr-nobody does not run as 65534:\n" + tail(con)
     assert re.search(r"^singlestep=133\r?$", con, re.M), "the single-step did not end in SIGTRAP:\n" + tail(con)
@@ -508,7 +503,26 @@ def test_a_users_single_step_and_watchpoint_do_not_stop_recording(r):
         assert nxt and nxt["on"] and int(nxt["pc"], 16) >= 0xFFFFFFFFC0000000, \
             f"after the #DB at {switches[k][1]['pc']}, recording was not switched back on by lbr-dump: {nxt}"
     m = re.search(r"^rearms=(\d+)\r?$", con, re.M)
-    assert m and int(m[1]) == 5, f"rearms after 5 watchpoint hits: {m and m[1]}"
+    assert m and int(m[1]) == rearms, f"rearms after a single-step and 5 watchpoint hits: {m and m[1]}, not {rearms}"
+
+
+def test_a_users_single_step_and_watchpoint_do_not_stop_recording(r):
+    # Any user can make its CPU take #DBs, whose delivery clears DEBUGCTL.LBR: its own single-step
+    # (popf with TF) and its own hardware watchpoint (perf_event_open() PERF_TYPE_BREAKPOINT on
+    # its own memory, allowed unprivileged at the test kernel's perf_event_paranoid). With #DB
+    # among the vectors (the default), lbr_dump_rearm_1 re-arms each, with DR7 turned off around
+    # its loads when a breakpoint is armed: `rearms` stays 0. Before, with DR7 set it loaded
+    # nothing and re-armed nothing: the watchpoint left the CPU recording nothing, and the
+    # snapshot said was-off.
+    users_debug_exceptions("-after-user-debug", rearms=0)
+
+
+def test_without_the_db_stub_the_kernels_db_handling_re_arms(r):
+    # As above with #DB not among the vectors (vectors= all but 1: as under FRED, no stub sees a
+    # user-mode #DB): the kernel's #DB handling re-arms, through lbr-dump's die-chain callback
+    # (the watchpoint's #DBs, which perf's breakpoint handler ends the chain for) and its debug
+    # notifier: `rearms` counts all 6.
+    users_debug_exceptions("-after-user-debug-nodb", rearms=6, args="vectors=0x227941")
 
 
 def test_another_owner_is_reported(r):

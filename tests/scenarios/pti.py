@@ -52,21 +52,24 @@ def test_builtin_armed_under_pti_survives_user_faults_and_single_steps_then_capt
     # format 5). User programs fault thousands of times (lbr-faults: user-mode #PF, and
     # kernel-mode #PF inside user-access regions, resolved and fixed up), single-step
     # themselves (lbr-singlestep: one #DB from user mode each, which clears DEBUGCTL.LBR and must
-    # be re-armed by the #DB stub under the user CR3) and make the kernel's IRET to user mode
+    # be re-armed by the #DB stub under the user CR3), set a watchpoint and hit it 5 times
+    # (lbr-watch: a user-mode #DB each with DR7 armed, re-armed by the stub with DR7 off around
+    # its loads, under the user CR3 too) and make the kernel's IRET to user mode
     # fault (lbr-badiret: a kernel-mode #GP under the user CR3, which the stub must pass on
     # without touching lbr-dump's data). Then a kernel crash: its records equal the emulator's
     # freeze, and recording was on (the last #DB was re-armed).
     script = (
         # cminflt (/proc/PID/stat field 11): the page faults of the shell's waited-for children.
         "before=$(cut -d' ' -f11 /proc/$$/stat)\n"
-        f"i=0; ok=0; segv=0; while [ $i -lt {ROUNDS} ]; do\n"
+        f"i=0; ok=0; segv=0; watch=0; while [ $i -lt {ROUNDS} ]; do\n"
         "  lbr-faults && ok=$((ok+1))\n"
         "  lbr-singlestep || true\n"
+        "  w=0; lbr-watch || w=$?; [ $w = 5 ] && watch=$((watch+1))\n"
         "  st=0; lbr-badiret || st=$?; [ $st = 139 ] && segv=$((segv+1))\n"
         "  i=$((i+1))\n"
         "done 2>/dev/null\n"
         "after=$(cut -d' ' -f11 /proc/$$/stat)\n"
-        "echo faults-ok=$ok minflt=$((after-before)) badiret-segv=$segv\n"
+        "echo faults-ok=$ok minflt=$((after-before)) badiret-segv=$segv watch-ok=$watch\n"
         f"sh -c 'echo EXCEPTION > {LKDTM}' || true\n")
     res = boot(finish=False, name="pti-builtin-crash", kernel="builtin", cpu="Skylake-Client", accel="tcg",
                emulate="model=skylake", pti="on", append="lbr_dump=on", timeout=420, script=script)
@@ -74,16 +77,18 @@ def test_builtin_armed_under_pti_survives_user_faults_and_single_steps_then_capt
     assert_pti(con)
     assert kernel_lines(con, "lbr_dump: armed"), "lbr_dump=on did not arm under PTI:\n" + \
         "\n".join(kernel_lines(con, "lbr_dump"))
-    m = re.search(r"faults-ok=(\d+) minflt=(\d+) badiret-segv=(\d+)", con)
+    m = re.search(r"faults-ok=(\d+) minflt=(\d+) badiret-segv=(\d+) watch-ok=(\d+)", con)
     assert m, "the user programs did not finish:\n" + tail(con)
     assert int(m[1]) == ROUNDS, f"lbr-faults failed in {ROUNDS - int(m[1])} of {ROUNDS} runs"
     assert int(m[2]) >= 2000, f"only {m[2]} page faults in the user programs"
     # Each lbr-badiret's return to user mode faulted in the kernel's IRET, under the user CR3,
     # and the kernel turned it into SIGSEGV (exit status 139): the stub passed it on.
     assert int(m[3]) == ROUNDS, f"lbr-badiret died of SIGSEGV in {m[3]} of {ROUNDS} runs"
+    assert int(m[4]) == ROUNDS, f"lbr-watch's watchpoint trapped 5 times in {m[4]} of {ROUNDS} runs"
     events = res.emu_events()
     db = [i for i, e in enumerate(events) if e["event"] == "switch" and e["cause"] == "#DB" and not e["on"]]
-    assert len(db) >= ROUNDS, f"the emulator saw {len(db)} #DB clear recording, want >= {ROUNDS} single-steps"
+    assert len(db) >= 6 * ROUNDS, \
+        f"the emulator saw {len(db)} #DB clear recording, want >= {6 * ROUNDS} (a single-step, 5 hits a round)"
     # Every #DB's clear was followed by a switch back on (the re-arm) before the next #DB.
     for a, b in zip(db, db[1:] + [len(events)]):
         assert any(e["event"] == "switch" and e["on"] for e in events[a:b]), \

@@ -26,10 +26,12 @@
 //! from the entry of panic(), then each other CPU's snapshot taken as the panic stopped it, by
 //! default bounded: each snapshot's newest `print_records` records, and one `kept:` line for a
 //! CPU that the stop IPI stopped (one stopped by the NMI, which had interrupts off, is printed:
-//! a hard lockup's loop); report.rs describes the lines. A panic that follows an oops of the same task
-//! (panic_on_oops, an oops in interrupt context) prints no second snapshot of the panicking
-//! CPU: the oops printed its exception's. With kdump loaded, vpanic() boots the capture kernel
-//! before the notifiers: the snapshots are then read from the vmcore.
+//! a hard lockup's loop); report.rs describes the lines. "Other" is every CPU but the one that
+//! runs the notifiers, whichever CPU's panic() entry was captured (a panic handed to another
+//! CPU). A panic that follows an oops of the same task (panic_on_oops, an oops in interrupt
+//! context) prints no second snapshot of the panicking CPU: the oops printed its exception's.
+//! With kdump loaded, vpanic() boots the capture kernel before the notifiers: the snapshots are
+//! then read from the vmcore.
 //!
 //! Both run in the oops path with IRQs off: no allocation, no sleeping, no panics (indexing is
 //! checked or noted `// PANIC:`, and falls back to printing less).
@@ -256,6 +258,13 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
 /// Prints what a panic has: the panicking CPU's snapshot, then the other CPUs'. Each step is a
 /// function of its own that holds at most one snapshot: this runs on the stack of the panic,
 /// which can be the 8 KiB NMI stack (see [`print_snapshot`]).
+///
+/// `this`, the CPU that runs the panic notifiers, is the one vpanic() let go on
+/// (panic_try_start()); `panic_cpu`, the one whose panic() entry the trampoline claimed, is
+/// another when the panic moved between the two: handed to another CPU (`panic_force_cpu=`),
+/// lost to another CPU's panic at the same time, or a task that moved between crash_kexec()
+/// and panic() (an oops with panic_on_oops). That CPU was stopped as the others were, and is
+/// printed as they are; this one was not.
 fn print_panic(a: &Armed) {
     // SAFETY: reads a segment limit; callable anywhere.
     let this = unsafe { ffi::lbr_dump_cpu_number() } as usize;
@@ -264,19 +273,19 @@ fn print_panic(a: &Armed) {
     let claim = unsafe { ptr::addr_of!(ffi::lbr_dump_live.panic_cpu).read_volatile() } as usize;
     let panic_cpu = claim.checked_sub(1).unwrap_or(this);
     print_panicking(a, this, panic_cpu, claim != 0);
-    wait_for_stops(a, panic_cpu, this);
+    wait_for_stops(a, this);
     let mut kept = 0;
     for cpu in 0..a.area.geometry().nr_cpus {
         // SAFETY: `__cpu_present_mask` is the kernel's; `cpumask_test_cpu` reads one bit.
         let present = unsafe {
             bindings::cpumask_test_cpu(cpu as i32, ptr::addr_of_mut!(bindings::__cpu_present_mask))
         };
-        if cpu != panic_cpu && present && print_stopped(a, cpu) {
+        if cpu != this && present && print_stopped(a, cpu, this, panic_cpu) {
             kept += 1;
         }
     }
     if kept > 0 {
-        print_kept_total(panic_cpu, kept);
+        print_kept_total(this, kept);
     }
 }
 
@@ -288,22 +297,20 @@ const STOP_WAIT_US: u32 = 100_000;
 /// A CPU still online has not stopped yet: stop_this_cpu() takes it out of the online mask
 /// after the stop stub's capture. vpanic() waits 10 ms for the stop NMI and goes on without it,
 /// and the NMI may still be on its way to a CPU that was slow to take it. Waits until every CPU
-/// but `panic_cpu` and `this` (the notifier's own, when two CPUs panicked at once) either has
-/// a stop capture or is offline, at most [`STOP_WAIT_US`] for all of them together. A CPU that
-/// stays online without a capture (its capture found it busy; halted by kdump's NMI with
-/// `crash_kexec_post_notifiers`, which keeps it online; spinning in an NMI that blocks the stop
-/// NMI) costs the whole wait, once.
+/// but `this` (the one that runs the panic) either has a stop capture or is offline, at most
+/// [`STOP_WAIT_US`] for all of them together. A CPU that stays online without a capture (its
+/// capture found it busy; halted by kdump's NMI with `crash_kexec_post_notifiers`, which keeps
+/// it online; spinning in an NMI that blocks the stop NMI) costs the whole wait, once.
 #[inline(never)]
-fn wait_for_stops(a: &Armed, panic_cpu: usize, this: usize) {
+fn wait_for_stops(a: &Armed, this: usize) {
     let mut left = STOP_WAIT_US;
     let mut from = 0;
     loop {
         // The first CPU (from the last one found pending on) still to stop. The online bit is
         // read before the snapshot: a CPU that captures and goes offline between the two reads
         // is then seen captured (or, at the next round, offline), never as neither.
-        let pending = (from..a.area.geometry().nr_cpus).find(|&cpu| {
-            cpu != panic_cpu && cpu != this && online(cpu) && stop_snapshot(a, cpu).is_none()
-        });
+        let pending = (from..a.area.geometry().nr_cpus)
+            .find(|&cpu| cpu != this && online(cpu) && stop_snapshot(a, cpu).is_none());
         let Some(cpu) = pending else { return };
         if left == 0 {
             return;
@@ -358,9 +365,10 @@ fn print_panicking(a: &Armed, this: usize, panic_cpu: usize, claimed: bool) {
 }
 
 /// Another CPU as the panic stopped it: its snapshot, or a `kept:` line (then `true`), or why
-/// there is none.
+/// there is none; `this` runs the panic, `panic_cpu` claimed its panic() entry (see
+/// [`print_panic`]).
 #[inline(never)]
-fn print_stopped(a: &Armed, cpu: usize) -> bool {
+fn print_stopped(a: &Armed, cpu: usize, this: usize, panic_cpu: usize) -> bool {
     match stop_snapshot(a, cpu) {
         // A CPU that did not answer the stop IPI, stopped by the NMI a second later (it had
         // interrupts off: a hard lockup's CPU, a deadlock), is printed as the panicking one is:
@@ -386,6 +394,18 @@ fn print_stopped(a: &Armed, cpu: usize) -> bool {
             );
             false
         }
+        // The CPU that claimed the panic capture but does not run the panic: vpanic() takes one
+        // that hands its panic to another (panic_force_cpu=) offline before the stop, and no
+        // stop interrupt is sent to it.
+        None if cpu == panic_cpu => {
+            none(
+                cpu,
+                format_args!(
+                    "offline without a stop capture: it entered panic() first and handed the panic to CPU {this} (panic_force_cpu=), going offline before the stop; or its stop interrupt was skipped by lbr-dump's stub"
+                ),
+            );
+            false
+        }
         None => {
             none(
                 cpu,
@@ -398,7 +418,7 @@ fn print_stopped(a: &Armed, cpu: usize) -> bool {
 
 /// The line after the `kept:` lines of a panic: where the `kept` snapshots are.
 #[inline(never)]
-fn print_kept_total(panic_cpu: usize, kept: usize) {
+fn print_kept_total(this: usize, kept: usize) {
     let mut l = LineBuf::new();
     let (s, cpus, are, them) = if kept == 1 {
         ("", "CPU", "is", "it")
@@ -407,7 +427,7 @@ fn print_kept_total(panic_cpu: usize, kept: usize) {
     };
     let _ = write!(
         l,
-        "v2 cpu={panic_cpu} kept: the snapshot{s} of the {kept} other {cpus} above {are} not printed, only kept in memory (a kdump vmcore holds {them}: lbr-decode; print_all=1 prints {them})"
+        "v2 cpu={this} kept: the snapshot{s} of the {kept} other {cpus} above {are} not printed, only kept in memory (a kdump vmcore holds {them}: lbr-decode; print_all=1 prints {them})"
     );
     print_raw(&mut l);
 }

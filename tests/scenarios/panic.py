@@ -300,6 +300,27 @@ sleep 60
     assert why[2].startswith("stopped or offline without a capture (offline before the panic"), why[2]
 
 
+def test_a_panic_handed_to_another_cpu_is_printed_there(r):
+    """panic_force_cpu=0 on 2 vCPUs, crash=panic_thread on CPU 1: panic() on CPU 1, where the
+    trampoline captures it, hands the panic to CPU 0 (an IPI) and takes CPU 1 offline; CPU 0
+    calls panic() again (claimed: no second capture) and runs the notifiers. The printer prints
+    CPU 1's panic snapshot, equal to the ground truth, and for CPU 1 why it has no stop
+    snapshot; nothing for CPU 0, the CPU that runs the panic. (The printer skipped the CPU that
+    claimed the capture, not its own, and said its own CPU was still running.)"""
+    res, snaps = panic_run("force-cpu", f"insmod {CRASH} crash=panic_thread cpu=1\nsleep 60\n", smp=2,
+                           append="panic_force_cpu=0")
+    con = res.console
+    assert "panic: Redirecting from CPU 1 to CPU 0 for crash kernel." in con, tail(con)
+    [s] = [s for s in snaps if s["vector"] == PANIC]
+    assert s["cpu"] == 1, s["line"]
+    check_panic_snapshot(res, s, "lbr_crash_panic_here")
+    assert [(x["cpu"], x["vector"]) for x in snaps] == [(1, PANIC)], [x["line"] for x in snaps]
+    why = nones(con)
+    assert sorted(why) == [1], kernel_lines(con, "lbr_dump: v2 ")
+    assert why[1].startswith("offline without a stop capture: it entered panic() first and handed the panic "
+                             "to CPU 0 (panic_force_cpu=)"), why[1]
+
+
 def test_every_cpu_stopped_in_its_loop(r):
     stop_all("stop-all")
 

@@ -369,6 +369,12 @@ fn print_panicking(a: &Armed, this: usize, panic_cpu: usize, claimed: bool) {
 /// [`print_panic`]).
 #[inline(never)]
 fn print_stopped(a: &Armed, cpu: usize, this: usize, panic_cpu: usize) -> bool {
+    // The online bit before the snapshot: a CPU takes its stop capture before stop_this_cpu()
+    // takes it offline, so one seen offline has its capture (if it took one) by the time the
+    // snapshot is read, and one seen online that captures meanwhile is printed with it. (Read
+    // the other way round, a CPU that captured and went offline between the two reads would
+    // be said to have stopped without a capture, and its snapshot left out.)
+    let running = online(cpu);
     match stop_snapshot(a, cpu) {
         // A CPU that did not answer the stop IPI, stopped by the NMI a second later (it had
         // interrupts off: a hard lockup's CPU, a deadlock), is printed as the panicking one is:
@@ -384,7 +390,7 @@ fn print_stopped(a: &Armed, cpu: usize, this: usize, panic_cpu: usize) -> bool {
         // Still online after wait_for_stops(): it has not reached stop_this_cpu(), so no stop
         // interrupt has been taken yet (its capture would come first). Said so: it was not
         // stopped without a capture, it had not stopped at all.
-        None if online(cpu) => {
+        None if running => {
             none(
                 cpu,
                 format_args!(

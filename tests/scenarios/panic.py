@@ -300,6 +300,30 @@ sleep 60
     assert why[2].startswith("stopped or offline without a capture (offline before the panic"), why[2]
 
 
+def test_a_cpu_stopping_as_it_is_printed_is_printed(r):
+    """crash=stop_late late_at_print=1 on 2 vCPUs: CPU 1 holds its stop NMI off past lbr-dump's
+    wait for it, and is let go only when the printer, after that wait, tests whether CPU 1 is
+    online (a kprobe of lbr_crash's, which waits until CPU 1 has taken its stop NMI and gone
+    offline). A CPU captures before it goes offline: its NMI snapshot is printed, equal to the
+    ground truth, and no `none:` line says it stopped without one. (The printer read the
+    snapshot before the online bit, found no capture yet, then the CPU offline, and said so.)"""
+    res = boot(finish=False, bounded=True, name="panic-stop-at-print", cpu="Skylake-Client", accel="tcg",
+               emulate=f"model={MODEL}", timeout=300, smp=2,
+               script=f"{PRINTER_ON_CPU0}insmod {MODULE_KO} enable=1\n"
+                      f"insmod {CRASH} crash=stop_late late_at_print=1\nsleep 60\n")
+    con = res.console
+    assert "stop_late: CPU 1 is in lbr_crash's NMI handler, sysrq-c on CPU 0" in con, tail(con)
+    assert "stop_late: at the panic notifiers CPU 1 is still online, its stop NMI not taken" in con, tail(con)
+    assert re.search(r"stop_late: CPU 1 let go at lbr_dump's test of its online bit, offline \d+ us later", con), \
+        tail(con)
+    assert 1 not in nones(con), kernel_lines(con, "lbr_dump: v2 ")
+    snaps = snapshots(con)
+    assert sorted((s["cpu"], s["vector"]) for s in snaps) == [(0, PANIC), (1, NMI)], \
+        [s["line"] for s in snaps] or kernel_lines(con, "lbr_dump: v2 ")
+    for s in snaps:
+        assert_equals_freeze(res.emu_events(), s["line"], s["records"], count=16)
+
+
 def test_a_panic_handed_to_another_cpu_is_printed_there(r):
     """panic_force_cpu=0 on 2 vCPUs, crash=panic_thread on CPU 1: panic() on CPU 1, where the
     trampoline captures it, hands the panic to CPU 0 (an IPI) and takes CPU 1 offline; CPU 0

@@ -64,11 +64,13 @@
  *                                     IA32_FRED_CONFIG points at a page of this module that jumps
  *                                     on to the kernel's entry points; rmmod puts the kernel's
  *                                     value back
- *   insmod lbr_crash.ko crash=stop_late [late_ms=20]
+ *   insmod lbr_crash.ko crash=stop_late [late_ms=20] [late_at_print=1]
  *                                     (2+ CPUs) sysrq-c on CPU 0 while CPU 1 is in an NMI handler
  *                                     of this module until late_ms after the panic notifiers run
  *                                     (sent it before the panic): its stop NMI is latched, taken
- *                                     only after vpanic() stopped waiting for it
+ *                                     only after vpanic() stopped waiting for it; with
+ *                                     late_at_print=1, only once lbr_dump's printer, past its
+ *                                     wait, tests whether CPU 1 is online (a kprobe)
  *   insmod lbr_crash.ko crash=nmi_lockup
  *                                     no crash yet: play perf's hard-lockup watchdog, an NMI
  *                                     handler (registered now, so before one lbr_dump registers
@@ -299,6 +301,8 @@ static bool irqs_off;
 module_param(irqs_off, bool, 0);
 static unsigned int late_ms = 20;	/* crash=stop_late: CPU 1's NMI after the notifiers */
 module_param(late_ms, uint, 0);
+static bool late_at_print;	/* crash=stop_late: CPU 1 let go as lbr_dump prints it */
+module_param(late_at_print, bool, 0);
 static char *at = "#1 ";	/* crash=print_rewrite: the line of lbr_dump's it acts at */
 module_param(at, charp, 0);
 
@@ -901,11 +905,14 @@ static int lbr_crash_stop_all(void)
  * vpanic() goes on after its waits (1 s, then 10 ms). This module's panic notifier, which runs
  * before lbr-dump's (a higher priority), says whether CPU 1 is still online and lets it go
  * late_ms later (20 ms by default): its stop NMI is then taken while lbr-dump's printer waits for
- * it; with a late_ms past the printer's wait, after the printer gave up on it.
+ * it; with a late_ms past the printer's wait, after the printer gave up on it; with
+ * late_at_print=1, when the printer tests its online bit (lbr_crash_late_test_pre() below).
  */
 static atomic_t late_armed = ATOMIC_INIT(0);
 static atomic_t late_in_nmi = ATOMIC_INIT(0);
 static atomic_t late_notified = ATOMIC_INIT(0);
+static atomic_t late_go = ATOMIC_INIT(0);
+static atomic_t late_present_tested = ATOMIC_INIT(0);
 
 static int lbr_crash_late_nmi(unsigned int type, struct pt_regs *regs)
 {
@@ -925,11 +932,57 @@ static int lbr_crash_late_nmi(unsigned int type, struct pt_regs *regs)
 	     ktime_get_mono_fast_ns() - start < 20 * NSEC_PER_SEC; spins++)
 		cpu_relax();
 	start = ktime_get_mono_fast_ns();
+	if (late_at_print) {
+		/* Let go by lbr_crash_late_test_pre(), below; at most 20 s, as above. */
+		for (spins = 0; !atomic_read(&late_go) && spins < U32_MAX &&
+		     ktime_get_mono_fast_ns() - start < 20 * NSEC_PER_SEC; spins++)
+			cpu_relax();
+		return NMI_HANDLED;
+	}
 	for (spins = 0; spins < U32_MAX &&
 	     ktime_get_mono_fast_ns() - start < (u64)late_ms * NSEC_PER_MSEC; spins++)
 		cpu_relax();
 	return NMI_HANDLED;
 }
+
+/*
+ * crash=stop_late late_at_print=1: CPU 1 is let go while lbr-dump's panic printer looks at it,
+ * after the printer's wait for stopping CPUs gave up on it. A kprobe on the helper through
+ * which lbr_dump's Rust code tests a cpumask bit (rust_helper_cpumask_test_cpu(cpu, mask)):
+ * after the panic notifiers began, at the first test of CPU 1's online bit that follows a test
+ * of its present bit (the printer's loop over the other CPUs tests the present bit, then
+ * prints the CPU; its wait before tests online bits only). There it lets CPU 1 go and waits
+ * until CPU 1 is offline (at most 5 s): CPU 1 leaves the NMI handler above, takes its latched
+ * stop NMI (lbr_dump's stop stub captures it), and stop_this_cpu() takes it offline. The test
+ * then reads the bit as clear: CPU 1 captured and went offline at the printer's online test.
+ */
+static int lbr_crash_late_test_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	const struct cpumask *mask = (const struct cpumask *)regs->si;
+	u64 start = ktime_get_mono_fast_ns();
+
+	if ((int)regs->di != 1 || !atomic_read(&late_notified))
+		return 0;
+	if (mask == cpu_present_mask) {
+		atomic_set(&late_present_tested, 1);
+		return 0;
+	}
+	if (mask != cpu_online_mask || !atomic_read(&late_present_tested) ||
+	    atomic_xchg(&late_go, 1))
+		return 0;
+	while (cpu_online(1) && ktime_get_mono_fast_ns() - start < 5 * NSEC_PER_SEC)
+		cpu_relax();
+	pr_emerg("stop_late: CPU 1 let go at lbr_dump's test of its online bit, %s %llu us later\n",
+		 cpu_online(1) ? "still online" : "offline",
+		 div_u64(ktime_get_mono_fast_ns() - start, NSEC_PER_USEC));
+	return 0;
+}
+NOKPROBE_SYMBOL(lbr_crash_late_test_pre);
+
+static struct kprobe late_test_kp = {
+	.symbol_name = "rust_helper_cpumask_test_cpu",
+	.pre_handler = lbr_crash_late_test_pre,
+};
 
 static int lbr_crash_late_notify(struct notifier_block *nb, unsigned long val, void *data)
 {
@@ -978,17 +1031,29 @@ static int lbr_crash_stop_late(void)
 
 	if (!cpu_online(1))
 		return -ENODEV;
+	if (late_at_print) {
+		r = register_kprobe(&late_test_kp);
+		if (r) {
+			pr_err("stop_late: no kprobe on %s: %d\n", late_test_kp.symbol_name, r);
+			return r;
+		}
+	}
 	r = register_nmi_handler(NMI_LOCAL, lbr_crash_late_nmi, 0, "lbr_crash");
 	if (r)
-		return r;
+		goto out_kprobe;
 	atomic_notifier_chain_register(&panic_notifier_list, &lbr_crash_late_nb);
 	t = kthread_run_on_cpu(lbr_crash_late_sysrq_c, NULL, 0, "lbr_sysrq/%u");
 	if (IS_ERR(t)) {
 		atomic_notifier_chain_unregister(&panic_notifier_list, &lbr_crash_late_nb);
 		unregister_nmi_handler(NMI_LOCAL, "lbr_crash");
-		return PTR_ERR(t);
+		r = PTR_ERR(t);
+		goto out_kprobe;
 	}
 	return 0;
+out_kprobe:
+	if (late_at_print)
+		unregister_kprobe(&late_test_kp);
+	return r;
 }
 
 /* crash=nmi_lockup */
@@ -1890,6 +1955,8 @@ static void __exit lbr_crash_exit(void)
 	if (!strcmp(crash, "stop_late")) {
 		atomic_notifier_chain_unregister(&panic_notifier_list, &lbr_crash_late_nb);
 		unregister_nmi_handler(NMI_LOCAL, "lbr_crash");
+		if (late_at_print)
+			unregister_kprobe(&late_test_kp);
 	}
 	if (!strcmp(crash, "vlbr"))
 		lbr_crash_vlbr_stop();

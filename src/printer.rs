@@ -28,10 +28,11 @@
 //! CPU that the stop IPI stopped (one stopped by the NMI, which had interrupts off, is printed:
 //! a hard lockup's loop); report.rs describes the lines. "Other" is every CPU but the one that
 //! runs the notifiers, whichever CPU's panic() entry was captured (a panic handed to another
-//! CPU). A panic that follows an oops of the same task (panic_on_oops, an oops in interrupt
-//! context) prints no second snapshot of the panicking CPU: the oops printed its exception's.
-//! With kdump loaded, vpanic() boots the capture kernel before the notifiers: the snapshots are
-//! then read from the vmcore.
+//! CPU). A `kept:` line's record count is read in place too, and the sequence number again after
+//! it: if the slot was taken meanwhile, a `none:` line says so instead. A panic that follows an
+//! oops of the same task (panic_on_oops, an oops in interrupt context) prints no second snapshot
+//! of the panicking CPU: the oops printed its exception's. With kdump loaded, vpanic() boots
+//! the capture kernel before the notifiers: the snapshots are then read from the vmcore.
 //!
 //! Both run in the oops path with IRQs off: no allocation, no sleeping, no panics (indexing is
 //! checked or noted `// PANIC:`, and falls back to printing less).
@@ -383,10 +384,7 @@ fn print_stopped(a: &Armed, cpu: usize, this: usize, panic_cpu: usize) -> bool {
             print_snapshot(a, &s, None);
             false
         }
-        Some(s) => {
-            print_kept(a, &s);
-            true
-        }
+        Some(s) => print_kept(a, &s),
         // Still online after wait_for_stops(): it has not reached stop_this_cpu(), so no stop
         // interrupt has been taken yet (its capture would come first). Said so: it was not
         // stopped without a capture, it had not stopped at all.
@@ -440,12 +438,25 @@ fn print_kept_total(this: usize, kept: usize) {
 
 /// Prints one `kept:` line for a stopped CPU whose snapshot is not printed: what stopped it,
 /// where it was (`at=%pS`, no symbol after whitespace) and how many records are kept; seals the
-/// snapshot for crash-dump readers as printing it would.
+/// snapshot for crash-dump readers as printing it would. Returns whether it printed that line:
+/// if a capture on the CPU took the slot while its records were counted (its sequence number,
+/// read again after them, changed), the count and state may be the new capture's and the
+/// snapshot is no longer in memory, and one `none:` line says so instead.
 #[inline(never)]
-fn print_kept(a: &Armed, s: &Snap<'_>) {
+fn print_kept(a: &Armed, s: &Snap<'_>) -> bool {
     let count =
         record::records(a.area.header.layout, &SnapValues::of(a, s)).map_or(0, |r| r.count());
     let state = state_of(a, s, count);
+    if a.area.u64_at(s.off + snap::SEQ) != s.seq {
+        none(
+            s.cpu,
+            format_args!(
+                "its stop snapshot seq={} was rewritten while it was read (a newer capture on this CPU took its slot): not kept",
+                s.seq
+            ),
+        );
+        return false;
+    }
     let mut l = LineBuf::new();
     let _ = write!(
         l,
@@ -468,6 +479,7 @@ fn print_kept(a: &Armed, s: &Snap<'_>) {
         )
     };
     seal(a, s);
+    true
 }
 
 /// Prints a `none:` line for `cpu`.

@@ -122,6 +122,19 @@ def script_tests(r: harness.Results) -> None:
         r.record("scripts: cache pruning keeps recent entries and the two newest", p.returncode == 0 and left == want,
                  f"exit {p.returncode}, left {left}, want {want}\n{p.stderr}")
 
+    # scripts/exception-sites.py reads an instruction as the stubs' LBR_INSN_AT_RIP does: the
+    # bytes past the page are zero, so a WRMSR whose 0F ends a page is no WRMSR there, nor an
+    # FXRSTOR (with AC) whose ModRM is on the next page; a DS or REX prefix is skipped.
+    spec = importlib.util.spec_from_file_location("exception_sites", REPO / "scripts" / "exception-sites.py")
+    es = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(es)
+    cases = [(b"\x0f\x30\x90\x90", False, {"msr"}), (b"\x0f", False, set()), (b"\x3e\x0f\x30", False, {"msr"}),
+             (b"\x3e\x0f", False, set()), (b"\x0f\x01\xc6", False, {"msr"}), (b"\x48\x8e\xd8", False, {"segment load"}),
+             (b"\xf2\x0f\x00\xe8", False, {"segment load"}), (b"\x48\x0f\xae\x0f", True, {"xrstor"}),
+             (b"\x48\x0f\xae", True, set()), (b"\x0f\xae\x0f", False, set()), (b"\x0f\xae\xe8", True, set())]
+    bad = [(b.hex(), ac, want, es.kinds(b, ac)) for b, ac, want in cases if es.kinds(b, ac) != want]
+    r.record("scripts: exception-sites.py recognises instructions as the stubs do", not bad, f"(bytes, AC, want, got): {bad}")
+
     # The closing lines repeat each failed test with its reason's first line: CI shows a long
     # log's start and end only, and a failure cut from its middle must still be named there.
     t = harness.Results()

@@ -1212,8 +1212,10 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
  * nested-NMI state below the frame: an event nested on the same stack level starts below the
  * 64-byte redzone the kernel keeps (FRED_CONFIG_REDZONE, which arming keeps), so -8(%rsp) is
  * still ours; an NMI's ERETS is what unblocks NMIs, not a #MC's. The dispatch loads the stop
- * flag before the DR7 test: a data breakpoint there is a #DB on FRED's stack level 1, whose
- * own entry loads nothing of ours while DR7 is set, and whose return leaves NMIs blocked.
+ * flag before the DR7 test: a data breakpoint there is a #DB, delivered on the higher of the
+ * current stack level and #DB's (1): inside the NMI, its level 2, below the redzone; inside
+ * REBOOT_VECTOR, level 1. Its own entry loads nothing of ours while DR7 is set, and its return
+ * leaves NMIs blocked.
  */
 .macro LBR_STOP_BODY vec:req half:req name:req fred:req
 /* With \fred, a FRED frame: the error code slot first, then RIP (below: LBR_FRED_*). */
@@ -1482,8 +1484,9 @@ _ASM_NOKPROBE(lbr_dump_rearm_here)
  *   40 SS + event info (vector bits 39:32, type bits 51:48), 48 event data (#PF: the faulting
  *   address, which FRED kernels read instead of CR2; #DB: DR6), 56 reserved.
  * A ring-0 event delivered on the same stack level goes below a 64-byte redzone under RSP
- * (FRED_CONFIG_REDZONE), aligned down; #DB, NMI, #MC and #DF move to stack levels 1, 2, 2 and 3
- * (arch/x86/kernel/fred.c), and an NMI event blocks NMIs until its ERETS: either way the stack
+ * (FRED_CONFIG_REDZONE), aligned down; #DB, NMI, #MC and #DF move up to stack levels 1, 2, 2 and
+ * 3 (arch/x86/kernel/fred.c cpu_init_fred_rsps(); an event never lowers the level: a #DB inside
+ * an NMI stays on level 2), and an NMI event blocks NMIs until its ERETS: either way the stack
  * below RSP is ours to push on. FRED and page-table isolation
  * never coexist (the kernel clears FRED when PTI is on, arch/x86/mm/pti.c): no CR3 to switch.
  * FRED entry points have no ENDBR (event delivery needs none): ANNOTATE_NOENDBR.

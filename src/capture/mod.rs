@@ -347,7 +347,10 @@ pub(crate) fn arm(
     // No CPU is armed yet (`Vlbr::OFF`): nothing re-arms and `lend` switches nothing on before
     // `arm_cpu` has.
     for cpu in 0..nr_cpus as u32 {
-        armed.recording.lent(cpu).store(Vlbr::OFF, Ordering::Relaxed);
+        armed
+            .recording
+            .lent(cpu)
+            .store(Vlbr::OFF, Ordering::Relaxed);
     }
     if armed.recording.vlbr.is_some() {
         // Before recording goes on anywhere: every guest LBR event scheduled from then on is

@@ -10,8 +10,9 @@
 # The source is the vendored upstream tarball in ../shared/vendor/ beside the repository
 # (LBR_DUMP_BOCHS_TARBALL overrides), built in the build root (its g++) into $CACHE/bochs-KEY,
 # keyed by the tarball's sha256, the configure line, this script and the patches it applies
-# (scripts/bochs-*.patch: fixes to Bochs, each with its reason). Where the tarball is
-# missing this prints why on stderr and exits 3 (the tests then report one SKIP line), not 1.
+# (scripts/bochs-*.patch: a fix to Bochs and a test device, each with its reason). Where the
+# tarball is missing this prints why on stderr and exits 3 (the tests then report one SKIP
+# line), not 1.
 source "$(dirname "$0")/common.sh"
 
 TARBALL=${LBR_DUMP_BOCHS_TARBALL:-$REPO/../shared/vendor/bochs-3.1-783b58fd6.tar.xz}
@@ -33,8 +34,9 @@ CFLAGS="-O2 -fno-strict-aliasing"
 
 "$REPO/scripts/toolchain.sh" >/dev/null
 TAR_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
-# Fixes applied to the source (each patch says what and why).
-PATCHES=("$REPO/scripts/bochs-lkgs.patch")
+# Patches applied to the source (each says what and why): a fix, and the tests' filter on
+# IA32_FRED_CONFIG.
+PATCHES=("$REPO/scripts/bochs-lkgs.patch" "$REPO/scripts/bochs-fred-filter.patch")
 KEY=$( { echo "$TAR_SHA $CFLAGS ${CONFIGURE[*]}"; cat "$REPO/scripts/bochs.sh" "${PATCHES[@]}"; } |
 	sha256sum | cut -c1-16)
 OUT="$CACHE/bochs-$KEY"

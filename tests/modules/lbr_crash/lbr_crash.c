@@ -226,6 +226,32 @@
  *                                     kernel bug inside a user-access region, which lbr_dump
  *                                     captures. Prints `fixed_gp: msr=N ac=N` (the #GPs each
  *                                     part took)
+ *   insmod lbr_crash.ko crash=fred_filter cpu=N filter=M
+ *                                     no crash: play a hypervisor that filters CPU N's accesses
+ *                                     to IA32_FRED_CONFIG from now on, under Bochs built with
+ *                                     scripts/bochs-fred-filter.patch: M=1 a WRMSR of it changes
+ *                                     nothing, 2 it raises #GP, 3 a RDMSR and a WRMSR of it
+ *                                     raise #GP, 0 no filter (a WRMSR of MSR 0x400000f0 on CPU
+ *                                     N; -ENODEV where it faults: a CPU without the patch).
+ *                                     Prints `fred_filter: cpu=N filter=M`, read back; unload it
+ *   insmod lbr_crash.ko crash=fixed_pf cpu=N rounds=K
+ *                                     no crash: K kernel-mode #PFs the kernel fixes up on CPU N
+ *                                     (an exception-table read of an unmapped kernel address,
+ *                                     which lbr_dump captures while armed: a kernel bug the
+ *                                     kernel survives). Prints `fixed_pf: cpu=N faults=K`
+ *   insmod lbr_crash.ko crash=nmi_offline cpu=N rounds=K
+ *                                     no crash: K NMIs, 100 ms apart, to CPU N, which must be
+ *                                     offline, as late microcode loading sends them
+ *                                     (kick_offline_cpus(): through the CPU's IA32_FRED_CONFIG
+ *                                     with FRED). Prints `nmi_offline: cpu=N sent=K`, if the
+ *                                     machine is still there
+ *   insmod lbr_crash.ko crash=free_watch capture_cfg=ADDR
+ *                                     no crash: note the memory lbr_dump's stubs write as the
+ *                                     configuration at ADDR names it now (CPU 0's snapshot
+ *                                     block, the stop stubs' save areas) and, until rmmod,
+ *                                     print `free_watch: freed NAME ADDR` whenever free_pages()
+ *                                     frees pages that hold one (a kprobe); rmmod prints
+ *                                     `free_watch: removed, N frees`
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL and prints the crash types:
  * LBR_CRASH_TYPES below, which `modinfo lbr_crash.ko` shows too.
@@ -299,6 +325,8 @@ module_param(lbr_to, uint, 0);
 module_param(lbr_depth, uint, 0);
 static bool irqs_off;
 module_param(irqs_off, bool, 0);
+static unsigned int filter;	/* crash=fred_filter */
+module_param(filter, uint, 0);
 static unsigned int late_ms = 20;	/* crash=stop_late: CPU 1's NMI after the notifiers */
 module_param(late_ms, uint, 0);
 static bool late_at_print;	/* crash=stop_late: CPU 1 let go as lbr_dump prints it */
@@ -1259,6 +1287,130 @@ static void lbr_crash_fred_other_stop(void)
 }
 #endif
 
+/*
+ * crash=fred_filter: Bochs's test filter on IA32_FRED_CONFIG (scripts/bochs-fred-filter.patch),
+ * set on CPU cpu= by a WRMSR there, as a hypervisor would start filtering that CPU's accesses.
+ */
+#define LBR_CRASH_FRED_FILTER	0x400000f0
+
+static void lbr_crash_fred_filter_here(void *ret)
+{
+	int *err = ret;
+	u64 now;
+
+	*err = wrmsrq_safe(LBR_CRASH_FRED_FILTER, filter) ?:
+	       rdmsrq_safe(LBR_CRASH_FRED_FILTER, &now);
+	if (*err)
+		pr_err("fred_filter: cpu=%d: no filter here (%d): a Bochs without scripts/bochs-fred-filter.patch?\n",
+		       smp_processor_id(), *err);
+	else
+		pr_info("fred_filter: cpu=%d filter=%llu\n", smp_processor_id(), now);
+}
+
+static int lbr_crash_fred_filter(void)
+{
+	int ret = -ENODEV;
+
+	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu) || filter > 3)
+		return -EINVAL;
+	smp_call_function_single(cpu, lbr_crash_fred_filter_here, &ret, 1);
+	return ret ? -ENODEV : 0;
+}
+
+/* crash=fixed_pf: rounds= #PFs on CPU cpu=, each fixed up by the exception table. */
+static noinline void lbr_crash_fixed_pf_here(void *faults)
+{
+	int i, v;
+
+	for (i = 0; i < rounds; i++) {
+		__get_kernel_nofault(&v, (int *)nowhere, int, fixed);
+		continue;
+fixed:
+		(*(int *)faults)++;
+	}
+}
+
+static int lbr_crash_fixed_pf(void)
+{
+	int faults = 0;
+
+	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu))
+		return -EINVAL;
+	smp_call_function_single(cpu, lbr_crash_fixed_pf_here, &faults, 1);
+	pr_info("fixed_pf: cpu=%d faults=%d\n", cpu, faults);
+	return 0;
+}
+
+/*
+ * crash=nmi_offline: NMIs to the offline CPU cpu=, as late microcode loading sends them to
+ * offline CPUs (arch/x86/kernel/cpu/microcode/core.c kick_offline_cpus(); the kernel's NMI entry
+ * returns at once on an offline CPU, arch/x86/kernel/nmi.c). With FRED the NMI enters at the
+ * page in that CPU's IA32_FRED_CONFIG: one that is gone is a triple fault.
+ */
+static int lbr_crash_nmi_offline(void)
+{
+	int i;
+
+	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_present(cpu) || cpu_online(cpu))
+		return -EINVAL;
+	for (i = 0; i < rounds; i++) {
+		apic->send_IPI(cpu, NMI_VECTOR);
+		mdelay(100);
+	}
+	pr_info("nmi_offline: cpu=%d sent=%d\n", cpu, rounds);
+	return 0;
+}
+
+/*
+ * crash=free_watch: whether free_pages() frees what lbr_dump's stubs write, as the
+ * configuration at capture_cfg= names it at load (struct capture_config, src/layout.rs `cfg`:
+ * CPU 0's block at 0x00, the stop stubs' save areas at 0x60; written out here so that this
+ * module shares no code with lbr_dump).
+ */
+static const struct {
+	const char *name;
+	unsigned int off;
+} free_watched[] = { { "cpu0_block", 0x00 }, { "stop_save", 0x60 } };
+static unsigned long free_watch_at[ARRAY_SIZE(free_watched)];
+static atomic_t free_watch_frees = ATOMIC_INIT(0);
+static bool free_watch_on;
+
+static int lbr_crash_free_watch_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	unsigned long addr = regs->di, end = addr + (PAGE_SIZE << (unsigned int)regs->si);
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(free_watched); i++) {
+		if (free_watch_at[i] && free_watch_at[i] >= addr && free_watch_at[i] < end) {
+			atomic_inc(&free_watch_frees);
+			pr_info("free_watch: freed %s %#lx (pages %#lx, order %lu)\n", free_watched[i].name,
+				free_watch_at[i], addr, regs->si);
+		}
+	}
+	return 0;
+}
+
+static struct kprobe free_watch_probe = {
+	.symbol_name = "free_pages",
+	.pre_handler = lbr_crash_free_watch_pre,
+};
+
+static int lbr_crash_free_watch(void)
+{
+	const u64 *cfg = (const u64 *)capture_cfg;
+	int i, ret;
+
+	if (!capture_cfg)
+		return -EINVAL;
+	for (i = 0; i < ARRAY_SIZE(free_watched); i++) {
+		free_watch_at[i] = cfg[free_watched[i].off / 8];
+		pr_info("free_watch: %s %#lx\n", free_watched[i].name, free_watch_at[i]);
+	}
+	ret = register_kprobe(&free_watch_probe);
+	free_watch_on = !ret;
+	return ret;
+}
+
 /* crash=msrs, ds_owner, ds_take */
 static void lbr_crash_msrs_here(void *unused)
 {
@@ -1965,6 +2117,10 @@ static void __exit lbr_crash_exit(void)
 		unregister_nmi_handler(NMI_LOCAL, "lbr_dump");
 	if (!strcmp(crash, "watch"))
 		pr_info("watch: removed, %d breakpoint hits in all\n", atomic_read(&hits));
+	if (free_watch_on) {
+		unregister_kprobe(&free_watch_probe);
+		pr_info("free_watch: removed, %d frees\n", atomic_read(&free_watch_frees));
+	}
 }
 
 /*
@@ -2076,7 +2232,11 @@ static int lbr_crash_print_rewrite(void)
 	X(fred_other, lbr_crash_fred_other, "no crash: every CPU's FRED entry through a page of ours") \
 	X(jmp_next, lbr_crash_jmp_next, "a jmp to the next instruction (e9 00000000), then crash as gp") \
 	X(print_rewrite, lbr_crash_print_rewrite, "crash as gp; rounds= fixed #GPs while lbr_dump prints it") \
-	X(iret_next, lbr_crash_iret_next, "sync_core() (an iretq to the next instruction), then crash as gp")
+	X(iret_next, lbr_crash_iret_next, "sync_core() (an iretq to the next instruction), then crash as gp") \
+	X(fred_filter, lbr_crash_fred_filter, "no crash: Bochs's filter on CPU cpu='s IA32_FRED_CONFIG") \
+	X(fixed_pf, lbr_crash_fixed_pf, "no crash: rounds= #PFs the kernel fixes up, on CPU cpu=") \
+	X(nmi_offline, lbr_crash_nmi_offline, "no crash: rounds= NMIs to the offline CPU cpu=") \
+	X(free_watch, lbr_crash_free_watch, "no crash: say when the stubs' memory is freed (capture_cfg=)")
 
 struct lbr_crash_type {
 	const char *name;

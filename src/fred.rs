@@ -19,6 +19,14 @@
 //! of a change (unlike an IDT gate), and a CPU is never inside the page while its own hotplug
 //! callback runs, so once every CPU has written the kernel's value back no CPU is left inside
 //! the page.
+//!
+//! A CPU where the kernel's value cannot be written back (the WRMSR faults or does not stay, as
+//! under a hypervisor that filters it; or the MSR cannot be read, which counts as lbr-dump's
+//! value still there) keeps entering at the page, offline too: an offline CPU still takes NMIs
+//! through it (late microcode loading sends them). Disarming then leaves the page for good
+//! ([`kept`]): the module stays loaded, capture/ makes the stubs' configuration inert and keeps
+//! the memory they reach, and arming is refused until reboot (Documentation/lbr-dump/design.rst
+//! "FRED").
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -46,6 +54,43 @@ static ARMING: AtomicBool = AtomicBool::new(false);
 /// Set from the start of disarming: nothing points a CPU at the page any more (a resume
 /// meanwhile leaves the kernel's value), while `cpu_offline` still recognises lbr-dump's.
 static DISARMING: AtomicBool = AtomicBool::new(false);
+/// Set, until reboot, when disarming left a CPU at the page: see [`kept`].
+static KEPT: AtomicBool = AtomicBool::new(false);
+
+/// The CPUs that may hold lbr-dump's value, bit N for CPU N: set before lbr-dump's value is
+/// written on a CPU (or found there), cleared once that CPU was read holding another value. A
+/// CPU whose MSR cannot be read stays set: its value counts as lbr-dump's. Cleared whole when
+/// arming starts (no CPU holds lbr-dump's value then: arming is refused while one may, [`kept`]).
+/// Each bit is changed by the CPU's own callbacks or, with the callbacks removed, by disarming.
+static HELD: [AtomicU64; HELD_WORDS] = [const { AtomicU64::new(0) }; HELD_WORDS];
+const HELD_WORDS: usize = (bindings::NR_CPUS as usize).div_ceil(64);
+
+/// Marks (`true`) or clears CPU `cpu` in [`HELD`].
+fn set_held(cpu: u32, on: bool) {
+    let (word, bit) = ((cpu / 64) as usize, 1u64 << (cpu % 64));
+    if let Some(w) = HELD.get(word) {
+        if on {
+            w.fetch_or(bit, Ordering::SeqCst);
+        } else {
+            w.fetch_and(!bit, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Whether CPU `cpu` may hold lbr-dump's value ([`HELD`]).
+fn held(cpu: u32) -> bool {
+    HELD.get((cpu / 64) as usize)
+        .is_some_and(|w| w.load(Ordering::SeqCst) & 1 << (cpu % 64) != 0)
+}
+
+/// Whether disarming left a CPU entering at lbr-dump's page (its IA32_FRED_CONFIG could not be
+/// given the kernel's value back, or could not be read): the page stays, and with it the module
+/// (pinned), the stubs' configuration, which capture/ makes inert, and the memory it names,
+/// which capture/ does not free; arming is refused until reboot, since it would rewrite the
+/// configuration that CPU reads.
+pub(crate) fn kept() -> bool {
+    KEPT.load(Ordering::SeqCst)
+}
 
 /// IA32_FRED_CONFIG on this CPU (callbacks run on the CPU they are for, some with interrupts
 /// off: no cross-CPU call).
@@ -94,7 +139,9 @@ impl FredRefusal {
 }
 
 /// Every CPU's IA32_FRED_CONFIG pointed at lbr-dump's entry page. Dropping it writes the
-/// kernel's value back on every CPU (the hotplug state's removal runs [`cpu_offline`] on each).
+/// kernel's value back on every CPU (the hotplug state's removal runs [`cpu_offline`] on each,
+/// then [`release`] tries once more where it did not stay), or leaves the page for good
+/// ([`kept`]).
 pub(crate) struct FredHooks {
     state: bindings::cpuhp_state,
 }
@@ -126,6 +173,9 @@ impl FredHooks {
             return Err(FredRefusal::StaticCall);
         }
         DISARMING.store(false, Ordering::Relaxed);
+        for w in HELD.iter() {
+            w.store(0, Ordering::SeqCst);
+        }
         KERNEL.store(kernel, Ordering::Relaxed);
         OURS.store(ours | (kernel & LOW), Ordering::Relaxed);
         ARMING.store(true, Ordering::Relaxed);
@@ -143,7 +193,10 @@ impl FredHooks {
         };
         ARMING.store(false, Ordering::Relaxed);
         if st < 0 {
-            OURS.store(0, Ordering::Relaxed);
+            // The CPUs armed before the refusal were given the kernel's value back (the
+            // hotplug core ran `cpu_offline` on each): as when disarming, unless one is left.
+            DISARMING.store(true, Ordering::Relaxed);
+            release("after arming was refused");
             return Err(if st == -(bindings::EBUSY as i32) {
                 FredRefusal::Changed
             } else {
@@ -162,33 +215,81 @@ impl Drop for FredHooks {
         // SAFETY: the dynamic state `arm` registered; runs `cpu_offline` on every online CPU
         // (on that CPU) and waits for running callbacks.
         unsafe { bindings::__cpuhp_remove_state(self.state, true) };
-        // Every online CPU holds the kernel's value again, or the module stays: a CPU that still
-        // enters the page must find it there. (An offline CPU's read fails: its bring-up writes
-        // the kernel's value.) A CPU whose teardown write failed gets one more, from here.
-        let (kernel, ours) = (KERNEL.load(Ordering::Relaxed), OURS.load(Ordering::Relaxed));
-        for cpu in (0..kernel::cpu::nr_cpu_ids()).filter_map(CpuId::from_u32) {
-            let still = |cpu| matches!(read_msr(cpu, FRED_CONFIG), Ok(v) if v == ours);
-            if !still(cpu) || (write_msr(cpu, FRED_CONFIG, kernel).is_ok() && !still(cpu)) {
-                continue;
-            }
-            // SAFETY: no preconditions.
-            if unsafe { ffi::lbr_dump_pin() } {
-                pr_err!(
-                    "FRED: CPU {} still enters at lbr-dump's page after disarming: the module stays loaded\n",
-                    cpu.as_u32()
-                );
-                return;
-            }
-            // The module is being unloaded (rmmod): it cannot stay, and its page is about to
-            // be freed while this CPU delivers every kernel-mode event through it. Stop here,
-            // with the reason, rather than crash later at a freed address.
-            panic!(
-                "lbr_dump: FRED: CPU {} still enters at lbr-dump's page while the module unloads",
-                cpu.as_u32()
-            );
-        }
-        OURS.store(0, Ordering::Relaxed);
+        release("after disarming");
     }
+}
+
+/// Why a CPU is left entering at lbr-dump's page.
+enum Left {
+    /// Its IA32_FRED_CONFIG still holds lbr-dump's value after one more write of the kernel's.
+    Holds,
+    /// Its IA32_FRED_CONFIG cannot be read: taken as holding lbr-dump's value.
+    Unreadable,
+    /// It went offline holding lbr-dump's value (or unreadable): no write reaches it, and it
+    /// still takes NMIs through the page.
+    Offline,
+}
+
+/// Once no callback runs (the hotplug state removed, or never registered): every CPU that may
+/// still hold lbr-dump's value ([`HELD`]) gets one more write of the kernel's, from here, and is
+/// read back. If one is left entering at the page (`when`: after what), the page stays for good
+/// ([`kept`]): the module is pinned, or, if it is being unloaded (rmmod, which cannot be refused
+/// and would free the page), this stops here with the reason rather than crash later at a freed
+/// address.
+fn release(when: &str) {
+    let (kernel, ours) = (KERNEL.load(Ordering::Relaxed), OURS.load(Ordering::Relaxed));
+    let mut left = 0;
+    for cpu in (0..kernel::cpu::nr_cpu_ids()).filter(|&c| held(c)) {
+        let Some(id) = CpuId::from_u32(cpu) else {
+            continue;
+        };
+        let read = || match read_msr(id, FRED_CONFIG) {
+            Ok(v) if v != ours => None,
+            Ok(_) => Some(Left::Holds),
+            // rdmsrq_safe_on_cpu(): -ENXIO, the CPU is not online.
+            Err(e) if e.cpu_offline() => Some(Left::Offline),
+            Err(_) => Some(Left::Unreadable),
+        };
+        let (why, wrote) = match read() {
+            None => (None, true),
+            Some(Left::Offline) => (Some(Left::Offline), false),
+            Some(_) => {
+                let wrote = write_msr(id, FRED_CONFIG, kernel).is_ok();
+                (read(), wrote)
+            }
+        };
+        let Some(why) = why else {
+            set_held(cpu, false);
+            continue;
+        };
+        left += 1;
+        pr_err!(
+            "FRED: CPU {cpu} still enters at lbr-dump's page {when}: {}\n",
+            match (why, wrote) {
+                (Left::Holds, true) => "the kernel's IA32_FRED_CONFIG written back does not stay",
+                (Left::Holds, false) => "writing the kernel's IA32_FRED_CONFIG back faults",
+                (Left::Unreadable, _) => "its IA32_FRED_CONFIG cannot be read, taken as lbr-dump's",
+                (Left::Offline, _) =>
+                    "it went offline so, and takes NMIs there (late microcode loading sends them)",
+            }
+        );
+    }
+    if left == 0 {
+        OURS.store(0, Ordering::Relaxed);
+        return;
+    }
+    // SAFETY: no preconditions.
+    if !unsafe { ffi::lbr_dump_pin() } {
+        // The module is being unloaded: it cannot stay, and its page is about to be freed while
+        // these CPUs deliver events through it.
+        panic!(
+            "lbr_dump: FRED: {left} CPU(s) still enter at lbr-dump's page while the module unloads"
+        );
+    }
+    KEPT.store(true, Ordering::SeqCst);
+    pr_err!(
+        "FRED: the page stays for {left} CPU(s), inert, with the memory its stubs reach: the module stays loaded and arming is refused until reboot\n"
+    );
 }
 
 /// Writes lbr-dump's value on this CPU if the kernel's is there. `Err(value)` if another value
@@ -198,9 +299,17 @@ fn point_here() -> Result<(), u64> {
     if ours == 0 || DISARMING.load(Ordering::Relaxed) {
         return Ok(());
     }
+    let cpu = CpuId::current().as_u32();
     match read_here() {
-        Some(v) if v == kernel => write_msr_here(FRED_CONFIG, ours).map_err(|_| v),
-        Some(v) if v == ours => Ok(()),
+        Some(v) if v == kernel => {
+            // Before the write: from then on this CPU may enter at the page.
+            set_held(cpu, true);
+            write_msr_here(FRED_CONFIG, ours).map_err(|_| v)
+        }
+        Some(v) if v == ours => {
+            set_held(cpu, true);
+            Ok(())
+        }
         Some(v) => Err(v),
         None => Err(0),
     }
@@ -232,16 +341,38 @@ unsafe extern "C" fn cpu_online(cpu: kernel::ffi::c_uint) -> kernel::ffi::c_int 
 }
 
 /// CPU going offline (and every online CPU when disarming; runs on that CPU): the kernel's
-/// value back where lbr-dump's is in place.
+/// value back where lbr-dump's is in place, or may be (the MSR cannot be read), and read back.
+/// A CPU left at the page (it then goes offline so) stays in [`HELD`], for disarming to find.
 ///
 /// # Safety
 ///
 /// As [`cpu_online`].
-unsafe extern "C" fn cpu_offline(_cpu: kernel::ffi::c_uint) -> kernel::ffi::c_int {
+unsafe extern "C" fn cpu_offline(cpu: kernel::ffi::c_uint) -> kernel::ffi::c_int {
     let (kernel, ours) = (KERNEL.load(Ordering::Relaxed), OURS.load(Ordering::Relaxed));
-    if ours != 0 && read_here() == Some(ours) && write_msr_here(FRED_CONFIG, kernel).is_err() {
-        pr_err!("FRED: cannot write the kernel's IA32_FRED_CONFIG back on this CPU\n");
+    if ours == 0 || !held(cpu) {
+        return 0;
     }
+    let gone = |v: Option<u64>| v.is_some_and(|v| v != ours);
+    if !gone(read_here()) {
+        let wrote = write_msr_here(FRED_CONFIG, kernel);
+        let now = read_here();
+        if !gone(now) {
+            match (wrote, now) {
+                (Err(e), _) => pr_err!(
+                    "FRED: CPU {cpu}: the kernel's IA32_FRED_CONFIG cannot be written back: {}\n",
+                    format_args!("{e}")
+                ),
+                (Ok(()), Some(_)) => pr_err!(
+                    "FRED: CPU {cpu}: the kernel's IA32_FRED_CONFIG written back does not stay\n"
+                ),
+                (Ok(()), None) => pr_err!(
+                    "FRED: CPU {cpu}: IA32_FRED_CONFIG cannot be read: taken as lbr-dump's\n"
+                ),
+            }
+            return 0;
+        }
+    }
+    set_held(cpu, false);
     0
 }
 

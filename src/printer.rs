@@ -191,7 +191,7 @@ fn newest_on(a: &Armed, cpu: usize, f: impl Fn(&Snap<'_>) -> bool) -> Option<Sna
 /// rewrote the slot since it was read: that content was not the one printed.
 fn seal(a: &Armed, s: &Snap<'_>) {
     if a.area.u64_at(s.off + snap::SEQ) == s.seq {
-        area::seal(&mut &a.area, &a.area.geometry(), s.off);
+        area::seal(&mut &*a.area, &a.area.geometry(), s.off);
     }
 }
 
@@ -513,7 +513,7 @@ fn print_bts(a: &Armed, s: &Snap<'_>, l: &mut LineBuf) -> bool {
     if state & layout::SNAP_BTS_KEPT == 0 {
         return false;
     }
-    let Some(entry) = a.area.header.shape().bts_entry(&a.area, s.cpu, slot) else {
+    let Some(entry) = a.area.header.shape().bts_entry(&*a.area, s.cpu, slot) else {
         return false;
     };
     let (virt, owner) = (entry.virt, entry.owner);
@@ -566,7 +566,7 @@ fn print_bts(a: &Armed, s: &Snap<'_>, l: &mut LineBuf) -> bool {
     a.area
         .header
         .shape()
-        .bts_entry(&a.area, s.cpu, slot)
+        .bts_entry(&*a.area, s.cpu, slot)
         .is_none_or(|e| e.owner != s.seq)
 }
 

@@ -55,6 +55,14 @@ pub(crate) struct MsrError {
     errno: i32,
 }
 
+impl MsrError {
+    /// Whether the access could not be made because the CPU is not online (the cross-CPU
+    /// accessors' -ENXIO, from smp_call_function_single()).
+    pub(crate) fn cpu_offline(&self) -> bool {
+        self.errno == -(kernel::bindings::ENXIO as i32)
+    }
+}
+
 impl fmt::Display for MsrError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.write {

@@ -3,6 +3,9 @@
 //! The snapshot area: its pages, the self-describing header and the MSR list a capture reads
 //! (the format is src/layout.rs).
 
+use core::mem::ManuallyDrop;
+use core::ops::Deref;
+
 use super::*;
 
 /// The snapshot area: physically contiguous zeroed pages (src/area.rs reads and writes the
@@ -119,6 +122,36 @@ impl Drop for Area {
         // can reach it any more (the gates were restored and every CPU synchronized before the
         // area is dropped).
         unsafe { bindings::free_pages(self.base as usize, self.order) };
+    }
+}
+
+/// Memory the stubs write, which their configuration names while armed (the snapshot area, the
+/// stop stubs' save areas, the BTS buffers): freed when dropped, unless disarming left a CPU
+/// entering at lbr-dump's FRED page ([`crate::fred::kept`]), whose stubs may still be writing
+/// it: then it stays allocated until reboot.
+pub(crate) struct StubMemory<T>(ManuallyDrop<T>);
+
+impl<T> StubMemory<T> {
+    pub(crate) fn new(memory: T) -> Self {
+        StubMemory(ManuallyDrop::new(memory))
+    }
+}
+
+impl<T> Deref for StubMemory<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> Drop for StubMemory<T> {
+    fn drop(&mut self) {
+        if crate::fred::kept() {
+            return;
+        }
+        // SAFETY: dropped once, here, and not used after (this is its owner's drop).
+        unsafe { ManuallyDrop::drop(&mut self.0) };
     }
 }
 

@@ -105,9 +105,10 @@ struct Vlbr {
 
 /// Everything that exists while lbr-dump is armed. Dropping it disarms, in reverse order.
 pub(crate) struct Armed {
-    // The teardown is the fields' drop order: the trampolines first (ftrace waits until no CPU
-    // is inside them), then the gates (and every CPU out of the stubs), the callbacks, recording
-    // off on every CPU (the hotplug state's removal), and the memory last.
+    // The teardown: the trampolines first (ftrace waits until no CPU is inside them), then the
+    // gates (and every CPU out of the stubs), both in `Armed::drop`; then the fields' drop
+    // order: the callbacks, recording off on every CPU (the hotplug state's removal), and the
+    // memory last (kept if a CPU still enters at lbr-dump's FRED page: `StubMemory`).
     /// The panic path's trampolines (detached first when disarming).
     panic: Trampolines,
     /// The hooked gates.
@@ -130,15 +131,30 @@ pub(crate) struct Armed {
     /// The callbacks' state, published to them (every callback above is gone when it drops).
     recording: Published<Recording>,
     /// The stop stubs' register save areas (layout.rs `stop`), not part of the dump.
-    stop_save: Pages,
+    stop_save: StubMemory<Pages>,
     /// The BTS buffers (the area's table describes them), held for their drop: freed after
     /// recording is off.
-    _bts: Option<BtsBuffers>,
-    pub(crate) area: Area,
+    _bts: StubMemory<Option<BtsBuffers>>,
+    pub(crate) area: StubMemory<Area>,
     /// BTS records an oops prints (`bts_print`; 0 without BTS).
     pub(crate) bts_print: u32,
     /// The vectors whose gates point at stubs.
     pub(crate) hooked: Vectors,
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        // The trampolines, then the entry (the fields' comment above); whether the entry leaves
+        // a CPU at lbr-dump's FRED page decides what the rest may free.
+        detach_panic_path(&mut self.panic.attached);
+        self.entry = None;
+        if crate::fred::kept() {
+            // A CPU still enters at lbr-dump's FRED page, and reads the configuration at each
+            // kernel-mode event: nothing is captured or re-armed there any more, and the memory
+            // the configuration names stays (`StubMemory`) for a CPU already past its loads.
+            make_fred_page_inert();
+        }
+    }
 }
 
 impl Armed {
@@ -164,6 +180,10 @@ impl Armed {
 fn may_arm() -> Result {
     if DETACH_FAILED.load(Ordering::Relaxed) {
         pr_err!("refusing to arm: ftrace could not detach the panic path's trampolines when disarming (see above); reboot to arm again\n");
+        return Err(EBUSY);
+    }
+    if crate::fred::kept() {
+        pr_err!("refusing to arm: FRED: a CPU still enters at lbr-dump's page, which reads the stubs' configuration, since disarming could not put it back (see above); reboot to arm again\n");
         return Err(EBUSY);
     }
     // SAFETY: no preconditions; the result is NULL or a static string.
@@ -329,9 +349,9 @@ pub(crate) fn arm(
             // SAFETY: the callbacks that read `RECORDING` are registered by the guards above,
             // which drop first.
             recording: unsafe { Published::new(&RECORDING, recording) },
-            stop_save,
-            _bts: bts_buffers,
-            area,
+            stop_save: StubMemory::new(stop_save),
+            _bts: StubMemory::new(bts_buffers),
+            area: StubMemory::new(area),
             bts_print: bts.map_or(0, |b| b.print),
             hooked: vectors,
         },

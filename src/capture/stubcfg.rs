@@ -150,3 +150,22 @@ pub(super) fn make_trampolines_inert() {
         });
     }
 }
+
+/// FRED: lbr-dump's entry page left in a CPU's IA32_FRED_CONFIG when disarming
+/// ([`crate::fred::kept`]): that CPU reads the configuration at every kernel-mode event, now and
+/// until reboot, made inert.
+pub(super) fn make_fred_page_inert() {
+    // SAFETY: aligned u64s of the stubs' configuration, which the page's ring-0 entry reads with
+    // single 8-byte loads (each store is seen whole). No hardware exception is captured any more
+    // (fred_vectors 0: the entry goes straight on to the kernel's, before the freeze), and no CPU
+    // has a block (nr_cpus 0: a kernel-mode #DB's re-arm and the stop body, behind the stop
+    // flag, write no MSR and no memory). A CPU already past these loads finishes with what it
+    // read, in memory that stays (`StubMemory`).
+    unsafe {
+        window::write_config(|page| {
+            let c = ptr::addr_of_mut!((*page).cfg);
+            ptr::addr_of_mut!((*c).fred_vectors).write_volatile(0);
+            ptr::addr_of_mut!((*c).nr_cpus).write_volatile(0);
+        })
+    };
+}

@@ -680,3 +680,137 @@ echo fred-test: group-{g}-survived >/dev/kmsg
     assert len(hits) == 8 and all(h > 0 for h in hits), f"breakpoints did not fire: {hits}"
     bad = [l for l in con.splitlines() if re.search(r"Oops:|BUG:|Kernel panic|WARNING: CPU:", l)]
     assert not bad, bad
+
+
+# ---- A CPU that disarming cannot put back (scripts/bochs-fred-filter.patch) ----
+#
+# lbr_crash crash=fred_filter plays a hypervisor that filters one CPU's IA32_FRED_CONFIG from
+# then on: Bochs drops the WRMSR (filter=1), raises #GP for it (2), or for the RDMSR too (3).
+# Disarming then cannot give that CPU the kernel's value back: it still delivers its events
+# through lbr-dump's page, and whatever that page's stubs read and write must outlive the
+# module's disarming. The oracles are the guest's own: each CPU's IA32_FRED_CONFIG (crash=fred),
+# free_pages() of what the stubs' configuration named while armed (crash=free_watch), the
+# capture counter around kernel #PFs on that CPU (crash=fixed_pf), the module still loaded, an
+# NMI to an offline CPU (crash=nmi_offline); Bochs's log shows the filter at work.
+
+def filtered(vm, cpu: int, access: str, what: str) -> list[str]:
+    """Bochs's log lines where the test filter acted on an `access` (RDMSR, WRMSR) of CPU
+    `cpu`'s IA32_FRED_CONFIG, with outcome `what` (dropped, #GP)."""
+    log = (vm.log.parent / "bochs.log").read_text(errors="replace")
+    return [l for l in log.splitlines()
+            if re.search(rf"\[CPU{cpu}\s*\] {access}: IA32_FRED_CONFIG: .*{re.escape(what)} \(lbr-dump's test filter\)", l)]
+
+
+def after(con: str, marker: str) -> str:
+    return con[con.index(marker):]
+
+
+# (Armed from CPU 0, which holds the kernel's value: arming from a CPU at lbr-dump's page is
+# refused anyway, the page in its IA32_FRED_CONFIG not being the kernel's.)
+REFUSED_TWICE = (f"taskset -c 0 sh -c 'echo 1 > {SYSFS}/enabled' 2>/tmp/err || echo \"fred-test: rearm failed: $(cat /tmp/err)\" >/dev/kmsg\n"
+                 f"echo fred-test: rearm enabled=$(cat {SYSFS}/enabled) >/dev/kmsg\n"
+                 f"rmmod lbr_dump 2>/tmp/err || echo \"fred-test: rmmod failed: $(cat /tmp/err)\" >/dev/kmsg\n"
+                 "echo fred-test: loaded=$(test -d /sys/module/lbr_dump && echo yes || echo no) >/dev/kmsg\n")
+
+
+def assert_kept(con: str, since: str):
+    """After the marker `since`: arming again was refused with one line that names the reason
+    (reboot to arm again), lbr_dump stayed loaded (rmmod refused), and nothing oopsed."""
+    part = after(con, since)
+    assert "fred-test: rearm failed" in part and "fred-test: rearm enabled=0" in part, tail(part)
+    refusal = [l for l in kernel_lines(part, "lbr_dump: refusing to arm") if "FRED" in l]
+    assert len(refusal) == 1 and "reboot" in refusal[0], kernel_lines(part, "lbr_dump: ")
+    assert "fred-test: rmmod failed" in part and "fred-test: loaded=yes" in part, tail(part)
+    assert_clean(con)
+
+
+def test_bochs_a_cpu_disarming_cannot_put_back_keeps_what_its_page_reaches(r):
+    """CPU 1's WRMSR of IA32_FRED_CONFIG is dropped (filter=1) from just after arming: disarming
+    gives CPU 0 the kernel's value back, CPU 1 keeps lbr-dump's page. Then the memory the stubs'
+    configuration named while armed (CPU 0's snapshot block, the stop stubs' save areas) is not
+    freed, three kernel #PFs on CPU 1 that the kernel fixes up are not captured (the page goes
+    straight on to the kernel's entry), arming again is refused until reboot (it would rewrite
+    the configuration CPU 1 reads), and lbr_dump stays loaded."""
+    vm = boot(bochs=True, name="fred-stuck", smp=2, timeout=500, script=f"""
+{ARM}{CFG}echo fred-test: armed >/dev/kmsg; {SHOW}
+insmod {CRASH} crash=fred_filter cpu=1 filter=1; rmmod lbr_crash
+insmod {CRASH} crash=free_watch capture_cfg=0x$cfg
+echo 0 > {SYSFS}/enabled; echo fred-test: disarmed enabled=$(cat {SYSFS}/enabled) >/dev/kmsg
+rmmod lbr_crash
+echo fred-test: watched >/dev/kmsg; {SHOW}
+c0=$(cat {SYSFS}/captures)
+insmod {CRASH} crash=fixed_pf cpu=1 rounds=3; rmmod lbr_crash
+echo fred-test: captures before=$c0 after=$(cat {SYSFS}/captures) >/dev/kmsg
+{REFUSED_TWICE}""")
+    con = vm.console
+    armed = pages(con, "fred-test: armed")
+    assert sorted(armed) == [0, 1] and all(p == "lbr_dump_fred_user [lbr_dump]" for _, p in armed.values()), armed
+    assert "fred_filter: cpu=1 filter=1" in con, kernel_lines(con, "lbr_crash") or tail(con)
+    assert filtered(vm, 1, "WRMSR", "dropped"), "Bochs's filter dropped no WRMSR of CPU 1's IA32_FRED_CONFIG"
+    # The injection took: CPU 0 holds the kernel's value again, CPU 1 still lbr-dump's page.
+    now = pages(con, "fred-test: watched")
+    assert now[0][1].startswith("asm_fred_entrypoint_user") and now[1] == armed[1], now
+    assert "fred-test: disarmed enabled=0" in con, tail(con)
+    watched = kernel_lines(con, "lbr_crash: free_watch: ")
+    assert len([l for l in watched if re.search(r"free_watch: (cpu0_block|stop_save) 0x[0-9a-f]{16}$", l)]) == 2, watched
+    assert not [l for l in watched if "freed" in l] and "lbr_crash: free_watch: removed, 0 frees" in watched, watched
+    assert kernel_lines(con, "lbr_crash: fixed_pf: cpu=1 faults=3"), kernel_lines(con, "lbr_crash") or tail(con)
+    m = re.search(r"fred-test: captures before=(\d+) after=(\d+)", con)
+    assert m and m[1] == m[2], m and m[0]
+    assert_kept(con, "fred-test: captures")
+
+
+def test_bochs_a_cpu_offline_at_lbr_dumps_page_survives_an_nmi_after_disarming(r):
+    """CPU 1's WRMSR of IA32_FRED_CONFIG raises #GP (filter=2); CPU 1 goes offline while armed,
+    still at lbr-dump's page (its teardown cannot write the kernel's value back). An offline CPU
+    still takes NMIs, through that page: late microcode loading sends them. After disarming,
+    lbr_dump stays loaded (rmmod refused) and three NMIs to the offline CPU are taken, each
+    through the page on to the kernel's entry (which returns at once on an offline CPU); arming
+    again is refused until reboot."""
+    vm = boot(bochs=True, name="fred-stuck-offline", smp=2, timeout=500, script=f"""
+{ARM}echo fred-test: armed >/dev/kmsg; {SHOW}
+insmod {CRASH} crash=fred_filter cpu=1 filter=2; rmmod lbr_crash
+echo 0 > /sys/devices/system/cpu/cpu1/online
+echo fred-test: offline=$(cat /sys/devices/system/cpu/cpu1/online) >/dev/kmsg
+echo 0 > {SYSFS}/enabled; echo fred-test: disarmed enabled=$(cat {SYSFS}/enabled) >/dev/kmsg
+rmmod lbr_dump 2>/tmp/err || echo "fred-test: first rmmod failed: $(cat /tmp/err)" >/dev/kmsg
+insmod {CRASH} crash=nmi_offline cpu=1 rounds=3; rmmod lbr_crash
+echo fred-test: survived >/dev/kmsg
+{REFUSED_TWICE}""")
+    con = vm.console
+    armed = pages(con, "fred-test: armed")
+    assert sorted(armed) == [0, 1] and all(p == "lbr_dump_fred_user [lbr_dump]" for _, p in armed.values()), armed
+    assert "fred_filter: cpu=1 filter=2" in con, kernel_lines(con, "lbr_crash") or tail(con)
+    assert "fred-test: offline=0" in con, tail(con)
+    assert filtered(vm, 1, "WRMSR", "#GP"), "Bochs's filter faulted no WRMSR of CPU 1's IA32_FRED_CONFIG"
+    assert "fred-test: disarmed enabled=0" in con, tail(con)
+    assert "fred-test: first rmmod failed" in con, tail(con)
+    assert "lbr_crash: nmi_offline: cpu=1 sent=3" in con and "fred-test: survived" in con, tail(con)
+    assert_kept(con, "fred-test: survived")
+
+
+def test_bochs_an_unreadable_ia32_fred_config_counts_as_lbr_dumps(r):
+    """CPU 1's RDMSR and WRMSR of IA32_FRED_CONFIG raise #GP (filter=3) from just after arming:
+    disarming cannot tell where CPU 1 enters, and takes it as lbr-dump's page (it is: lifting
+    the filter afterwards shows it). The memory the stubs' configuration named while armed is
+    not freed, lbr_dump stays loaded and arming again is refused until reboot."""
+    vm = boot(bochs=True, name="fred-stuck-unreadable", smp=2, timeout=500, script=f"""
+{ARM}{CFG}echo fred-test: armed >/dev/kmsg; {SHOW}
+insmod {CRASH} crash=fred_filter cpu=1 filter=3; rmmod lbr_crash
+insmod {CRASH} crash=free_watch capture_cfg=0x$cfg
+echo 0 > {SYSFS}/enabled; echo fred-test: disarmed enabled=$(cat {SYSFS}/enabled) >/dev/kmsg
+rmmod lbr_crash
+insmod {CRASH} crash=fred_filter cpu=1 filter=0; rmmod lbr_crash
+echo fred-test: lifted >/dev/kmsg; {SHOW}
+{REFUSED_TWICE}""")
+    con = vm.console
+    armed = pages(con, "fred-test: armed")
+    assert sorted(armed) == [0, 1] and all(p == "lbr_dump_fred_user [lbr_dump]" for _, p in armed.values()), armed
+    assert "fred_filter: cpu=1 filter=3" in con, kernel_lines(con, "lbr_crash") or tail(con)
+    assert filtered(vm, 1, "RDMSR", "#GP"), "Bochs's filter faulted no RDMSR of CPU 1's IA32_FRED_CONFIG"
+    assert "fred-test: disarmed enabled=0" in con, tail(con)
+    lifted = pages(con, "fred-test: lifted")
+    assert lifted[0][1].startswith("asm_fred_entrypoint_user") and lifted[1] == armed[1], lifted
+    watched = kernel_lines(con, "lbr_crash: free_watch: ")
+    assert not [l for l in watched if "freed" in l] and "lbr_crash: free_watch: removed, 0 frees" in watched, watched
+    assert_kept(con, "fred-test: lifted")

@@ -4,10 +4,11 @@
 
 use crate::bts;
 use crate::model::{self, Model};
+use crate::stall;
 
 /// Plugin arguments: `model=NAME` (required), `format=N`, `depth=N`, `timed=on|off` (Arch LBR),
 /// `erratum1452=N` (LbrExtV2), `bts=on|off` (Intel: Branch Trace Store, on by default), `log=PATH`,
-/// `trace=on|off`, `cost=on|off`, `hypervisor=kvm`, `bts_recent=N`.
+/// `trace=on|off`, `cost=on|off`, `hypervisor=kvm`, `bts_recent=N`, `stall=VCPU:ARM:RELEASE`.
 ///
 /// `bts_recent=N` (0, the default: off; at most [`bts::RECENT_MAX`], 1048576): each vCPU keeps,
 /// in the emulator and not in guest memory, the newest N BTS records it stored (from, to and the
@@ -16,6 +17,9 @@ use crate::model::{self, Model};
 /// `["0xfrom", "0xto", "0xflags"]`, and `bts.recent_total`, the records this vCPU stored since
 /// the emulator started (when it is at most N, `recent` holds them all). Records dropped (a full
 /// buffer, an issue) or filtered out by ring are not stored, so not in it. Off: both are null.
+///
+/// `stall=VCPU:ARM:RELEASE`: vCPU VCPU's first freeze after the guest's marker ARM stalls it
+/// until the guest's marker RELEASE ([`stall`]).
 pub struct Config {
     pub model: Model,
     /// `hypervisor=kvm`: the guest sees KVM's CPUID signature ([`model::Hypervisor`]).
@@ -25,6 +29,8 @@ pub struct Config {
     pub cost: bool,
     /// `bts_recent=N`: the newest N stored BTS records kept per vCPU (0: off).
     pub bts_recent: usize,
+    /// `stall=VCPU:ARM:RELEASE`.
+    pub stall: Option<stall::Spec>,
 }
 
 pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config, String> {
@@ -33,6 +39,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
     let (mut timed, mut erratum1452, mut bts) = (None, None, None);
     let mut hypervisor = None;
     let mut bts_recent = 0;
+    let mut stall = None;
     for arg in args {
         let (k, v) = arg
             .split_once('=')
@@ -70,6 +77,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
                     ));
                 }
             }
+            "stall" => stall = Some(stall::Spec::parse(v)?),
             "hypervisor" => match v {
                 "kvm" => hypervisor = Some(model::Hypervisor::Kvm),
                 _ => return Err(format!("hypervisor={v}: only kvm")),
@@ -77,7 +85,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             _ => {
                 return Err(format!(
                     "unknown argument {k:?} (model, format, depth, timed, erratum1452, bts, log, \
-                     trace, cost, hypervisor, bts_recent)"
+                     trace, cost, hypervisor, bts_recent, stall)"
                 ))
             }
         }
@@ -139,6 +147,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
         trace,
         cost,
         bts_recent,
+        stall,
     })
 }
 
@@ -202,6 +211,16 @@ mod tests {
                 .bts_recent,
             0
         );
+        assert_eq!(parse_args(["model=skylake"]).unwrap().stall, None);
+        let c = parse_args(["model=skylake", "stall=1:7:8"]).unwrap();
+        assert_eq!(
+            c.stall,
+            Some(stall::Spec {
+                cpu: 1,
+                arm: 7,
+                release: 8
+            })
+        );
         let c = parse_args(["model=zen4", "erratum1452=3"]).unwrap();
         assert_eq!(
             c.model.flavour,
@@ -236,6 +255,14 @@ mod tests {
             ),
             (&["model"], "argument \"model\" is not key=value"),
             (&["model=skylake", "trace=yes"], "trace=yes: on or off"),
+            (
+                &["model=skylake", "stall=1:2"],
+                "stall=1:2: VCPU:ARM:RELEASE, three numbers",
+            ),
+            (
+                &["model=skylake", "stall=1:2:2"],
+                "stall=1:2:2: the arming and releasing markers must differ",
+            ),
             (&["model=skylake", "cost=1"], "cost=1: on or off"),
             (
                 &["model=skylake", "hypervisor=xen"],

@@ -121,6 +121,14 @@ pub enum Event {
     },
     /// A guest marker (`cpuid` with the marker leaf): ECX.
     Marker { cpu: u32, value: u32 },
+    /// `stall=`: vCPU `cpu` stalls, at its freeze whose next instruction is `pc`.
+    Stall { cpu: u32, pc: u64 },
+    /// `stall=`: its stall ended (`end`: the releasing marker or the limit) after `ms`.
+    StallEnd {
+        cpu: u32,
+        end: &'static str,
+        ms: u64,
+    },
     /// A configuration error the guest cannot see (also printed on QEMU's plugin output).
     Error { message: String },
     /// QEMU exits: branches seen and recorded in all (LBR), and BTS records stored.
@@ -344,6 +352,10 @@ impl Event {
                        "total": total, "back": back, "end": end})
             }
             Event::Marker { cpu, value } => json!({"event": "marker", "cpu": cpu, "value": value}),
+            Event::Stall { cpu, pc } => json!({"event": "stall", "cpu": cpu, "pc": hex(*pc)}),
+            Event::StallEnd { cpu, end, ms } => {
+                json!({"event": "stall-end", "cpu": cpu, "end": end, "ms": ms})
+            }
             Event::Error { message } => json!({"event": "error", "message": message}),
             Event::Exit {
                 branches_seen,
@@ -527,6 +539,27 @@ mod tests {
         assert_eq!(
             line(&Event::Marker { cpu: 1, value: 3 }, 9),
             r#"{"cpu":1,"event":"marker","seq":9,"value":3}"#
+        );
+        assert_eq!(
+            line(
+                &Event::Stall {
+                    cpu: 1,
+                    pc: 0xffff_ffff_c000_1234
+                },
+                9
+            ),
+            r#"{"cpu":1,"event":"stall","pc":"0xffffffffc0001234","seq":9}"#
+        );
+        assert_eq!(
+            line(
+                &Event::StallEnd {
+                    cpu: 1,
+                    end: "marker",
+                    ms: 1500
+                },
+                9
+            ),
+            r#"{"cpu":1,"end":"marker","event":"stall-end","ms":1500,"seq":9}"#
         );
         assert_eq!(
             line(

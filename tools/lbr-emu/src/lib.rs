@@ -17,6 +17,7 @@ pub mod cost;
 pub mod event;
 pub mod model;
 pub mod recorder;
+pub mod stall;
 
 #[cfg(not(test))]
 mod api;

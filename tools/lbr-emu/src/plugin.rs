@@ -32,6 +32,11 @@
 //! `entry` event. Guest markers: `cpuid` with EAX = MARKER_LEAF logs a `marker` event with ECX,
 //! so that a guest can bracket a workload in the log (tests/user/marker.S).
 //!
+//! With `stall=VCPU:ARM:RELEASE` ([`crate::stall`]), markers also arm and release the stall of
+//! one vCPU at a freeze: every freeze tells the stall, and the callbacks that can freeze (an
+//! emulated `wrmsr`, a #DB delivery) hold the vCPU, if it is due, once they have let go of the
+//! emulator's locks ([`Emu::stall_hold`]).
+//!
 //! Every line of the log is an [`Event`], written by [`Emu::log`].
 
 mod msr;
@@ -51,6 +56,7 @@ use crate::cost::Entry;
 use crate::event::{BtsPosition, EntryEnd, Event};
 use crate::model::{Model, MSR_DEBUGCTL};
 use crate::recorder::{Recorder, Switch};
+use crate::stall::{self, Stall};
 
 #[no_mangle]
 pub static qemu_plugin_version: c_int = QEMU_PLUGIN_VERSION;
@@ -149,6 +155,8 @@ struct Emu {
     log: Option<Mutex<BufWriter<File>>>,
     trace: bool,
     cost: bool,
+    /// `stall=`: the vCPU to stall at a freeze, and when.
+    stall: Option<Stall>,
     vendor_warned: AtomicU64,
     seen: AtomicU64,
     recorded: AtomicU64,
@@ -276,6 +284,26 @@ impl Emu {
         }
         if (sw.was_on && !sw.now_on) || (bts_was_on && !bts_now_on) {
             self.freeze_event(vcpu, cpu, cause, pc, bts_was_on, insns);
+            if let Some(st) = &self.stall {
+                st.freeze(vcpu);
+            }
+        }
+    }
+
+    /// `stall=`: if vCPU `vcpu` froze and is due to stall, holds it here until the release;
+    /// `pc` is where it goes on. Call with no lock of the emulator's held (the other vCPUs log
+    /// and release meanwhile).
+    fn stall_hold(&self, vcpu: c_uint, pc: u64) {
+        let Some(st) = &self.stall else { return };
+        let held = st.hold(vcpu, stall::LIMIT, || {
+            self.log(Event::Stall { cpu: vcpu, pc });
+        });
+        if let Some((end, took)) = held {
+            self.log(Event::StallEnd {
+                cpu: vcpu,
+                end: end.name(),
+                ms: took.as_millis() as u64,
+            });
         }
     }
 
@@ -464,6 +492,7 @@ extern "C" fn on_discon(vcpu: c_uint, kind: c_int, from: u64, to: u64, _: *mut c
         // Only DEBUGCTL.LBR is cleared: a BTS that runs stores the delivery.
     }
     take_branch(vcpu, s, from, to, Kind::Far, Cause::Delivery);
+    e.stall_hold(vcpu, to);
 }
 
 /// Is an exception delivered to `to` a #DB? Compares with gate 1 of the IDT last loaded.
@@ -544,6 +573,9 @@ fn install(id: PluginId, info: &Install) -> Result<(), String> {
         None => None,
     };
     let n = info.max_vcpus.max(info.smp_vcpus).max(1) as usize;
+    if let Some(st) = cfg.stall.filter(|st| st.cpu as usize >= n) {
+        return Err(format!("stall={}:..: this machine has {n} vCPUs", st.cpu));
+    }
     let cpus = (0..n)
         .map(|_| Mutex::new(Cpu::new(cfg.model, cfg.bts_recent)))
         .collect();
@@ -555,6 +587,7 @@ fn install(id: PluginId, info: &Install) -> Result<(), String> {
         log,
         trace: cfg.trace,
         cost: cfg.cost,
+        stall: cfg.stall.map(Stall::new),
         vendor_warned: AtomicU64::new(0),
         seen: AtomicU64::new(0),
         recorded: AtomicU64::new(0),

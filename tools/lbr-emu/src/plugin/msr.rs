@@ -53,6 +53,8 @@ pub(super) extern "C" fn on_wrmsr(vcpu: c_uint, next: *mut c_void) {
 fn msr_access(vcpu: c_uint, next: u64, op: MsrOp, last: bool) {
     // (the instruction is 2 bytes; the log names the next one)
     if emulate_msr(vcpu, next, op, last) {
+        // A write that froze may stall the vCPU (`stall=`), the emulator's locks let go.
+        emu().stall_hold(vcpu, next);
         resume_at(vcpu, next);
     }
 }
@@ -160,6 +162,9 @@ pub(super) extern "C" fn on_cpuid(vcpu: c_uint, last: *mut c_void) {
             cpu: vcpu,
             value: sub,
         });
+        if let Some(st) = &emu().stall {
+            st.marker(sub);
+        }
         return;
     }
     cpu.fixup = Some(Fixup::Cpuid(leaf, sub));

@@ -62,6 +62,9 @@
 #include "layout.h"
 #include "cpunode.h"
 
+#ifdef CONFIG_X86_FRED
+#include <asm/fred.h>				/* ERETS */
+#endif
 #ifndef MODULE
 #include <asm/alternative.h>
 #include <asm/cpufeatures.h>
@@ -1199,6 +1202,22 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
  * for the length of a capture.) REBOOT_VECTOR uses the same code with its own save area (an NMI
  * may arrive inside it).
  *
+ * An NMI that does not capture (the skip path: as a rule because the REBOOT_VECTOR stub it
+ * interrupted marked the CPU stopped) and whose frame's RIP is inside the REBOOT_VECTOR body
+ * (\back) is dropped: the NMI body returns there (IRETQ; ERETS with FRED), the frame as
+ * delivered. vpanic()'s stop NMI, sent to a CPU whose REBOOT_VECTOR capture outlasted the
+ * second vpanic() waits, would otherwise stop the CPU from its handler (smp_stop_nmi_callback()
+ * calls stop_this_cpu()) with that capture half done; returned to, the capture completes and goes
+ * on to REBOOT_VECTOR's handler, which stops the CPU as the NMI's would have. Against entry_64.S's
+ * nested-NMI rules: REBOOT_VECTOR is taken with interrupts on, never inside an NMI handler, so no
+ * kernel NMI is in progress on this CPU and the hardware frame is the NMI stack's only state;
+ * nothing below it was written but -8(%rsp); the IRETQ returns to kernel code on the interrupted
+ * stack, as asm_exc_nmi's nested_nmi_out does, and unblocks NMIs: the next NMI starts afresh
+ * (another stop NMI comes back the same way). The test follows the capture decision, so the
+ * capture's way (its freeze first) is unchanged, and only a panic's stop reaches it (the gates are
+ * the kernel's before). What the dropped NMI costs: Documentation/lbr-dump/design.rst "What a
+ * panic shows".
+ *
  * Any mode, user or kernel: the capture uses neither %gs nor the interrupted stack; but with
  * page-table isolation (built in) a CPU that takes the stop interrupt under the user CR3 (in user
  * mode, or in the kernel's exit path) is not captured: lbr-dump's data is not mapped there
@@ -1217,9 +1236,14 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
  * REBOOT_VECTOR, level 1. Its own entry loads nothing of ours while DR7 is set, and its return
  * leaves NMIs blocked.
  */
-.macro LBR_STOP_BODY vec:req half:req name:req fred:req
+.macro LBR_STOP_BODY vec:req half:req name:req fred:req back
 /* With \fred, a FRED frame: the error code slot first, then RIP (below: LBR_FRED_*). */
 .set	.Lstop_f_\name, \fred * 8
+.ifb \back
+	/* REBOOT_VECTOR's: its first instruction, where an NMI may return (see .Lstop_skip_) */
+.Lstop_body_\name:
+	ANNOTATE_NOENDBR			/* an address compared with, not a branch target */
+.endif
 	movq	%rax, -8(%rsp)			/* the one stack slot used (see above) */
 	movq	%dr7, %rax
 	testb	$DR7_ENABLED, %al
@@ -1280,8 +1304,39 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
 	LBR_GO_ON \vec
 .endif
 .Lstop_skip_\name:
+.ifnb \back
+	/*
+	 * The NMI's: if it interrupted the REBOOT_VECTOR body \back (anywhere from its first
+	 * instruction, after ENDBR, to its last, the jump on), return there, the NMI dropped: that
+	 * CPU is on its way to stop_this_cpu() through REBOOT_VECTOR's handler, and a capture
+	 * there, which the NMI's handler would cut short (smp_stop_nmi_callback() stops the CPU),
+	 * goes on to its end. The frame's RIP against two code addresses: no data load (a
+	 * breakpoint may be armed, the user CR3 loaded), no stack memory but -8(%rsp), and the
+	 * frame as delivered for the IRETQ (ERETS under FRED, the stack pointer at the error code)
+	 * that unblocks NMIs, as the kernel's nested_nmi_out returns (see "Stop stubs" above). rax
+	 * is scratch.
+	 */
+	leaq	.Lstop_body_\back(%rip), %rax
+	cmpq	%rax, .Lstop_f_\name(%rsp)
+	jb	.Lstop_go_on_\name
+	leaq	.Lstop_body_last_\back(%rip), %rax
+	cmpq	%rax, .Lstop_f_\name(%rsp)
+	ja	.Lstop_go_on_\name
+	movq	-8(%rsp), %rax
+.if \fred
+	ERETS					/* NMIs unblocked (the frame's NMI bit) */
+.else
+	iretq					/* NMIs unblocked */
+.endif
+.Lstop_go_on_\name:
+.endif
 	movq	-8(%rsp), %rax
 	/* Every register and the frame as delivered: on to the kernel's handler (LBR_GO_ON). */
+.ifb \back
+	/* REBOOT_VECTOR's: its last instruction, where an NMI may return (see .Lstop_skip_) */
+.Lstop_body_last_\name:
+	ANNOTATE_NOENDBR			/* an address compared with, not a branch target */
+.endif
 .if \fred
 	LBR_FRED_GO_ON kernel
 .else
@@ -1294,18 +1349,18 @@ _ASM_NOKPROBE(lbr_dump_stop_entry)
  * way of its dispatch that each takes: a jump to a separate stub would be one more taken branch
  * before the freeze.)
  */
-.macro LBR_STOP_STUB vec:req half:req name:req
+.macro LBR_STOP_STUB vec:req half:req name:req back
 SYM_CODE_START(lbr_dump_stop_\name)
 	UNWIND_HINT_IRET_ENTRY
 	ENDBR
-	LBR_STOP_BODY \vec, \half, \name, 0
+	LBR_STOP_BODY \vec, \half, \name, 0, \back
 SYM_CODE_END(lbr_dump_stop_\name)
 _ASM_NOKPROBE(lbr_dump_stop_\name)
 LBR_NOKPROBE_WAY_ON \vec
 .endm
 
 	LBR_ENTRY_TEXT
-LBR_STOP_STUB 2 LBR_STOP_NMI nmi		/* NMI (IST) */
+LBR_STOP_STUB 2 LBR_STOP_NMI nmi ipi		/* NMI (IST); back to lbr_dump_stop_ipi */
 LBR_STOP_STUB 248 LBR_STOP_IPI ipi		/* REBOOT_VECTOR (0xf8) */
 
 /*
@@ -1676,7 +1731,8 @@ SYM_CODE_START_NOALIGN(lbr_dump_fred_kernel)
 	UNWIND_HINT_IRET_ENTRY offset=8
 	cmpq	$2, lbr_dump_live+LBR_LIVE_GATES_SWITCHED(%rip)
 	jne	.Lfred_go_on
-	LBR_STOP_BODY 2, LBR_STOP_NMI, fred_nmi, 1	/* no taken branch before its freeze */
+	/* No taken branch before its freeze; an NMI inside the body above returns there. */
+	LBR_STOP_BODY 2, LBR_STOP_NMI, fred_nmi, 1, fred_ipi
 SYM_CODE_END(lbr_dump_fred_kernel)
 _ASM_NOKPROBE(lbr_dump_fred_kernel)
 

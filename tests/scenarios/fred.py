@@ -423,12 +423,9 @@ def fred_path_to_the_freeze(insns, frame):
     raise AssertionError(f"neither a WRMSR nor a jmp on; taken {taken}; path {path[-12:]}")
 
 
-def test_fred_stubs_take_no_branch_before_the_freeze(r):
-    """Static, on the module built against the FRED kernel: the ring-3 entry is one direct jmp;
-    from the ring-0 entry, a captured exception (a #GP) reaches the WRMSR that freezes with no
-    taken branch of lbr-dump's, and the stop NMI and REBOOT_VECTOR of a claimed panic with one
-    (the dispatch's: a single entry serves every event, and the exception's way is the
-    fall-through); no FRED code has an indirect jump or call."""
+def module_disassembly() -> dict[str, list[tuple[int, str, str]]]:
+    """lbr_dump.ko (the module built against the FRED kernel), disassembled: each symbol's
+    instructions as (address, instruction, relocation of the instruction, or "")."""
     ko = REPO / "out" / "module" / "lbr_dump.ko"
     subprocess.run(["scripts/module.sh"], cwd=REPO, check=True, capture_output=True)
     p = subprocess.run(["bash", "-c", f"source scripts/common.sh; in_root llvm-objdump -dr --no-show-raw-insn {ko}"],
@@ -446,6 +443,16 @@ def test_fred_stubs_take_no_branch_before_the_freeze(r):
             funcs[cur][-1] = (a, i, m[1])  # the relocation of the instruction before
         elif cur and (m := re.match(r"^\s+([0-9a-f]+):\s+(.*)$", line)):
             funcs[cur].append((int(m[1], 16), m[2].strip(), ""))
+    return funcs
+
+
+def test_fred_stubs_take_no_branch_before_the_freeze(r):
+    """Static, on the module built against the FRED kernel: the ring-3 entry is one direct jmp;
+    from the ring-0 entry, a captured exception (a #GP) reaches the WRMSR that freezes with no
+    taken branch of lbr-dump's, and the stop NMI and REBOOT_VECTOR of a claimed panic with one
+    (the dispatch's: a single entry serves every event, and the exception's way is the
+    fall-through); no FRED code has an indirect jump or call."""
+    funcs = module_disassembly()
     user = [i for _, i, _ in funcs["lbr_dump_fred_user"] if not i.startswith("int3")]
     assert len(user) == 1 and re.match(r"jmp\s+[0-9a-f]+", user[0]), user
     kernel = funcs["lbr_dump_fred_kernel"]
@@ -470,6 +477,51 @@ def test_fred_stubs_take_no_branch_before_the_freeze(r):
     assert not [n for n in funcs if n.startswith("lbr_dump_stop_fred")], "separate FRED stop stubs"
     print(f"FRED cost: ring-3 entry {len(user)} instruction; ring-0 entry to the freeze "
           f"{len(exc)} instructions for a captured exception")
+
+
+def stop_nmi_return(insns, ret):
+    """The return that drops a stop NMI in a stop NMI body (`insns`, its function's
+    disassembly; `ret` the returning instruction's mnemonic): the one `ret` instruction, and the
+    two code addresses the frame's RIP is compared with before it, [first, last]."""
+    at = [k for k, (_, i, _) in enumerate(insns) if i.split()[0] == ret]
+    assert len(at) == 1, f"not one {ret}: {[insns[k] for k in at]}"
+    before = range(at[0] - 8, at[0])
+    leas = [(k, re.match(r"leaq\s+(-?0x[0-9a-f]+)\(%rip\), %rax", insns[k][1])) for k in before]
+    leas = [(k, m) for k, m in leas if m]
+    bounds = [insns[k + 1][0] + int(m[1], 16) for k, m in leas]
+    assert len(bounds) == 2, insns[at[0] - 8:at[0] + 1]
+    jumps = [insns[k][1].split()[0] for k in range(leas[0][0], at[0]) if insns[k][1].startswith("j")]
+    assert jumps == ["jb", "ja"], jumps  # below the first, above the last: on to the kernel
+    assert re.match(r"movq\s+-0x8\(%rsp\), %rax$", insns[at[0] - 1][1]), insns[at[0] - 1]  # rax back
+    return bounds
+
+
+def test_stop_nmi_returns_only_into_the_reboot_vector_stop(r):
+    """Static, on the module built against the FRED kernel: the stop NMI that lbr-dump's NMI
+    stop body drops, returning with IRETQ (IDT: lbr_dump_stop_nmi) or ERETS (FRED: the page's
+    NMI body), is one whose frame's RIP is within the REBOOT_VECTOR stop body, from its first
+    instruction (IDT: the one after ENDBR) to its last (the jmp on to the kernel's handler).
+    The IDT case runs in panic.py (a_stop_capture_the_stop_nmi_arrives_in_is_finished); FRED's
+    cannot (the stall is the QEMU plugin's, FRED Bochs's)."""
+    funcs = module_disassembly()
+    ipi = [x for x in funcs["lbr_dump_stop_ipi"] if not x[1].startswith(("int3", "nop"))]
+    assert ipi[0][1] == "endbr64" and ipi[-1][1].startswith("jmp"), (ipi[0], ipi[-1])
+    assert stop_nmi_return(funcs["lbr_dump_stop_nmi"], "iretq") == [ipi[1][0], ipi[-1][0]]
+    # FRED: both stop bodies begin with the one store below RSP (LBR_STOP_BODY), REBOOT_VECTOR's
+    # first, and the NMI's dispatch, a compare of the stop flag, begins right after the
+    # REBOOT_VECTOR body's last instruction.
+    page = funcs["lbr_dump_fred_kernel"]
+    bodies = [k for k, (_, i, _) in enumerate(page) if re.match(r"movq\s+%rax, -0x8\(%rsp\)$", i)]
+    assert len(bodies) == 2, bodies
+    flags = [k for k, (_, i, reloc) in enumerate(page) if re.match(r"cmpq\s+\$0x2, \(%rip\)", i)
+             and reloc.startswith("lbr_dump_live+") and k < bodies[1]]
+    last = page[flags[-1] - 1]
+    assert last[1].startswith("jmp"), last
+    assert stop_nmi_return(page, "erets") == [page[bodies[0]][0], last[0]]
+    # Nothing else in lbr-dump's code returns from an interrupt or event.
+    others = [(n, i) for n, insns in funcs.items() for _, i, _ in insns
+              if i.split()[0] in ("iretq", "erets", "eretu") and n not in ("lbr_dump_stop_nmi", "lbr_dump_fred_kernel")]
+    assert not others, others
 
 
 # What `crash=fred` printed for CPU `cpu` last, in the guest (its IA32_FRED_CONFIG, in hex).

@@ -345,6 +345,69 @@ def test_a_panic_handed_to_another_cpu_is_printed_there(r):
                              "to CPU 0 (panic_force_cpu=)"), why[1]
 
 
+# lbr_crash crash=stop_stalled's markers, which arm and release the emulator's stall of CPU 1.
+STALL_ARM, STALL_RELEASE = 5301, 5302
+
+
+def containing(kallsyms, addr):
+    """The name of the symbol of `kallsyms` ({name: address}) that `addr` is in: the nearest one
+    at or below it (the listed symbols are lbr-dump's entry code, laid out next to each other)."""
+    below = [(a, n) for n, a in kallsyms.items() if a <= addr]
+    return max(below)[1] if below else None
+
+
+def test_a_stop_capture_the_stop_nmi_arrives_in_is_finished(r):
+    """crash=stop_stalled on 2 vCPUs, under the emulator's stall=1:5301:5302: CPU 1 spins with
+    interrupts on and takes the REBOOT_VECTOR stop, and the emulator holds that vCPU at its stop
+    capture's freeze until lbr_crash's panic notifier, past vpanic()'s one-second wait: vpanic()
+    sends it the stop NMI, which is pending when CPU 1 goes on and is taken inside the capture
+    (the emulator sees it delivered from lbr_dump_stop_ipi). The NMI stop stub goes back to the
+    capture (asm/stubs.S LBR_STOP_BODY), which completes before the REBOOT_VECTOR handler stops
+    the CPU: CPU 1's snapshot is REBOOT_VECTOR's, complete, equal to the emulator's freeze, in
+    its loop, and the NMI returned to where it came from. (Before, the NMI went on to the
+    kernel's stop handler and CPU 1 stopped with the capture cut short after its freeze.)"""
+    res = boot(finish=False, name="panic-stop-stalled", cpu="Skylake-Client", accel="tcg",
+               emulate=f"model={MODEL},cost=on,stall=1:{STALL_ARM}:{STALL_RELEASE}", timeout=300, smp=2,
+               script=f"""{PRINTER_ON_CPU0}{ARM}grep ' lbr_dump_' /proc/kallsyms
+insmod {CRASH} crash=stop_stalled
+sleep 60
+""")
+    con = res.console
+    assert "stop_stalled: CPU 1 spins with interrupts on, sysrq-c on CPU 0" in con, tail(con)
+    syms = {m[2]: int(m[1], 16) for m in re.finditer(r"^([0-9a-f]{16}) [tT] (lbr_dump_\w+)\s+\[lbr_dump\]", con, re.M)}
+    assert "lbr_dump_stop_ipi" in syms and "lbr_dump_stop_nmi" in syms, sorted(syms)
+    ev = res.emu_events()
+    # The conditions, from the emulator: CPU 1 held at a freeze in the REBOOT_VECTOR stop stub
+    # until the notifier's marker; from the console: still running when vpanic() gave up
+    # waiting for it and sent the NMI.
+    [stall] = [e for e in ev if e["event"] == "stall"]
+    [end] = [e for e in ev if e["event"] == "stall-end"]
+    where = containing(syms, int(stall["pc"], 16))
+    assert stall["cpu"] == 1 and where == "lbr_dump_stop_ipi", (stall, where)
+    assert end["cpu"] == 1 and end["end"] == "marker", end
+    assert "Shutting down cpus with NMI" in con, tail(con)
+    assert "stop_stalled: at the panic notifiers CPU 1 is still online" in con, tail(con)
+    assert "stop_stalled: released, CPU 1 went offline" in con, tail(con)
+    # What the emulator saw of CPU 1 after the stall: its MSR reads (the capture's), and the
+    # NMI delivered to the NMI stop stub from inside the REBOOT_VECTOR one.
+    after = [e for e in ev if e["seq"] > end["seq"] and e.get("cpu") == 1]
+    reads = [e for e in after if e["event"] == "rdmsr"]
+    nmis = [e for e in after if e["event"] == "entry" and int(e["to"], 16) == syms["lbr_dump_stop_nmi"]]
+    snaps = snapshots(con)
+    mine = [s["line"] for s in snaps if s["cpu"] == 1]
+    assert mine, (f"cpu 1 has no snapshot: {nones(con).get(1)!r}; the emulator saw {len(reads)} MSR reads on "
+                  f"CPU 1 after its stall at {where}+{int(stall['pc'], 16) - syms[where]:#x}")
+    loop_on = ["lbr_crash_spin_on", "lbr_crash_spin_step"]
+    check_stopped(res, snaps, [1], {1: (REBOOT, loop_on)})
+    assert len(nmis) == 1, nmis
+    nmi = nmis[0]
+    assert containing(syms, int(nmi["from"], 16)) == "lbr_dump_stop_ipi", nmi
+    assert nmi["end"] == "return" and nmi["back"] == nmi["from"], nmi
+    assert (nmi["rdmsr"], nmi["wrmsr"]) == (0, 0), nmi
+    print(f"NOTE stop NMI inside the REBOOT_VECTOR capture: returned to it after {nmi['total']} instructions; "
+          f"the stall lasted {end['ms']} ms", flush=True)
+
+
 def test_every_cpu_stopped_in_its_loop(r):
     stop_all("stop-all")
 

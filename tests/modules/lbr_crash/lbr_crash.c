@@ -71,6 +71,12 @@
  *                                     only after vpanic() stopped waiting for it; with
  *                                     late_at_print=1, only once lbr_dump's printer, past its
  *                                     wait, tests whether CPU 1 is online (a kprobe)
+ *   insmod lbr_crash.ko crash=stop_stalled
+ *                                     (2 CPUs, under lbr-emu's stall=1:5301:5302) sysrq-c on
+ *                                     CPU 0 while CPU 1 spins with interrupts on; the emulator
+ *                                     holds CPU 1 at its next freeze (the REBOOT_VECTOR stop
+ *                                     capture) until this module's panic notifier, after
+ *                                     vpanic()'s one-second wait and its stop NMI
  *   insmod lbr_crash.ko crash=nmi_lockup
  *                                     no crash yet: play perf's hard-lockup watchdog, an NMI
  *                                     handler (registered now, so before one lbr_dump registers
@@ -1082,6 +1088,87 @@ out_kprobe:
 	if (late_at_print)
 		unregister_kprobe(&late_test_kp);
 	return r;
+}
+
+/*
+ * crash=stop_stalled: CPU 1's REBOOT_VECTOR stop capture outlasts vpanic()'s wait for it, so
+ * that the stop NMI vpanic() sends a second later arrives inside that capture. On its own the
+ * guest cannot make a capture that long: the emulator does it (lbr-emu's `stall=1:5301:5302`,
+ * tools/lbr-emu/src/stall.rs). CPU 1 spins with interrupts on (lbr_crash_spin_on); CPU 0 marks
+ * STALL_ARM in the emulator's log, so that CPU 1's next freeze, the first instruction of the
+ * stop capture the REBOOT_VECTOR IPI starts, holds that vCPU; then sysrq-c. The IPI's second
+ * runs out with CPU 1 still online, vpanic() sends it the stop NMI (which stays pending on the
+ * held vCPU), waits its 10 ms and goes on to the panic notifiers. This module's, which runs
+ * before lbr-dump's printer, says whether CPU 1 is still online, marks STALL_RELEASE (CPU 1 goes
+ * on, its stop NMI is taken at once, inside the capture) and waits for CPU 1 to go offline (at
+ * most 5 s), so that the printer finds CPU 1 stopped, one way or the other.
+ */
+#define STALL_ARM	5301
+#define STALL_RELEASE	5302
+
+/* A marker in lbr-emu's log (tools/lbr-emu README: `cpuid` with EAX "LBMK", ECX the value). */
+static void lbr_crash_marker(u32 value)
+{
+	u32 eax = 0x4c424d4b, ebx, ecx = value, edx;
+
+	asm volatile("cpuid" : "+a" (eax), "=b" (ebx), "+c" (ecx), "=d" (edx) :: "memory");
+}
+
+static int lbr_crash_stalled_notify(struct notifier_block *nb, unsigned long val, void *data)
+{
+	u64 start, spins;
+
+	pr_emerg("stop_stalled: at the panic notifiers CPU 1 is %s\n",
+		 cpu_online(1) ? "still online" : "offline");
+	lbr_crash_marker(STALL_RELEASE);
+	/* By the clock, NMI-safe; 2^32 rounds if it stands still (see lbr_crash_late_nmi). */
+	start = ktime_get_mono_fast_ns();
+	for (spins = 0; cpu_online(1) && spins < U32_MAX &&
+	     ktime_get_mono_fast_ns() - start < 5 * NSEC_PER_SEC; spins++)
+		cpu_relax();
+	pr_emerg("stop_stalled: released, CPU 1 %s\n",
+		 cpu_online(1) ? "still online after 5 s" : "went offline");
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block lbr_crash_stalled_nb = {
+	.notifier_call = lbr_crash_stalled_notify,
+	.priority = 1,	/* before lbr-dump's printer (0) */
+};
+
+static int lbr_crash_stalled_sysrq_c(void *unused)
+{
+	unsigned long ms;
+
+	for (ms = 0; !atomic_read(&spinning) && ms < 5000; ms++)
+		msleep(1);
+	if (!atomic_read(&spinning)) {
+		pr_info("stop_stalled: CPU 1 does not spin\n");
+		return 0;
+	}
+	preempt_disable();
+	mdelay(20);	/* the loop has filled CPU 1's recorder */
+	pr_info("stop_stalled: CPU 1 spins with interrupts on, sysrq-c on CPU %d\n",
+		raw_smp_processor_id());
+	lbr_crash_marker(STALL_ARM);
+	handle_sysrq('c');
+	return 0;
+}
+
+static int lbr_crash_stop_stalled(void)
+{
+	struct task_struct *t;
+
+	if (num_online_cpus() != 2 || !cpu_online(0) || !cpu_online(1))
+		return -EINVAL;
+	atomic_notifier_chain_register(&panic_notifier_list, &lbr_crash_stalled_nb);
+	t = kthread_run_on_cpu(lbr_crash_stalled_sysrq_c, NULL, 0, "lbr_sysrq/%u");
+	if (IS_ERR(t)) {
+		atomic_notifier_chain_unregister(&panic_notifier_list, &lbr_crash_stalled_nb);
+		return PTR_ERR(t);
+	}
+	t = kthread_run_on_cpu(lbr_crash_spin_on, NULL, 1, "lbr_spin/%u");
+	return PTR_ERR_OR_ZERO(t);
 }
 
 /* crash=nmi_lockup */
@@ -2110,6 +2197,8 @@ static void __exit lbr_crash_exit(void)
 		if (late_at_print)
 			unregister_kprobe(&late_test_kp);
 	}
+	if (!strcmp(crash, "stop_stalled"))
+		atomic_notifier_chain_unregister(&panic_notifier_list, &lbr_crash_stalled_nb);
 	if (!strcmp(crash, "vlbr"))
 		lbr_crash_vlbr_stop();
 	/* Still listed (lbr_dump not disarmed; unregistering empties the list head). */
@@ -2229,6 +2318,7 @@ static int lbr_crash_print_rewrite(void)
 	X(write, lbr_crash_write, "no crash: write back what the stubs trust (capture_cfg=)") \
 	X(fixed_gp, lbr_crash_fixed_gp, "no crash: #GPs the kernel fixes up (rounds=, msr=)") \
 	X(stop_late, lbr_crash_stop_late, "sysrq-c while CPU 1 is in an NMI handler until the panic notifiers") \
+	X(stop_stalled, lbr_crash_stop_stalled, "sysrq-c, lbr-emu holding CPU 1's stop capture") \
 	X(fred_other, lbr_crash_fred_other, "no crash: every CPU's FRED entry through a page of ours") \
 	X(jmp_next, lbr_crash_jmp_next, "a jmp to the next instruction (e9 00000000), then crash as gp") \
 	X(print_rewrite, lbr_crash_print_rewrite, "crash as gp; rounds= fixed #GPs while lbr_dump prints it") \

@@ -225,7 +225,9 @@ fn bts_options(found: &probe::Found) -> Result<Option<plan::BtsOptions>> {
 }
 
 /// Once the object is in place: arm if asked, publish the state, create the attributes. An error
-/// drops the object (PinnedDrop undoes what was done).
+/// drops the object (PinnedDrop undoes what was done), unless the teardown of a failed arming
+/// left lbr-dump's code in use (`capture::left_in_use`): a module whose init fails is freed
+/// whatever pinned it, so it then loads disarmed instead, and says so.
 fn start(this: Pin<&mut LbrDump>) -> Result {
     let this = this.into_ref();
     let mut facility = printer::LineBuf::new();
@@ -233,14 +235,22 @@ fn start(this: Pin<&mut LbrDump>) -> Result {
         let mut state = this.state.lock();
         let _ = write!(facility, "{}", state.found);
         if arm_at_init() {
-            state.set_enabled(true)?;
+            if let Err(e) = state.set_enabled(true) {
+                if !capture::left_in_use() {
+                    return Err(e);
+                }
+                pr_err!("arming at load failed ({e:?}) and its teardown left lbr-dump's code in use (see above): loaded disarmed, and it stays until reboot\n");
+            }
         }
     }
     control::publish(this);
     // SAFETY: a NUL-terminated buffer, copied by the callee.
     let r = unsafe { ffi::lbr_dump_sysfs_create(facility.as_ptr().cast()) };
     if r != 0 {
-        return Err(Error::from_errno(r));
+        if !capture::left_in_use() {
+            return Err(Error::from_errno(r));
+        }
+        pr_err!("cannot create /sys/kernel/lbr_dump ({:?}): loaded without it, as lbr-dump's code is still in use until reboot\n", Error::from_errno(r));
     }
     Ok(())
 }

@@ -175,6 +175,13 @@ impl Armed {
     }
 }
 
+/// Whether a failed teardown left lbr-dump's code in use until reboot (trampolines ftrace could
+/// not detach, a CPU that still enters at the FRED page): the module must stay loaded, even if
+/// its init fails.
+pub(crate) fn left_in_use() -> bool {
+    DETACH_FAILED.load(Ordering::Relaxed) || crate::fred::kept()
+}
+
 /// Whether the system lets lbr-dump arm at all: ftrace gave back the panic path's call sites, and
 /// the environment is one whose exception entry lbr-dump knows (glue.c).
 fn may_arm() -> Result {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Recording back on after a #DB that no stub re-armed: lbr-dump's debug notifier and its
-//! callback at the head of the die chain.
+//! Recording back on after a #DB that no stub re-armed: lbr-dump's callback at the head of the
+//! die chain (or, where ftrace cannot put it there, a debug notifier).
 //!
 //! Delivery of #DB clears the LBR switch (DEBUGCTL.LBR; Arch LBR: LBREn). With the IDT and #DB
 //! among the chosen vectors, `lbr_dump_rearm_1` (asm/stubs.S) puts it back in any mode. With
@@ -12,25 +12,26 @@
 //! ptrace's on a child of its own). The kernel's #DB handler calls the die chain with
 //! `DIE_DEBUG` for every user-mode #DB, and for every kernel-mode one with a cause in DR6 after
 //! it saved and cleared DR7 (`local_db_save()`), in both entry modes, on the CPU of the #DB with
-//! interrupts off (arch/x86/kernel/traps.c `exc_debug_user()`, `exc_debug_kernel()`):
-//! [`on_debug`] re-arms there (asm/stubs.S `lbr_dump_rearm_here`, the stubs' own rule). Its
-//! priority is the highest, `INT_MAX`, so it runs after the notifiers registered at boot with
-//! that priority (perf's hardware breakpoints; kprobes', which never ends the chain on x86) and
-//! before those of lower priority (uprobes' ends the chain for its own single-steps). Perf's
-//! breakpoint handler ends the chain (`NOTIFY_STOP`) for a #DB it takes whole, a watchpoint's:
-//! a callback of lbr-dump's at that handler's entry re-arms first (src/glue.c
-//! `lbr_dump_die_chain_watch`, [`lbr_dump_rearm_after_db`]). Both run only in the die chain,
-//! for the die events (#DB, INT3, an oops, ...), and do nothing but for `DIE_DEBUG`: the
-//! user-mode entry and the stubs cost what they did.
+//! interrupts off (arch/x86/kernel/traps.c `exc_debug_user()`, `exc_debug_kernel()`). The
+//! chain's first notifier is perf's breakpoint handler (priority `INT_MAX`, registered at boot),
+//! which ends the chain (`NOTIFY_STOP`) for a #DB it takes whole, a watchpoint's: so lbr-dump's
+//! ftrace callback at that notifier's entry (src/glue.c `lbr_dump_die_chain_watch`) re-arms for
+//! every `DIE_DEBUG` ([`lbr_dump_rearm_after_db`]: asm/stubs.S `lbr_dump_rearm_here`, the stubs'
+//! own rule). Where ftrace cannot trace that function, a die notifier of priority `INT_MAX`
+//! ([`on_debug`]) does it instead, after perf's and kprobes' (which never ends the chain on
+//! x86), before those of lower priority (uprobes' ends the chain for its own single-steps), and
+//! says what it misses. Either runs only in the die chain, for the die events (#DB, INT3, an
+//! oops, ...), and does nothing but for `DIE_DEBUG`: the user-mode entry and the stubs cost what
+//! they did.
 
 use super::*;
 
-/// Times [`rearm`] switched recording back on, since the module was loaded (all CPUs).
+/// Times [`lbr_dump_rearm_after_db`] switched recording back on, since the module was loaded (all CPUs).
 static REARMS: AtomicU64 = AtomicU64::new(0);
 
-/// Set while the stubs' configuration and the snapshot area that [`rearm`] reads are in place
-/// ([`DebugWatch`]'s lifetime): a breakpoint callback that ftrace could not remove (the module
-/// is then pinned) finds it clear and reads nothing.
+/// Set while the stubs' configuration and the snapshot area that [`lbr_dump_rearm_after_db`]
+/// reads are in place ([`DebugWatch`]'s lifetime): a callback that ftrace could not remove (the
+/// module is then pinned) finds it clear and reads nothing.
 static WATCHING: AtomicBool = AtomicBool::new(false);
 
 /// The `rearms` attribute.
@@ -54,7 +55,7 @@ pub(crate) extern "C" fn lbr_dump_rearm_after_db() {
     }
 }
 
-/// The debug notifier.
+/// The debug notifier (where the die-chain callback cannot be placed).
 ///
 /// # Safety
 ///
@@ -70,12 +71,16 @@ unsafe extern "C" fn on_debug(
     ffi::NOTIFY_DONE
 }
 
-/// The registered debug notifier and die-chain callback; removed on drop (before the stubs'
-/// configuration is cleared and the area freed: `Armed`'s field order).
-pub(super) struct DebugWatch {
-    nb: KBox<bindings::notifier_block>,
-    /// The die-chain callback is registered.
-    chain: bool,
+/// What re-arms after a #DB: the callback at the die chain's head, which sees every `DIE_DEBUG`,
+/// or, where ftrace cannot put it there, the debug notifier (which then misses the #DBs perf's
+/// breakpoint handler ends the chain for). One of them, so that each #DB re-arms (and counts in
+/// `rearms`) once. Removed on drop (before the stubs' configuration is cleared and the area
+/// freed: `Armed`'s field order).
+pub(super) enum DebugWatch {
+    /// src/glue.c's callback at hw_breakpoint_exceptions_notify().
+    Chain,
+    /// The debug notifier, registered.
+    Notifier(KBox<bindings::notifier_block>),
 }
 
 // SAFETY: the notifier block is only touched by register/unregister, which serialize on the die
@@ -85,10 +90,20 @@ unsafe impl Send for DebugWatch {}
 unsafe impl Sync for DebugWatch {}
 
 impl DebugWatch {
-    /// Registers both. Called once the stubs' configuration is written. A kernel whose die chain
-    /// refuses the notifier refuses arming; one that cannot trace perf_bp_event() arms, saying
-    /// what stays uncovered.
+    /// Registers the callback at the die chain's head or, failing that, the notifier. Called once
+    /// the stubs' configuration is written. A kernel that takes neither refuses arming.
     pub(super) fn register() -> Result<Self> {
+        WATCHING.store(true, Ordering::Release);
+        // SAFETY: no preconditions; the callback calls `lbr_dump_rearm_after_db`, valid for the
+        // module's lifetime; unregistered in drop (or the module pinned).
+        let r = unsafe { ffi::lbr_dump_die_chain_watch() };
+        if r == 0 {
+            return Ok(DebugWatch::Chain);
+        }
+        pr_warn!(
+            "cannot trace hw_breakpoint_exceptions_notify() ({:?}): a #DB that perf's breakpoint handler takes whole (a watchpoint's) leaves recording off on its CPU until the next capture\n",
+            Error::from_errno(r)
+        );
         let mut nb = KBox::new(
             bindings::notifier_block {
                 notifier_call: Some(on_debug),
@@ -96,8 +111,8 @@ impl DebugWatch {
                 priority: i32::MAX,
             },
             GFP_KERNEL,
-        )?;
-        WATCHING.store(true, Ordering::Release);
+        )
+        .inspect_err(|_| WATCHING.store(false, Ordering::Release))?;
         // SAFETY: `nb` lives in a box that outlives the registration (unregistered in drop).
         let r = unsafe { ffi::register_die_notifier(&mut *nb) };
         if r != 0 {
@@ -108,16 +123,7 @@ impl DebugWatch {
             );
             return Err(Error::from_errno(r));
         }
-        // SAFETY: no preconditions; the callback calls `lbr_dump_rearm_after_db`, valid for the
-        // module's lifetime; unregistered in drop (or the module pinned).
-        let r = unsafe { ffi::lbr_dump_die_chain_watch() };
-        if r != 0 {
-            pr_warn!(
-                "cannot trace hw_breakpoint_exceptions_notify() ({:?}): a #DB that perf's breakpoint handler takes whole (a watchpoint's) leaves recording off on its CPU until the next capture\n",
-                Error::from_errno(r)
-            );
-        }
-        Ok(DebugWatch { nb, chain: r == 0 })
+        Ok(DebugWatch::Notifier(nb))
     }
 }
 
@@ -126,11 +132,13 @@ impl Drop for DebugWatch {
         // First: a caller from here on reads nothing; the unregistering below waits for those
         // already past the test (ftrace and the die chain synchronize with every CPU).
         WATCHING.store(false, Ordering::Release);
-        if self.chain {
+        match self {
             // SAFETY: registered in `register`; waits until no CPU is in the callback.
-            unsafe { ffi::lbr_dump_die_chain_unwatch() };
+            DebugWatch::Chain => unsafe { ffi::lbr_dump_die_chain_unwatch() },
+            // SAFETY: registered in `register`; unregistering waits for running callbacks (RCU).
+            DebugWatch::Notifier(nb) => unsafe {
+                ffi::unregister_die_notifier(&mut **nb);
+            },
         }
-        // SAFETY: registered in `register`; unregistering waits for running callbacks (RCU).
-        unsafe { ffi::unregister_die_notifier(&mut *self.nb) };
     }
 }

@@ -220,6 +220,14 @@
  *                                     Each store writes back the value it read, so a store that
  *                                     lands changes nothing; prints `write: NAME ADDR VALUE =
  *                                     RESULT` (0: it landed; -14: it faulted) for each
+ *   insmod lbr_crash.ko crash=kexec_return target=ADDR cpu=N
+ *                                     no crash: crash_kexec(NULL) on CPU N with no crash kernel
+ *                                     loaded, as a BPF program's call (a destructive kfunc) or
+ *                                     the UV NMI button's: it returns. target is crash_kexec
+ *                                     (not exported: from /proc/kallsyms), checked by name; the
+ *                                     load fails with -EBUSY if kexec_crash_loaded(). Prints
+ *                                     `kexec_return: crash_kexec(NULL) returned on CPU N, no
+ *                                     crash kernel loaded`
  *   insmod lbr_crash.ko crash=fixed_gp rounds=N [msr=MSR]
  *                                     no crash: kernel-mode #GPs the kernel fixes up: N times
  *                                     (default 1) rdmsr_safe() and wrmsr_safe(0) of an MSR that
@@ -267,6 +275,7 @@
 #include <linux/completion.h>
 #include <linux/cpu.h>
 #include <linux/cpumask.h>
+#include <linux/crash_core.h>
 #include <linux/delay.h>
 #include <linux/ftrace.h>
 #include <linux/hw_breakpoint.h>
@@ -2275,6 +2284,45 @@ static int lbr_crash_print_rewrite(void)
 }
 
 /*
+ * crash=kexec_return: crash_kexec(NULL) (target=) on CPU cpu=, in a kworker bound there, with
+ * preemption off as its callers have it (a BPF program runs with migration off, the UV NMI
+ * handler and oops_end() with interrupts off). With no crash kernel loaded it claims the
+ * kernel's panic_cpu, finds nothing to boot and gives the claim back (panic_reset()).
+ */
+static long lbr_crash_kexec_call(void *unused)
+{
+	long here;
+
+	preempt_disable();
+	here = raw_smp_processor_id();
+	((void (*)(struct pt_regs *))target)(NULL);	/* crash_kexec(NULL) */
+	preempt_enable();
+	return here;
+}
+
+static int lbr_crash_kexec_return(void)
+{
+	char sym[KSYM_SYMBOL_LEN];
+	long here;
+
+	if (!target || cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu))
+		return -EINVAL;
+	sprint_symbol(sym, target);
+	if (strncmp(sym, "crash_kexec+0x0/", strlen("crash_kexec+0x0/"))) {
+		pr_err("kexec_return: target=%#lx is %s, not crash_kexec\n", target, sym);
+		return -EINVAL;
+	}
+	if (kexec_crash_loaded()) {
+		pr_err("kexec_return: a crash kernel is loaded: crash_kexec() would boot it\n");
+		return -EBUSY;
+	}
+	here = work_on_cpu(cpu, lbr_crash_kexec_call, NULL);
+	pr_info("kexec_return: crash_kexec(NULL) returned on CPU %ld, %s\n", here,
+		kexec_crash_loaded() ? "a crash kernel loaded meanwhile" : "no crash kernel loaded");
+	return 0;
+}
+
+/*
  * The crash types, in one list: X(NAME, FUNCTION, HELP) is crash=NAME, done by FUNCTION (whose
  * return value is the load's) and described by HELP. The list makes both the table that
  * lbr_crash_init() looks NAME up in, in this order, and the crash parameter's description
@@ -2326,7 +2374,8 @@ static int lbr_crash_print_rewrite(void)
 	X(fred_filter, lbr_crash_fred_filter, "no crash: Bochs's filter on CPU cpu='s IA32_FRED_CONFIG") \
 	X(fixed_pf, lbr_crash_fixed_pf, "no crash: rounds= #PFs the kernel fixes up, on CPU cpu=") \
 	X(nmi_offline, lbr_crash_nmi_offline, "no crash: rounds= NMIs to the offline CPU cpu=") \
-	X(free_watch, lbr_crash_free_watch, "no crash: say when the stubs' memory is freed (capture_cfg=)")
+	X(free_watch, lbr_crash_free_watch, "no crash: say when the stubs' memory is freed (capture_cfg=)") \
+	X(kexec_return, lbr_crash_kexec_return, "no crash: crash_kexec(NULL) on CPU cpu= (target=) with no crash kernel")
 
 struct lbr_crash_type {
 	const char *name;

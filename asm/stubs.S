@@ -6,7 +6,7 @@
  *
  * The IDT gates of the hooked vectors point here only while lbr-dump is armed (src/idt.rs). The
  * rules (Documentation/lbr-dump/design.rst "How capture works"):
- *  - no compiled code is called and the exception and stop stubs never use %gs (the two
+ *  - no compiled code is called and the exception and stop stubs never use %gs (the
  *    trampolines called from C, on the kernel's GS, use it through CALL_DEPTH_ACCOUNT): the CPU
  *    is found with `lsl` of the CPUNODE segment (asm/cpu.S), the snapshot area through
  *    lbr_dump_capture, which the Rust side fills before any gate points here and does not change
@@ -78,7 +78,7 @@
  * __entry_text_end, include/asm-generic/vmlinux.lds.h ENTRY_TEXT) into the user page tables, and
  * each stub goes on straight to the kernel's own handler there (LBR_GO_ON), so the user-mode
  * path touches nothing else: no data of lbr-dump's, no trampoline. The functions called from C
- * (panic, stop, thaw) stay ordinary text.
+ * (panic, kexec, reset, stop, thaw) stay ordinary text.
  */
 #ifdef MODULE
 #define LBR_ENTRY_TEXT	.text
@@ -966,22 +966,27 @@ SYM_DATA_LOCAL(lbr_dump_no_frame, .quad 0, 0)
 	.text
 
 /*
- * Panic entry: lbr_dump_panic_entry is attached to the fentry call site of panic(), vpanic() and
- * crash_kexec() as an ftrace direct call (src/glue.c, only while armed), so the traced
- * function's first instruction after ENDBR is `call lbr_dump_panic_entry`: one taken branch of
- * lbr-dump's own, the newest record, and the one before it is the call of panic() in its caller
+ * Panic entry: lbr_dump_panic_entry is attached to the fentry call site of panic() and vpanic(),
+ * lbr_dump_kexec_entry (the same code but for its claim, below) to crash_kexec()'s, as ftrace
+ * direct calls (src/glue.c, only while armed), so the traced function's first instruction after
+ * ENDBR is `call lbr_dump_panic_entry` (or _kexec_entry): one taken branch of lbr-dump's own,
+ * the newest record, and the one before it is the call of panic() in its caller
  * (sysrq_handle_crash, __stack_chk_fail, check_panic_on_warn, ...). crash_kexec() is where an
- * oops that must panic goes first (oops_end()), and with kdump loaded it does not return. No exception: the snapshot's
- * vector is LBR_VECTOR_PANIC, its RIP the return address into panic()'s caller, its frame the
- * address of that return address. (If another ftrace user traces panic() too, ftrace calls this
- * through its list trampoline, and the records begin with ftrace's branches.)
+ * oops that must panic goes first (oops_end()), and with kdump loaded it does not return. No
+ * exception: the snapshot's vector is LBR_VECTOR_PANIC, its RIP the return address into
+ * panic()'s caller, its frame the address of that return address. (If another ftrace user traces
+ * panic() too, ftrace calls this through its list trampoline, and the records begin with
+ * ftrace's branches.)
  *
  * One capture per arming: the first CPU to get here claims LBR_LIVE_PANIC_CPU with a locked
  * cmpxchg; panic() then vpanic(), a panic inside the panic, or another CPU's panic find it
  * claimed and only put the recorder back. The claim also lets lbr_dump_stop_entry (below) switch
  * the stop gates when the other CPUs are stopped. (Two CPUs panicking at once: the first here
  * claims, whichever panic_try_start() lets go on; function_graph on panic() would make the
- * return address at P_CALLER return_to_handler.)
+ * return address at P_CALLER return_to_handler.) A claim taken at crash_kexec() has bit
+ * LBR_LIVE_KEXEC_CLAIM_BIT set: crash_kexec() returns when no crash kernel is loaded (a BPF
+ * program's call, the UV NMI button's, an oops before its panic()), and then gives the kernel's
+ * claim back with panic_reset(), where lbr_dump_reset_entry (below) gives this one back.
  *
  * A function called from C, on the panicking task's stack: every register is live (panic()'s
  * arguments, AL for its varargs), so each one used is pushed and popped, RFLAGS too (IRQs are off
@@ -992,11 +997,15 @@ SYM_DATA_LOCAL(lbr_dump_no_frame, .quad 0, 0)
  * With nmi_freeze, a panic() from an NMI handler (perf's hard-lockup watchdog) finds the recorder
  * frozen since that NMI's entry (lbr_dump_nmi_watch, not yet thawed): its records are kept as
  * they are (no own record then: the freeze came first) and the snapshot says nmi-entry.
+ *
+ * LBR_PANIC_ENTRY sym, sfx, kexec: the trampoline \sym (\sfx makes its labels unique); \kexec 1
+ * marks its claim as crash_kexec()'s.
  */
 #define P_ENTRY		48
 #define P_CALLER	96
 
-SYM_FUNC_START(lbr_dump_panic_entry)
+.macro LBR_PANIC_ENTRY sym:req, sfx:req, kexec:req
+SYM_FUNC_START(\sym)
 	ENDBR
 	pushfq
 	cli
@@ -1012,12 +1021,15 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	pushq	%r11
 	CALL_DEPTH_ACCOUNT			/* ftrace's call into here was not accounted */
 
-	/* Claim the panic capture for this CPU (number + 1). */
+	/* Claim the panic capture for this CPU (number + 1, and at crash_kexec() the kexec bit). */
 	LBR_THIS_CPU %r9
 	leaq	1(%r9), %rcx
+.if \kexec
+	btsq	$LBR_LIVE_KEXEC_CLAIM_BIT, %rcx
+.endif
 	xorl	%eax, %eax
 	lock cmpxchgq %rcx, lbr_dump_live+LBR_LIVE_PANIC_CPU(%rip)
-	jne	.Lpanic_put_back		/* claimed before: captured once already */
+	jne	.L\sfx\()_put_back		/* claimed before: captured once already */
 
 	/*
 	 * r11 = SNAP_NMI_ENTRY if an NMI's entry froze the recorder on this CPU and it is still
@@ -1027,20 +1039,20 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	 */
 	xorl	%r11d, %r11d
 	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %r9
-	jae	.Lpanic_slot
+	jae	.L\sfx\()_slot
 	imulq	$LBR_STOP_CPU_SIZE, %r9, %rax
 	addq	lbr_dump_capture+LBR_CFG_STOP_SAVE(%rip), %rax
 	movq	LBR_STOP_WATCH(%rax), %rax	/* the value the watch stub found, or 0 */
 	testq	%rax, %rax
-	jz	.Lpanic_slot
+	jz	.L\sfx\()_slot
 	movq	lbr_dump_capture+LBR_CFG_MASK(%rip), %rdx
 	notq	%rdx
 	andq	%rdx, %rax			/* what it wrote */
 	movl	$LBR_SNAP_NMI_ENTRY, %ecx
 	cmpq	P_ENTRY(%rsp), %rax
 	cmovel	%ecx, %r11d
-.Lpanic_slot:
-	LBR_CLAIM_SLOT .Lpanic_put_back		/* r9 = CPU block, rsi = snapshot */
+.L\sfx\()_slot:
+	LBR_CLAIM_SLOT .L\sfx\()_put_back	/* r9 = CPU block, rsi = snapshot */
 	movl	$LBR_VECTOR_PANIC, LBR_SNAP_VECTOR(%rsi)
 	movq	$0, LBR_SNAP_ERROR(%rsi)
 	leaq	P_CALLER(%rsp), %rax
@@ -1051,14 +1063,13 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	movq	%rax, LBR_SNAP_RSP(%rsi)	/* the caller's stack pointer after the return */
 	movq	%cr2, %rax
 	movq	%rax, LBR_SNAP_CR2(%rsi)
-	LBR_RECORD P_ENTRY(%rsp), panic, state_or=%r11d
-	jmp	.Lpanic_bts_off
+	LBR_RECORD P_ENTRY(%rsp), \sfx, state_or=%r11d
+	jmp	.L\sfx\()_bts_off
 
-.Lpanic_put_back:
+.L\sfx\()_put_back:
 	LBR_PUT_BACK P_ENTRY(%rsp)
-.Lpanic_bts_off:
-	LBR_BTS_OFF panic
-.Lpanic_pop:
+.L\sfx\()_bts_off:
+	LBR_BTS_OFF \sfx
 	popq	%r11
 	popq	%r10
 	popq	%r9
@@ -1071,8 +1082,61 @@ SYM_FUNC_START(lbr_dump_panic_entry)
 	popq	%rax
 	popfq
 	RET
-SYM_FUNC_END(lbr_dump_panic_entry)
-_ASM_NOKPROBE(lbr_dump_panic_entry)
+SYM_FUNC_END(\sym)
+_ASM_NOKPROBE(\sym)
+.endm
+
+LBR_PANIC_ENTRY lbr_dump_panic_entry, panic, 0		/* panic(), vpanic() */
+LBR_PANIC_ENTRY lbr_dump_kexec_entry, kexec, 1		/* crash_kexec() */
+
+/*
+ * Reset entry: lbr_dump_reset_entry is attached (ftrace direct call, only while armed, and
+ * whenever lbr_dump_kexec_entry is) to panic_reset(), which gives the kernel's panic_cpu back;
+ * its one caller in the kernel is crash_kexec(), after __crash_kexec() returned (no crash kernel
+ * loaded, or kexec_lock held by a kexec_load() in progress). A claim taken at crash_kexec()
+ * (LBR_LIVE_KEXEC_CLAIM_BIT) is given back with it, whichever CPU took it (as panic_reset()
+ * resets panic_cpu: of two CPUs in crash_kexec() at once, the one that took lbr-dump's claim
+ * may lose the kernel's and return without panic_reset()), so that a later panic is captured and
+ * a later smp_send_stop() (a reboot) finds nothing claimed. LBR_LIVE_GIVEN_BACK gets the
+ * sequence counter as it was before the release: the given-back capture (kept in the ring, kind
+ * panic) has a sequence number at most that (unless another CPU was still taking it: two CPUs
+ * entering crash_kexec() at once), and any capture of a later claim a greater one, so the panic
+ * printer tells them apart (src/printer.rs). A claim taken at panic() or vpanic(), which do not
+ * return, is never given back.
+ *
+ * Captures nothing, and changes neither the recorder (its call and return are two records) nor
+ * a claim of panic(). Called from C with every register live: rax, rcx, rdx and RFLAGS are saved.
+ */
+SYM_FUNC_START(lbr_dump_reset_entry)
+	ENDBR
+	pushfq
+	pushq	%rax
+	pushq	%rcx
+	pushq	%rdx
+	CALL_DEPTH_ACCOUNT			/* ftrace's call into here was not accounted */
+	movq	lbr_dump_live+LBR_LIVE_PANIC_CPU(%rip), %rax
+	btq	$LBR_LIVE_KEXEC_CLAIM_BIT, %rax
+	jnc	.Lreset_done			/* nothing claimed, or claimed at panic() */
+	/*
+	 * The counter before the release: a claim taken once this release is seen gets a capture
+	 * numbered after it. (No load passes the locked cmpxchg.) Nothing but a release changes a
+	 * claim once taken, and the kernel's panic_cpu, still held by the caller, keeps a second
+	 * panic_reset() out; the cmpxchg gives back the claim read, or nothing if it changed after
+	 * all (a caller of panic_reset() that did not hold panic_cpu).
+	 */
+	movq	lbr_dump_live+LBR_LIVE_SEQ(%rip), %rdx
+	xorl	%ecx, %ecx
+	lock cmpxchgq %rcx, lbr_dump_live+LBR_LIVE_PANIC_CPU(%rip)
+	jne	.Lreset_done
+	movq	%rdx, lbr_dump_live+LBR_LIVE_GIVEN_BACK(%rip)
+.Lreset_done:
+	popq	%rdx
+	popq	%rcx
+	popq	%rax
+	popfq
+	RET
+SYM_FUNC_END(lbr_dump_reset_entry)
+_ASM_NOKPROBE(lbr_dump_reset_entry)
 
 /*
  * LBR_SET_GATE gate, hook: stores the gate's low quadword prepared at arming (config field
@@ -1118,13 +1182,14 @@ _ASM_NOKPROBE(lbr_dump_panic_entry)
  * Stop entry: lbr_dump_stop_entry is attached (ftrace direct call, only while armed) to
  * native_stop_other_cpus() and nmi_shootdown_cpus(), the two ways a panicking CPU stops the
  * others (smp_send_stop(); kdump's and crash_smp_send_stop()'s NMI shootdown). Once a panic or
- * a crash has been claimed (LBR_LIVE_PANIC_CPU, by lbr_dump_panic_entry), it marks this CPU
- * stopped (LBR_STOP_DONE: its own NMIs are no stop) and points the NMI and REBOOT_VECTOR gates
- * at the stop stubs below: one aligned 8-byte store each, prepared at arming (0: that gate cannot
- * be hooked), through a window onto the IDT page that is writable only around these two stores. So the interrupts that stop the other CPUs
- * are the first to reach the stubs, not a perf NMI or the panic backtrace during vpanic()'s
- * printing. On a reboot (nothing claimed) it does nothing. Called from C with every register
- * live: rax, rdx and RFLAGS are saved.
+ * a crash has been claimed (LBR_LIVE_PANIC_CPU, by lbr_dump_panic_entry or
+ * lbr_dump_kexec_entry), it marks this CPU stopped (LBR_STOP_DONE: its own NMIs are no stop) and
+ * points the NMI and REBOOT_VECTOR gates at the stop stubs below: one aligned 8-byte store each,
+ * prepared at arming (0: that gate cannot be hooked), through a window onto the IDT page that is
+ * writable only around these two stores. So the interrupts that stop the other CPUs are the first
+ * to reach the stubs, not a perf NMI or the panic backtrace during vpanic()'s printing. On a
+ * reboot (nothing claimed, or a claim of a crash_kexec() that returned given back) it does
+ * nothing. Called from C with every register live: rax, rdx and RFLAGS are saved.
  */
 SYM_FUNC_START(lbr_dump_stop_entry)
 	ENDBR

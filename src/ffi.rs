@@ -74,6 +74,7 @@ pub(crate) struct CaptureLive {
     pub(crate) seq: u64,
     pub(crate) panic_cpu: u64,
     pub(crate) gates_switched: u64,
+    pub(crate) given_back: u64,
 }
 
 const _: () = {
@@ -110,6 +111,7 @@ const _: () = {
     assert!(offset_of!(CaptureLive, seq) == live::SEQ);
     assert!(offset_of!(CaptureLive, panic_cpu) == live::PANIC_CPU);
     assert!(offset_of!(CaptureLive, gates_switched) == live::GATES_SWITCHED);
+    assert!(offset_of!(CaptureLive, given_back) == live::GIVEN_BACK);
     assert!(size_of::<CaptureLive>() == live::SIZE);
 };
 
@@ -243,9 +245,10 @@ unsafe extern "C" {
     pub(crate) fn lbr_dump_bts_unwatch();
 
     /// src/glue.c: attaches the panic trampoline (asm/stubs.S `lbr_dump_panic_entry`) to the entry
-    /// of panic(), vpanic() and crash_kexec() as an ftrace direct call; 0 or -errno. On success
-    /// `*kexec` says whether crash_kexec() is among them (true where the kernel has none). May
-    /// sleep.
+    /// of panic() and vpanic() as an ftrace direct call, and `lbr_dump_kexec_entry` to
+    /// crash_kexec()'s with `lbr_dump_reset_entry` to panic_reset()'s; 0 or -errno (panic() and
+    /// vpanic()). On success `*kexec` says whether crash_kexec() is attached (true where the
+    /// kernel has none). May sleep.
     pub(crate) fn lbr_dump_panic_attach(kexec: *mut bool) -> c_int;
 
     /// src/glue.c: the address of the kernel's IRET to user mode (entry_64.S
@@ -253,8 +256,8 @@ unsafe extern "C" {
     /// name).
     pub(crate) fn lbr_dump_iret_address() -> c_ulong;
 
-    /// src/glue.c: undoes [`lbr_dump_panic_attach`], waiting until no CPU is in the trampoline;
-    /// 0, or -errno when ftrace cannot detach it (the module is then pinned).
+    /// src/glue.c: undoes [`lbr_dump_panic_attach`], waiting until no CPU is in a trampoline;
+    /// 0, or -errno when ftrace cannot detach one (the module is then pinned).
     pub(crate) fn lbr_dump_panic_detach() -> c_int;
 
     /// src/glue.c: attaches the stop trampoline (asm/stubs.S `lbr_dump_stop_entry`) to the entry

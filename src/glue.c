@@ -14,8 +14,9 @@
  *  - struct syscore and register_syscore() (resume on the boot CPU, shutdown) take C structures;
  *  - BTS: ftrace callbacks (struct ftrace_ops) at perf's reserve_ds_buffers() and where CPUs
  *    stop for good;
- *  - the panic path: struct ftrace_ops and the ftrace direct call that puts the panic trampoline
- *    at the entry of panic() and vpanic(), and the panic notifier chain (a C variable).
+ *  - the panic path: struct ftrace_ops and the ftrace direct calls that put the panic path's
+ *    trampolines at the entry of panic(), vpanic(), crash_kexec() and panic_reset(), and the
+ *    panic notifier chain (a C variable).
  * Every function here is declared for Rust in src/ffi.rs, and nowhere else.
  */
 #include <linux/cc_platform.h>
@@ -24,6 +25,7 @@
 #include <linux/ftrace.h>
 #include <linux/kallsyms.h>
 #include <linux/kdebug.h>
+#include <linux/panic.h>
 #include <linux/panic_notifier.h>
 #include <linux/perf_event.h>
 #include <linux/pgtable.h>
@@ -787,20 +789,29 @@ void lbr_dump_die_chain_unwatch(void)
 }
 
 /*
- * The panic trampoline (asm/stubs.S lbr_dump_panic_entry) at the entry of panic(), vpanic() and
- * crash_kexec(), as an ftrace direct call: the fentry call site of each becomes `call lbr_dump_panic_entry`
- * (one taken branch before the freeze) while lbr-dump is armed, and a 5-byte NOP again when it
- * disarms: nothing is attached, and nothing costs, while disarmed. Returns 0 or -errno (-ENODEV:
- * the kernel has no DYNAMIC_FTRACE_WITH_DIRECT_CALLS; -EBUSY: another direct call is attached to
- * one of them). Serialized by lbr-dump's state lock.
+ * The panic trampoline (asm/stubs.S lbr_dump_panic_entry) at the entry of panic() and vpanic(),
+ * and its twin lbr_dump_kexec_entry at crash_kexec()'s, as ftrace direct calls: the fentry call
+ * site of each becomes `call lbr_dump_panic_entry` (one taken branch before the freeze) while
+ * lbr-dump is armed, and a 5-byte NOP again when it disarms: nothing is attached, and nothing
+ * costs, while disarmed. A claim taken at crash_kexec() is given back at panic_reset(), which
+ * crash_kexec() calls when it returns (no crash kernel loaded): the reset trampoline
+ * (lbr_dump_reset_entry) is attached there first, and crash_kexec() is left out without it.
+ * Returns 0 or -errno (-ENODEV: the kernel has no DYNAMIC_FTRACE_WITH_DIRECT_CALLS; -EBUSY:
+ * another direct call is attached to panic() or vpanic()). Serialized by lbr-dump's state lock.
  */
 void lbr_dump_panic_entry(void);	/* asm/stubs.S */
+void lbr_dump_kexec_entry(void);	/* asm/stubs.S */
+void lbr_dump_reset_entry(void);	/* asm/stubs.S */
 static struct ftrace_ops lbr_dump_panic_ops;
+static struct ftrace_ops lbr_dump_kexec_ops;
+static struct ftrace_ops lbr_dump_reset_ops;
+static bool lbr_dump_kexec_attached, lbr_dump_reset_attached;
 
 /*
- * crash_kexec() (not exported: by name) into the panic trampoline's filter: 0 or -errno (-EINVAL:
- * ftrace cannot trace a function of that name, e.g. inlined or notrace). Its own function so that
- * tests can make it fail (fail_function, Documentation/fault-injection/fault-injection.rst).
+ * crash_kexec() (not exported: by name) into the kexec trampoline's filter: 0 or -errno
+ * (-EINVAL: ftrace cannot trace a function of that name, e.g. inlined or notrace). Its own
+ * function so that tests can make it fail (fail_function,
+ * Documentation/fault-injection/fault-injection.rst).
  */
 static noinline __noclone int lbr_dump_filter_crash_kexec(struct ftrace_ops *ops)
 {
@@ -809,31 +820,6 @@ static noinline __noclone int lbr_dump_filter_crash_kexec(struct ftrace_ops *ops
 	return ftrace_set_filter(ops, crash_kexec, sizeof(crash_kexec) - 1, 0);
 }
 ALLOW_ERROR_INJECTION(lbr_dump_filter_crash_kexec, ERRNO);
-
-/*
- * *kexec says whether crash_kexec() is attached too (true also where the kernel has no
- * CRASH_DUMP, hence no crash_kexec()), when the attach succeeds. An oops that must end in a
- * panic (panic_on_oops, in interrupt, the idle task or init) calls crash_kexec() from oops_end()
- * before panic(), and with kdump loaded it never returns: the other CPUs are stopped by kdump's
- * NMI shootdown without a panic() entry, and the panicking CPU reaches machine_kexec() without
- * the trampoline's LBR_BTS_OFF (src/capture/mod.rs refuses BTS without it).
- */
-int lbr_dump_panic_attach(bool *kexec)
-{
-	unsigned long ips[] = { (unsigned long)panic, (unsigned long)vpanic };
-	int ret;
-
-	*kexec = !IS_ENABLED(CONFIG_CRASH_DUMP);
-	ret = ftrace_set_filter_ips(&lbr_dump_panic_ops, ips, ARRAY_SIZE(ips), 0, 1);
-	if (ret)
-		return ret;
-	if (IS_ENABLED(CONFIG_CRASH_DUMP))
-		*kexec = !lbr_dump_filter_crash_kexec(&lbr_dump_panic_ops);
-	ret = register_ftrace_direct(&lbr_dump_panic_ops, (unsigned long)lbr_dump_panic_entry);
-	if (ret)
-		ftrace_free_filter(&lbr_dump_panic_ops);
-	return ret;
-}
 
 /*
  * A detach that fails (ftrace was shut down after an ftrace bug: the call sites stay patched)
@@ -849,10 +835,86 @@ static int lbr_dump_detach(struct ftrace_ops *ops, unsigned long tramp)
 	return ret;
 }
 
-/* Undoes lbr_dump_panic_attach(); ftrace waits until no CPU can still be in the trampoline. */
+/*
+ * The reset trampoline at panic_reset(), then the kexec trampoline at crash_kexec(): 0 or
+ * -errno, with crash_kexec() not attached. (panic_reset()'s trampoline stays only if ftrace
+ * cannot detach it: lbr_dump_panic_detach() tries again and reports it.)
+ */
+static int lbr_dump_kexec_attach(void)
+{
+	unsigned long reset = (unsigned long)panic_reset;
+	int ret;
+
+	ret = ftrace_set_filter_ips(&lbr_dump_reset_ops, &reset, 1, 0, 1);
+	if (ret)
+		return ret;
+	ret = register_ftrace_direct(&lbr_dump_reset_ops, (unsigned long)lbr_dump_reset_entry);
+	if (ret) {
+		ftrace_free_filter(&lbr_dump_reset_ops);
+		return ret;
+	}
+	lbr_dump_reset_attached = true;
+	ret = lbr_dump_filter_crash_kexec(&lbr_dump_kexec_ops);
+	if (!ret)
+		ret = register_ftrace_direct(&lbr_dump_kexec_ops, (unsigned long)lbr_dump_kexec_entry);
+	if (!ret) {
+		lbr_dump_kexec_attached = true;
+		return 0;
+	}
+	ftrace_free_filter(&lbr_dump_kexec_ops);
+	if (!lbr_dump_detach(&lbr_dump_reset_ops, (unsigned long)lbr_dump_reset_entry)) {
+		lbr_dump_reset_attached = false;
+		ftrace_free_filter(&lbr_dump_reset_ops);
+	}
+	return ret;
+}
+
+/*
+ * *kexec says whether crash_kexec() is attached too (true also where the kernel has no
+ * CRASH_DUMP, hence no crash_kexec()), when the attach succeeds. An oops that must end in a
+ * panic (panic_on_oops, in interrupt, the idle task or init) calls crash_kexec() from oops_end()
+ * before panic(), and with kdump loaded it never returns: the other CPUs are stopped by kdump's
+ * NMI shootdown without a panic() entry, and the panicking CPU reaches machine_kexec() without
+ * the trampoline's LBR_BTS_OFF (src/capture/mod.rs refuses BTS without it).
+ */
+int lbr_dump_panic_attach(bool *kexec)
+{
+	unsigned long ips[] = { (unsigned long)panic, (unsigned long)vpanic };
+	int ret;
+
+	ret = ftrace_set_filter_ips(&lbr_dump_panic_ops, ips, ARRAY_SIZE(ips), 0, 1);
+	if (ret)
+		return ret;
+	ret = register_ftrace_direct(&lbr_dump_panic_ops, (unsigned long)lbr_dump_panic_entry);
+	if (ret) {
+		ftrace_free_filter(&lbr_dump_panic_ops);
+		return ret;
+	}
+	if (IS_ENABLED(CONFIG_CRASH_DUMP))
+		lbr_dump_kexec_attach();
+	*kexec = !IS_ENABLED(CONFIG_CRASH_DUMP) || lbr_dump_kexec_attached;
+	return 0;
+}
+
+/*
+ * Undoes lbr_dump_panic_attach(), crash_kexec()'s trampoline before panic_reset()'s (a claim
+ * taken at crash_kexec() can be given back while one can be taken); ftrace waits until no CPU
+ * can still be in a trampoline. Nonzero if one of them could not be detached.
+ */
 int lbr_dump_panic_detach(void)
 {
-	return lbr_dump_detach(&lbr_dump_panic_ops, (unsigned long)lbr_dump_panic_entry);
+	int ret = 0;
+
+	if (lbr_dump_kexec_attached) {
+		ret |= lbr_dump_detach(&lbr_dump_kexec_ops, (unsigned long)lbr_dump_kexec_entry);
+		lbr_dump_kexec_attached = false;
+	}
+	if (lbr_dump_reset_attached) {
+		ret |= lbr_dump_detach(&lbr_dump_reset_ops, (unsigned long)lbr_dump_reset_entry);
+		lbr_dump_reset_attached = false;
+	}
+	ret |= lbr_dump_detach(&lbr_dump_panic_ops, (unsigned long)lbr_dump_panic_entry);
+	return ret;
 }
 
 /*

@@ -281,14 +281,22 @@ pub mod live {
     /// The last sequence number handed out (a locked add in every capture).
     pub const SEQ: usize = 0x00;
     /// 0 until a panic is captured, then the capturing CPU's number plus one (the panic
-    /// trampoline claims it with a locked compare-and-exchange: one panic capture per arming).
+    /// trampoline claims it with a locked compare-and-exchange: one panic capture per arming),
+    /// with bit [`KEXEC_CLAIM_BIT`] set if it was claimed at crash_kexec(). Such a claim is
+    /// given back (0 again) at panic_reset(), where a crash_kexec() that returns ends.
     pub const PANIC_CPU: usize = 0x08;
     /// Set to 1 (xchg) by the first CPU whose stop trampoline switches the stop gates after a
     /// panic was claimed, 2 when it is done: only it opens and closes the stop switch's window;
     /// another waits for 2 (bounded).
     pub const GATES_SWITCHED: usize = 0x10;
+    /// The sequence counter ([`SEQ`]) as it was when a claim taken at crash_kexec() was last
+    /// given back, 0 if none was: panic snapshots numbered up to it are of a crash_kexec() that
+    /// returned; a later claim's capture is numbered after it.
+    pub const GIVEN_BACK: usize = 0x18;
     /// Size of the structure.
-    pub const SIZE: usize = 0x18;
+    pub const SIZE: usize = 0x20;
+    /// The bit of [`PANIC_CPU`] that marks a claim taken at crash_kexec().
+    pub const KEXEC_CLAIM_BIT: u32 = 63;
 }
 
 /// The stop stubs' register save areas (not part of the dump): `CPU_SIZE` bytes per CPU, at

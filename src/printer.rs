@@ -60,8 +60,10 @@ use crate::report::{EndLine, Header, Kind, LerLine, RecordLine};
 pub(crate) static ARMED: Live<Armed> = Live::new();
 
 /// The task the die notifier last printed an oops for, and the stubs' sequence counter then: a
-/// panic of the same task whose capture at panic() entry is the next one follows that oops (panic_on_oops, an oops in interrupt context), and the oops' exception snapshot is
-/// not printed again. (The counter guards against a new task at a dead one's address.)
+/// panic of the same task whose capture at panic() entry is the next one (or the next but the
+/// one at a crash_kexec() that returned in between) follows that oops (panic_on_oops, an oops in
+/// interrupt context), and the oops' exception snapshot is not printed again. (The counter
+/// guards against a new task at a dead one's address.)
 static OOPS_TASK: AtomicPtr<bindings::task_struct> = AtomicPtr::new(ptr::null_mut());
 static OOPS_SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -269,10 +271,12 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
 fn print_panic(a: &Armed) {
     // SAFETY: reads a segment limit; callable anywhere.
     let this = unsafe { ffi::lbr_dump_cpu_number() } as usize;
-    // SAFETY: one aligned u64 of the stubs' counters, written once by the panic trampoline
-    // with a locked cmpxchg.
-    let claim = unsafe { ptr::addr_of!(ffi::lbr_dump_live.panic_cpu).read_volatile() } as usize;
-    let panic_cpu = claim.checked_sub(1).unwrap_or(this);
+    // SAFETY: one aligned u64 of the stubs' counters, written by the panic trampolines with a
+    // locked cmpxchg (and given back to 0 by the reset trampoline, likewise).
+    let claim = unsafe { ptr::addr_of!(ffi::lbr_dump_live.panic_cpu).read_volatile() };
+    let panic_cpu = (claim & !(1 << layout::live::KEXEC_CLAIM_BIT))
+        .checked_sub(1)
+        .map_or(this, |cpu| cpu as usize);
     print_panicking(a, this, panic_cpu, claim != 0);
     wait_for_stops(a, this);
     let mut kept = 0;
@@ -342,12 +346,24 @@ fn online(cpu: usize) -> bool {
 fn print_panicking(a: &Armed, this: usize, panic_cpu: usize, claimed: bool) {
     // SAFETY: `current` of this CPU, a task that lives while it runs this code.
     let me = unsafe { bindings::get_current() };
+    // SAFETY: one aligned u64 of the stubs' counters, written by the reset trampoline.
+    let given_back = unsafe { ptr::addr_of!(ffi::lbr_dump_live.given_back).read_volatile() };
+    // Not a capture at a crash_kexec() that returned (numbered up to `given_back`): that call
+    // did not crash, and its claim was given back.
     let snap = newest_on(a, panic_cpu, |s| {
-        s.cpu == panic_cpu && Kind::of(s.vector) == Kind::Panic
+        s.cpu == panic_cpu && Kind::of(s.vector) == Kind::Panic && s.seq > given_back
     });
-    // The panic follows this task's oops if no capture came between them but the panic's own.
+    // The panic follows this task's oops if no capture came between them but the panic's own,
+    // and one at crash_kexec() given back right after the oops (oops_end() calls crash_kexec()
+    // before panic(): without a crash kernel it returns).
+    let oops_seq = OOPS_SEQ.load(Ordering::Relaxed);
+    let since = if given_back == oops_seq.wrapping_add(1) {
+        given_back
+    } else {
+        oops_seq
+    };
     let after_oops = OOPS_TASK.load(Ordering::Acquire) == me
-        && snap.is_none_or(|s| s.seq.wrapping_sub(OOPS_SEQ.load(Ordering::Relaxed)) <= 1);
+        && snap.is_none_or(|s| s.seq.wrapping_sub(since) <= 1);
     match snap {
         _ if after_oops => none(
             this,

@@ -4,10 +4,11 @@
 //! hooked gates, the panic path and the printers, in that order; disarming undoes them in
 //! reverse.
 //!
-//! The panic path (Documentation/lbr-dump/design.rst "What a panic shows"): the panic trampoline (asm/stubs.S) is attached
-//! to the entry of panic(), vpanic() and crash_kexec() as an ftrace direct call and captures the
-//! panicking CPU; the stop trampoline, at the entry of the functions that stop the other CPUs,
-//! switches the NMI and REBOOT_VECTOR gates to the stop stubs, whose static calls and gate values
+//! The panic path (Documentation/lbr-dump/design.rst "What a panic shows"): the panic trampolines (asm/stubs.S) are attached
+//! to the entry of panic(), vpanic() and crash_kexec() as ftrace direct calls and capture the
+//! panicking CPU (a crash_kexec() that returns gives its claim back at panic_reset(), where
+//! another trampoline is attached); the stop trampoline, at the entry of the functions that stop
+//! the other CPUs, switches the NMI and REBOOT_VECTOR gates to the stop stubs, whose static calls and gate values
 //! are prepared here (text patching cannot happen in a panic). Those gates are the kernel's until
 //! a panic stops the other CPUs: no cost for the NMIs and IPIs of a running system.
 //!

@@ -9,11 +9,12 @@ use super::*;
 /// when disarming; one the kernel refused was reported with its reason).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct PanicPath {
-    /// asm/stubs.S `lbr_dump_panic_entry` at panic(), vpanic(), crash_kexec(): the panicking
-    /// CPU is captured.
+    /// asm/stubs.S `lbr_dump_panic_entry` at panic(), vpanic(): the panicking CPU is captured.
     pub(crate) panic: bool,
-    /// The panic trampoline is at crash_kexec() too (or the kernel has no crash_kexec()): an
-    /// oops that goes to kdump is captured there and switches BTS off before machine_kexec().
+    /// `lbr_dump_kexec_entry` is at crash_kexec(), and `lbr_dump_reset_entry` at panic_reset()
+    /// to give back the claim of a crash_kexec() that returns; or the kernel has no
+    /// crash_kexec(). An oops that goes to kdump is captured there and switches BTS off before
+    /// machine_kexec().
     pub(crate) kexec: bool,
     /// asm/stubs.S `lbr_dump_stop_entry` at native_stop_other_cpus(), nmi_shootdown_cpus(): the
     /// stop gates are switched there, and the other CPUs are captured as they stop.
@@ -78,7 +79,7 @@ pub(super) fn attach_panic_path(armed: &mut Armed, nmi_freeze: bool) -> Result {
         armed.panic.attached.kexec = kexec;
         if !kexec {
             pr_warn!(
-                "panic path: cannot attach to crash_kexec(): an oops that goes to kdump is captured by its exception alone\n"
+                "panic path: cannot attach to crash_kexec() and panic_reset(): an oops that goes to kdump is captured by its exception alone\n"
             );
         }
     } else {

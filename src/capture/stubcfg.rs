@@ -96,6 +96,8 @@ pub(super) fn configure_stubs(
         AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_live.seq)).store(0, Ordering::SeqCst);
         AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_live.gates_switched))
             .store(0, Ordering::SeqCst);
+        AtomicU64::from_ptr(ptr::addr_of_mut!(ffi::lbr_dump_live.given_back))
+            .store(0, Ordering::SeqCst);
     }
     Ok(())
 }
@@ -135,12 +137,13 @@ pub(super) fn configure_panic_path(
 pub(super) fn make_trampolines_inert() {
     // SAFETY: fields of the stubs' configuration; the trampolines read them with plain loads (an
     // aligned 8-byte store is seen whole). No CPU has a block any more (nr_cpus 0: the
-    // trampolines write nothing per CPU), the panic counts as claimed (the panic trampoline only
-    // freezes and puts the recorder back) and no gate is known (the stop trampoline writes
-    // nothing, and opens no window: gate_pte 0). The exception stubs do not run: their gates
-    // are restored next.
+    // trampolines write nothing per CPU), the panic counts as claimed, not at crash_kexec() (the
+    // panic trampolines only freeze and put the recorder back, the reset trampoline gives
+    // nothing back) and no gate is known (the stop trampoline writes nothing, and opens no
+    // window: gate_pte 0). The exception stubs do not run: their gates are restored next.
     unsafe {
-        ptr::addr_of_mut!(ffi::lbr_dump_live.panic_cpu).write_volatile(u64::MAX);
+        ptr::addr_of_mut!(ffi::lbr_dump_live.panic_cpu)
+            .write_volatile(!(1 << layout::live::KEXEC_CLAIM_BIT));
         window::write_config(|page| {
             let c = ptr::addr_of_mut!((*page).cfg);
             ptr::addr_of_mut!((*c).nr_cpus).write_volatile(0);

@@ -16,7 +16,7 @@ import subprocess
 import stackframes
 from harness import (ARM, CRASH, CRASH_PARAMS, LKDTM, MODULE, MODULE_KO, REPO, SYSFS, assert_clean, boot, decode,
                      kdump, kernel_lines, symbols, tail)
-from records import assert_decoded_equals_freeze, assert_equals_freeze, printed_records
+from records import assert_decoded_equals_freeze, assert_equals_freeze, emulated, freeze_records, printed_records
 
 MODEL = "skylake"
 PANIC, NMI, REBOOT = 256, 2, 248
@@ -478,11 +478,75 @@ def test_panic_on_oops_prints_the_exception_once(r):
     check_stopped(res, snaps, [1 - exc[0]["cpu"]])
 
 
+# lbr_crash crash=kexec_return: crash_kexec(NULL) on CPU 1 with no crash kernel loaded, which
+# returns (as a BPF program's call, a destructive kfunc, or the UV NMI button's does); the guest's
+# addresses of crash_kexec() and of the stop stubs for the emulator's log.
+KEXEC_RETURN = f"""grep -wE 'crash_kexec|lbr_dump_stop_ipi|lbr_dump_stop_nmi' /proc/kallsyms
+insmod {CRASH} crash=kexec_return cpu=1 target=0x$(grep -w crash_kexec /proc/kallsyms | cut -d' ' -f1)
+"""
+
+
+def kexec_returned(res):
+    """The run's crash_kexec() returned on CPU 1 with no crash kernel loaded, after lbr-dump
+    captured its entry (the emulator froze CPU 1's recorder with the call from crash_kexec()'s
+    first instructions into lbr-dump as the newest record). Returns the guest's kallsyms
+    addresses {name: address} of crash_kexec and the stop stubs."""
+    con = res.console
+    # Armed with the whole panic path: at crash_kexec() and panic_reset(), and the stop trampoline.
+    assert re.search(r"lbr_dump: armed: .*, panic path on(?! \()", con), "\n".join(kernel_lines(con, "lbr_dump"))
+    assert "kexec_return: crash_kexec(NULL) returned on CPU 1, no crash kernel loaded" in con, tail(con)
+    syms = {m[2]: int(m[1], 16) for m in re.finditer(r"^([0-9a-f]{16}) [tT] (\w+)\s", con, re.M)}
+    assert {"crash_kexec", "lbr_dump_stop_ipi", "lbr_dump_stop_nmi"} <= set(syms), syms
+    events = res.emu_events()
+    flavour, fmt = emulated(events)
+    at_entry = [e for e in events if e["event"] == "freeze" and e["cpu"] == 1
+                and (t := freeze_records(e, flavour, fmt)) and 0 <= t[0]["from"] - syms["crash_kexec"] < 16]
+    assert at_entry, "the emulator saw no capture on CPU 1 at crash_kexec() entry"
+    return syms
+
+
+def stop_stub_freezes(res, syms):
+    """The emulator's freezes whose newest record is an interrupt's delivery into a stop stub."""
+    events = res.emu_events()
+    flavour, fmt = emulated(events)
+    stubs = {syms["lbr_dump_stop_ipi"], syms["lbr_dump_stop_nmi"]}
+    return [e for e in events if e["event"] == "freeze"
+            and (t := freeze_records(e, flavour, fmt)) and t[0]["to"] in stubs]
+
+
+def test_a_crash_kexec_that_returned_gives_the_panic_back(r):
+    # crash_kexec() takes the one panic capture at its entry; returning (no crash kernel), it
+    # gives it back as the kernel gives back its panic_cpu (panic_reset()). A later sysrq-c on
+    # CPU 0 is then captured at panic() entry and printed as CPU 0's, and CPU 1 as the panic
+    # stops it; crash_kexec()'s own capture stays in memory, not printed.
+    res, snaps = panic_run("kexec-return", KEXEC_RETURN + "taskset -c 0 sh -c 'echo c > /proc/sysrq-trigger'\n",
+                           smp=2)
+    kexec_returned(res)
+    assert "Kernel panic - not syncing: sysrq triggered crash" in res.console, tail(res.console)
+    panics = [s for s in snaps if s["vector"] == PANIC]
+    assert [s["cpu"] for s in panics] == [0], "\n".join(s["line"] for s in snaps)
+    check_panic_snapshot(res, panics[0], "sysrq_handle_crash")
+    check_stopped(res, snaps, [1])
+
+
+def test_a_reboot_after_a_crash_kexec_that_returned_captures_nothing(r):
+    # After crash_kexec() returned, nothing is claimed: the reboot at the script's end stops
+    # CPU 1 (native_stop_other_cpus()) through the kernel's gates, not lbr-dump's stop stubs.
+    res = boot(name="panic-kexec-return-reboot", cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}",
+               smp=2, timeout=300, script=ARM + KEXEC_RETURN)
+    syms = kexec_returned(res)
+    assert "reboot: Restarting system" in res.console, tail(res.console)
+    stops = stop_stub_freezes(res, syms)
+    assert not stops, f"the reboot's stop interrupts were captured: {len(stops)} freezes in the stop stubs"
+
+
 def test_disarmed_panic_path_is_detached(r):
-    # While armed, panic(), vpanic() and crash_kexec() carry lbr-dump's panic trampoline, and
-    # native_stop_other_cpus() and nmi_shootdown_cpus() its stop trampoline, as ftrace direct
-    # calls (tracefs' enabled_functions); disarmed, none does, and the NMI and REBOOT_VECTOR gates are the
-    # kernel's throughout (capture_forced.py checks the gates).
+    # While armed, panic() and vpanic() carry lbr-dump's panic trampoline, crash_kexec() its
+    # kexec trampoline and panic_reset() its reset trampoline (where a crash_kexec() that
+    # returns gives its claim back), native_stop_other_cpus() and nmi_shootdown_cpus() its stop
+    # trampoline, as ftrace direct calls (tracefs' enabled_functions); disarmed, none does, and
+    # the NMI and REBOOT_VECTOR gates are the kernel's throughout (capture_forced.py checks the
+    # gates).
     res = boot(name="panic-detach", cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}", script=f"""
 mount -t tracefs none {TRACEFS}
 {ARM}echo ==armed==; cat {TRACEFS}/enabled_functions; echo ==
@@ -496,7 +560,9 @@ echo ==rearmed==; cat {TRACEFS}/enabled_functions; echo ==
         # Each traced function's line, then its direct call's.
         direct = lambda t: sorted(re.findall(  # noqa: E731
             rf"^(\w+) \(\d+\)[^\n]*\n\s*direct-->{t}\+0x0/", part(tag), re.M))
-        assert direct("lbr_dump_panic_entry") == ["crash_kexec", "panic", "vpanic"], part(tag)
+        assert direct("lbr_dump_panic_entry") == ["panic", "vpanic"], part(tag)
+        assert direct("lbr_dump_kexec_entry") == ["crash_kexec"], part(tag)
+        assert direct("lbr_dump_reset_entry") == ["panic_reset"], part(tag)
         assert direct("lbr_dump_stop_entry") == ["native_stop_other_cpus", "nmi_shootdown_cpus"], part(tag)
     assert "direct-->lbr_dump_" not in part("disarmed"), part("disarmed")
     assert_clean(res.console)
@@ -563,10 +629,10 @@ def test_kdump_vmcore_has_every_cpu(r):
 def test_kdump_after_panic_on_oops_has_every_cpu(r):
     # An oops with oops=panic and kdump loaded, 2 vCPUs: oops_end() goes to crash_kexec() before
     # any panic(). The oops prints its #PF snapshot (the die notifier runs first); lbr-dump's
-    # trampoline at crash_kexec() entry switches the stop gates, so kdump's NMI shootdown
-    # captures the other CPU: the vmcore holds the #PF snapshot, the one at crash_kexec() entry
-    # (kind panic, its #0 the call into the trampoline, #1 oops_end calling crash_kexec) and the
-    # other CPU's NMI snapshot.
+    # trampoline at crash_kexec() entry (its claim marked as crash_kexec()'s) switches the stop
+    # gates, so kdump's NMI shootdown captures the other CPU: the vmcore holds the #PF snapshot,
+    # the one at crash_kexec() entry (kind panic, its #0 the call into the kexec trampoline, #1
+    # oops_end calling crash_kexec) and the other CPU's NMI snapshot.
     res, disk = kdump("panic-kdump-oops", f"echo EXCEPTION > {LKDTM}", append="oops=panic", smp=2,
                       cpu="Skylake-Client", accel="tcg", emulate=f"model={MODEL}")
     printed = snapshots(res.console)
@@ -581,6 +647,7 @@ def test_kdump_after_panic_on_oops_has_every_cpu(r):
     [p] = [s for s in doc["snapshots"] if s["kind"] == "panic"]
     sym = lambda x: x["symbol"] or ""  # noqa: E731
     assert in_function(sym(p["records"][0]["from"]), "crash_kexec"), p["records"][0]
+    assert sym(p["records"][0]["to"]).startswith("lbr_dump_kexec_entry+0x0/"), p["records"][0]
     assert in_function(sym(p["records"][1]["from"]), "oops_end"), p["records"][1]
     [s] = [s for s in doc["snapshots"] if s["kind"] == "stop"]
     assert s["vector_name"] == "NMI" and sym(s["records"][0]["to"]).startswith("lbr_dump_stop_nmi+0x0/"), s

@@ -58,7 +58,11 @@ fn assembly_offsets_match() {
             (t.next()? == "#define").then_some(())?;
             let name = t.next()?;
             let v = t.next()?;
-            Some((name, usize::from_str_radix(v.strip_prefix("0x")?, 16).ok()?))
+            let n = match v.strip_prefix("0x") {
+                Some(hex) => usize::from_str_radix(hex, 16),
+                None => v.parse(),
+            };
+            Some((name, n.ok()?))
         })
         .collect();
     let want = [
@@ -107,6 +111,8 @@ fn assembly_offsets_match() {
         ("LBR_LIVE_SEQ", live::SEQ),
         ("LBR_LIVE_PANIC_CPU", live::PANIC_CPU),
         ("LBR_LIVE_GATES_SWITCHED", live::GATES_SWITCHED),
+        ("LBR_LIVE_GIVEN_BACK", live::GIVEN_BACK),
+        ("LBR_LIVE_KEXEC_CLAIM_BIT", live::KEXEC_CLAIM_BIT as usize),
         ("LBR_LIVE_SIZE", live::SIZE),
         ("LBR_STOP_CPU_SIZE", stop::CPU_SIZE),
         ("LBR_STOP_NMI", stop::NMI),

@@ -733,11 +733,12 @@ void lbr_dump_vlbr_unwatch(void)
 }
 
 /*
- * The die chain's first notifier. #DB delivery clears the LBR switch, and lbr-dump's debug
- * notifier (src/capture/debug.rs, DIE_DEBUG) puts it back; but perf's breakpoint handler, which
- * the kernel registers at boot with the highest priority (kernel/events/hw_breakpoint.c
- * hw_breakpoint_exceptions_nb, INT_MAX: lbr-dump's, of the same priority, comes after it), ends
- * the chain (NOTIFY_STOP) for a #DB it takes whole: a user's own watchpoint's
+ * The die chain's first notifier. #DB delivery clears the LBR switch, and the kernel's #DB
+ * handler calls the die chain with DIE_DEBUG (src/capture/debug.rs); but perf's breakpoint
+ * handler, which the kernel registers at boot with the highest priority
+ * (kernel/events/hw_breakpoint.c hw_breakpoint_exceptions_nb, INT_MAX: a notifier of lbr-dump's,
+ * of the same priority, would come after it), ends the chain (NOTIFY_STOP) for a #DB it takes
+ * whole: a user's own watchpoint's
  * (perf_event_open() PERF_TYPE_BREAKPOINT on a user address), or a DR6 trap bit of a slot with
  * no breakpoint (arch/x86/kernel/hw_breakpoint.c hw_breakpoint_handler()). So a callback at the
  * entry of that notifier, hw_breakpoint_exceptions_notify(), re-arms for every DIE_DEBUG before

@@ -227,7 +227,15 @@
  *                                     (not exported: from /proc/kallsyms), checked by name; the
  *                                     load fails with -EBUSY if kexec_crash_loaded(). Prints
  *                                     `kexec_return: crash_kexec(NULL) returned on CPU N, no
- *                                     crash kernel loaded`
+ *                                     crash kernel loaded`; with race=1 (N not 0), a panic
+ *                                     races it: CPU N is held at __crash_kexec()'s entry (a
+ *                                     kprobe) until a kernel thread on CPU 0, started once CPU N
+ *                                     is held, has passed panic()'s and vpanic()'s entry on
+ *                                     sysrq-c (handle_sysrq('c')); CPU 0 is held in turn just
+ *                                     before vpanic()'s panic_try_start() (a kprobe on
+ *                                     panic_try_force_cpu(), called right before it) until
+ *                                     crash_kexec() returned on CPU N, past panic_reset(): the
+ *                                     panic is CPU 0's. rmmod removes the kprobes
  *   insmod lbr_crash.ko crash=fixed_gp rounds=N [msr=MSR]
  *                                     no crash: kernel-mode #GPs the kernel fixes up: N times
  *                                     (default 1) rdmsr_safe() and wrmsr_safe(0) of an MSR that
@@ -348,6 +356,8 @@ static bool late_at_print;	/* crash=stop_late: CPU 1 let go as lbr_dump prints i
 module_param(late_at_print, bool, 0);
 static char *at = "#1 ";	/* crash=print_rewrite: the line of lbr_dump's it acts at */
 module_param(at, charp, 0);
+static bool race;	/* crash=kexec_return: a panic on CPU 0 races the call */
+module_param(race, bool, 0);
 
 /*
  * void lbr_crash_exec_user_ac(unsigned long addr), for crash=exec_user_ac: sets RFLAGS.AC (as
@@ -2181,6 +2191,8 @@ static void lbr_crash_gates_stop(void)
 			gate_torn_addr, (void *)gate_torn_addr);
 }
 
+static void lbr_crash_race_unprobe(void);	/* crash=kexec_return race=1 */
+
 static void __exit lbr_crash_exit(void)
 {
 	if (!strcmp(crash, "perf_mid_arm"))
@@ -2215,6 +2227,7 @@ static void __exit lbr_crash_exit(void)
 		unregister_nmi_handler(NMI_LOCAL, "lbr_dump");
 	if (!strcmp(crash, "watch"))
 		pr_info("watch: removed, %d breakpoint hits in all\n", atomic_read(&hits));
+	lbr_crash_race_unprobe();
 	if (free_watch_on) {
 		unregister_kprobe(&free_watch_probe);
 		pr_info("free_watch: removed, %d frees\n", atomic_read(&free_watch_frees));
@@ -2284,6 +2297,83 @@ static int lbr_crash_print_rewrite(void)
 }
 
 /*
+ * race=1: the stages of the race, in order (kexec_race_stage). CPU cpu= holds at
+ * __crash_kexec()'s entry (RACE_HELD: it has taken lbr-dump's claim at crash_kexec() and the
+ * kernel's panic_cpu) until CPU 0's panic has passed the panic trampoline at panic() and vpanic()
+ * (RACE_PANIC: CPU 0 just before vpanic()'s panic_try_start()), and CPU 0 holds there until
+ * crash_kexec() returned on CPU cpu=, past panic_reset() (RACE_RETURNED). Each wait is bounded
+ * by the clock (5 s; NMI-safe, see lbr_crash_late_nmi). While CPU cpu= holds panic_cpu, printk()
+ * drops CPU 0's messages (a non-panic CPU's): the lines that say how the race went are printed
+ * once panic_cpu is given back, by CPU cpu= after crash_kexec() and by CPU 0 after its wait.
+ */
+enum { RACE_START, RACE_HELD, RACE_PANIC, RACE_RETURNED };
+static atomic_t kexec_race_stage = ATOMIC_INIT(RACE_START);
+static struct task_struct *kexec_race_thread;	/* the sysrq-c thread on CPU 0 */
+static bool kexec_race_probed;
+static bool kexec_race_let_go;	/* CPU cpu= held at __crash_kexec() until RACE_PANIC */
+
+/* Waits (5 s at most) until the race has reached `stage`; whether it did. */
+static bool lbr_crash_race_wait(int stage)
+{
+	u64 start = ktime_get_mono_fast_ns(), spins;
+
+	for (spins = 0; atomic_read(&kexec_race_stage) < stage && spins < U32_MAX &&
+	     ktime_get_mono_fast_ns() - start < 5 * NSEC_PER_SEC; spins++)
+		cpu_relax();
+	return atomic_read(&kexec_race_stage) >= stage;
+}
+NOKPROBE_SYMBOL(lbr_crash_race_wait);
+
+static int lbr_crash_race_hold_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	if (raw_smp_processor_id() != cpu ||
+	    atomic_cmpxchg(&kexec_race_stage, RACE_START, RACE_HELD) != RACE_START)
+		return 0;
+	kexec_race_let_go = lbr_crash_race_wait(RACE_PANIC);
+	return 0;
+}
+NOKPROBE_SYMBOL(lbr_crash_race_hold_pre);
+
+static struct kprobe race_hold_kp = {
+	.symbol_name = "__crash_kexec",
+	.pre_handler = lbr_crash_race_hold_pre,
+};
+
+static int lbr_crash_race_panic_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	if (current != kexec_race_thread ||
+	    atomic_cmpxchg(&kexec_race_stage, RACE_HELD, RACE_PANIC) != RACE_HELD)
+		return 0;
+	if (lbr_crash_race_wait(RACE_RETURNED))
+		pr_emerg("kexec_return: race: CPU %d held before vpanic()'s panic_try_start() until crash_kexec() returned on CPU %d\n",
+			 raw_smp_processor_id(), cpu);
+	else
+		pr_emerg("kexec_return: race: crash_kexec() did not return on CPU %d in 5 s\n", cpu);
+	return 0;
+}
+NOKPROBE_SYMBOL(lbr_crash_race_panic_pre);
+
+/* Called by vpanic() right before its panic_try_start() (inlined there, so not probed itself). */
+static struct kprobe race_panic_kp = {
+	.symbol_name = "panic_try_force_cpu",
+	.pre_handler = lbr_crash_race_panic_pre,
+};
+
+static int lbr_crash_race_sysrq_c(void *unused)
+{
+	unsigned long ms;
+
+	for (ms = 0; atomic_read(&kexec_race_stage) < RACE_HELD && ms < 5000; ms++)
+		msleep(1);
+	if (atomic_read(&kexec_race_stage) < RACE_HELD) {
+		pr_info("kexec_return: race: CPU %d not held at __crash_kexec()\n", cpu);
+		return 0;
+	}
+	handle_sysrq('c');
+	return 0;
+}
+
+/*
  * crash=kexec_return: crash_kexec(NULL) (target=) on CPU cpu=, in a kworker bound there, with
  * preemption off as its callers have it (a BPF program runs with migration off, the UV NMI
  * handler and oops_end() with interrupts off). With no crash kernel loaded it claims the
@@ -2296,8 +2386,55 @@ static long lbr_crash_kexec_call(void *unused)
 	preempt_disable();
 	here = raw_smp_processor_id();
 	((void (*)(struct pt_regs *))target)(NULL);	/* crash_kexec(NULL) */
+	if (race) {
+		/* The panic on CPU 0 waits for this: the caller of work_on_cpu() would be too late. */
+		pr_info("kexec_return: crash_kexec(NULL) returned on CPU %ld, %s\n", here,
+			kexec_crash_loaded() ? "a crash kernel loaded meanwhile" : "no crash kernel loaded");
+		pr_info("kexec_return: race: CPU %ld %s\n", here, kexec_race_let_go ?
+			"held at __crash_kexec() until CPU 0's panic reached vpanic()" :
+			"not held at __crash_kexec() until CPU 0's panic reached vpanic()");
+		atomic_set(&kexec_race_stage, RACE_RETURNED);
+	}
 	preempt_enable();
 	return here;
+}
+
+static void lbr_crash_race_unprobe(void)
+{
+	if (!kexec_race_probed)
+		return;
+	unregister_kprobe(&race_panic_kp);
+	unregister_kprobe(&race_hold_kp);
+	kexec_race_probed = false;
+}
+
+static int lbr_crash_race_start(void)
+{
+	struct task_struct *t;
+	int r;
+
+	if (cpu == 0 || !cpu_online(0))
+		return -EINVAL;
+	r = register_kprobe(&race_hold_kp);
+	if (r) {
+		pr_err("kexec_return: race: no kprobe on %s: %d\n", race_hold_kp.symbol_name, r);
+		return r;
+	}
+	r = register_kprobe(&race_panic_kp);
+	if (r) {
+		pr_err("kexec_return: race: no kprobe on %s: %d\n", race_panic_kp.symbol_name, r);
+		unregister_kprobe(&race_hold_kp);
+		return r;
+	}
+	kexec_race_probed = true;
+	t = kthread_create_on_cpu(lbr_crash_race_sysrq_c, NULL, 0, "lbr_sysrq/%u");
+	if (IS_ERR(t)) {
+		lbr_crash_race_unprobe();
+		return PTR_ERR(t);
+	}
+	kexec_race_thread = t;
+	wake_up_process(t);
+	return 0;
 }
 
 static int lbr_crash_kexec_return(void)
@@ -2316,9 +2453,16 @@ static int lbr_crash_kexec_return(void)
 		pr_err("kexec_return: a crash kernel is loaded: crash_kexec() would boot it\n");
 		return -EBUSY;
 	}
+	if (race) {
+		int r = lbr_crash_race_start();
+
+		if (r)
+			return r;
+	}
 	here = work_on_cpu(cpu, lbr_crash_kexec_call, NULL);
-	pr_info("kexec_return: crash_kexec(NULL) returned on CPU %ld, %s\n", here,
-		kexec_crash_loaded() ? "a crash kernel loaded meanwhile" : "no crash kernel loaded");
+	if (!race)
+		pr_info("kexec_return: crash_kexec(NULL) returned on CPU %ld, %s\n", here,
+			kexec_crash_loaded() ? "a crash kernel loaded meanwhile" : "no crash kernel loaded");
 	return 0;
 }
 
@@ -2375,7 +2519,7 @@ static int lbr_crash_kexec_return(void)
 	X(fixed_pf, lbr_crash_fixed_pf, "no crash: rounds= #PFs the kernel fixes up, on CPU cpu=") \
 	X(nmi_offline, lbr_crash_nmi_offline, "no crash: rounds= NMIs to the offline CPU cpu=") \
 	X(free_watch, lbr_crash_free_watch, "no crash: say when the stubs' memory is freed (capture_cfg=)") \
-	X(kexec_return, lbr_crash_kexec_return, "no crash: crash_kexec(NULL) on CPU cpu= (target=) with no crash kernel")
+	X(kexec_return, lbr_crash_kexec_return, "no crash: crash_kexec(NULL) on CPU cpu= (target=) with no crash kernel; race=1: sysrq-c on CPU 0 meanwhile")
 
 struct lbr_crash_type {
 	const char *name;

@@ -987,6 +987,13 @@ SYM_DATA_LOCAL(lbr_dump_no_frame, .quad 0, 0)
  * LBR_LIVE_KEXEC_CLAIM_BIT set: crash_kexec() returns when no crash kernel is loaded (a BPF
  * program's call, the UV NMI button's, an oops before its panic()), and then gives the kernel's
  * claim back with panic_reset(), where lbr_dump_reset_entry (below) gives this one back.
+ * Meanwhile another CPU's panic() can get here, find that claim and go on to vpanic()'s
+ * panic_try_start(), which the kernel's claim given back lets it win: so panic() and vpanic() take
+ * over a kexec claim of another CPU (a second locked cmpxchg, from the claim found), and the
+ * panic that goes on is captured; the given-back claim's CPU, at its panic_reset(), then finds no
+ * kexec claim and gives nothing back. If that crash_kexec() boots a crash kernel instead, its
+ * NMI shootdown stops the CPU that took over (still in panic()), claimed either way. A panic
+ * inside this CPU's own crash_kexec() keeps the kexec claim, as any panic inside the panic.
  *
  * A function called from C, on the panicking task's stack: every register is live (panic()'s
  * arguments, AL for its varargs), so each one used is pushed and popped, RFLAGS too (IRQs are off
@@ -1029,7 +1036,28 @@ SYM_FUNC_START(\sym)
 .endif
 	xorl	%eax, %eax
 	lock cmpxchgq %rcx, lbr_dump_live+LBR_LIVE_PANIC_CPU(%rip)
+.if \kexec
 	jne	.L\sfx\()_put_back		/* claimed before: captured once already */
+.else
+	je	.L\sfx\()_claimed
+	/*
+	 * Claimed before: rax = the claim found, rcx = this CPU's claim, rdx free (saved above).
+	 * Taken at another CPU's crash_kexec() (kexec bit set, and not this CPU's number + 1 under
+	 * it), it may still be given back at that CPU's panic_reset(), and then this panic would go
+	 * on unclaimed: take it over, from the value found. If that value changed in the few
+	 * instructions since (given back, or taken over by a third CPU's panic), put back and
+	 * capture nothing, as before. Taken at panic() or vpanic(), or by this CPU's own
+	 * crash_kexec() (a panic inside it): captured once already.
+	 */
+	movq	%rax, %rdx
+	btrq	$LBR_LIVE_KEXEC_CLAIM_BIT, %rdx	/* CF = kexec bit, rdx = CPU number + 1 */
+	jnc	.L\sfx\()_put_back
+	cmpq	%rcx, %rdx
+	je	.L\sfx\()_put_back
+	lock cmpxchgq %rcx, lbr_dump_live+LBR_LIVE_PANIC_CPU(%rip)
+	jne	.L\sfx\()_put_back
+.L\sfx\()_claimed:
+.endif
 
 	/*
 	 * r11 = SNAP_NMI_ENTRY if an NMI's entry froze the recorder on this CPU and it is still
@@ -1097,12 +1125,13 @@ LBR_PANIC_ENTRY lbr_dump_kexec_entry, kexec, 1		/* crash_kexec() */
  * (LBR_LIVE_KEXEC_CLAIM_BIT) is given back with it, whichever CPU took it (as panic_reset()
  * resets panic_cpu: of two CPUs in crash_kexec() at once, the one that took lbr-dump's claim
  * may lose the kernel's and return without panic_reset()), so that a later panic is captured and
- * a later smp_send_stop() (a reboot) finds nothing claimed. LBR_LIVE_GIVEN_BACK gets the
- * sequence counter as it was before the release: the given-back capture (kept in the ring, kind
- * panic) has a sequence number at most that (unless another CPU was still taking it: two CPUs
- * entering crash_kexec() at once), and any capture of a later claim a greater one, so the panic
- * printer tells them apart (src/printer.rs). A claim taken at panic() or vpanic(), which do not
- * return, is never given back.
+ * a later smp_send_stop() (a reboot) finds nothing claimed; a panic() on another CPU that took
+ * it over meanwhile (above) holds a claim without the kexec bit, which stays. LBR_LIVE_GIVEN_BACK
+ * gets the sequence counter as it was before the release: the given-back capture (kept in the
+ * ring, kind panic) has a sequence number at most that (unless another CPU was still taking it:
+ * two CPUs entering crash_kexec() at once), and any capture of a later claim a greater one, so
+ * the panic printer tells them apart (src/printer.rs). A claim taken at panic() or vpanic(),
+ * which do not return, is never given back.
  *
  * Captures nothing, and changes neither the recorder (its call and return are two records) nor
  * a claim of panic(). Called from C with every register live: rax, rcx, rdx and RFLAGS are saved.

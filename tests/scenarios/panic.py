@@ -529,6 +529,27 @@ def test_a_crash_kexec_that_returned_gives_the_panic_back(r):
     check_stopped(res, snaps, [1])
 
 
+def test_a_panic_racing_a_crash_kexec_that_returns_is_captured(r):
+    # crash_kexec() on CPU 1 takes the one panic capture and the kernel's panic_cpu, and is held
+    # at __crash_kexec() (lbr_crash race=1) while sysrq-c on CPU 0 passes panic()'s and vpanic()'s
+    # entry; CPU 0 is held in turn before vpanic()'s panic_try_start() until crash_kexec() has
+    # returned on CPU 1, giving panic_cpu back (panic_reset()). The panic then runs on CPU 0: its
+    # snapshot is CPU 0's, taken at panic() entry, and CPU 1 is captured as the panic stops it.
+    script = KEXEC_RETURN.replace("crash=kexec_return", "crash=kexec_return race=1")
+    res, snaps = panic_run("kexec-race", script, smp=2)
+    kexec_returned(res)
+    con = res.console
+    assert "kexec_return: race: CPU 1 held at __crash_kexec() until CPU 0's panic reached vpanic()" in con, tail(con)
+    assert "kexec_return: race: CPU 0 held before vpanic()'s panic_try_start() until crash_kexec() returned on CPU 1" \
+        in con, tail(con)
+    assert "Kernel panic - not syncing: sysrq triggered crash" in con, tail(con)
+    panics = [s for s in snaps if s["vector"] == PANIC]
+    assert [s["cpu"] for s in panics] == [0], "\n".join(s["line"] for s in snaps) + "\n" + \
+        "\n".join(kernel_lines(con, "lbr_dump"))
+    check_panic_snapshot(res, panics[0], "sysrq_handle_crash")
+    check_stopped(res, snaps, [1])
+
+
 def test_a_reboot_after_a_crash_kexec_that_returned_captures_nothing(r):
     # After crash_kexec() returned, nothing is claimed: the reboot at the script's end stops
     # CPU 1 (native_stop_other_cpus()) through the kernel's gates, not lbr-dump's stop stubs.

@@ -1121,16 +1121,17 @@ LBR_PANIC_ENTRY lbr_dump_kexec_entry, kexec, 1		/* crash_kexec() */
  * Reset entry: lbr_dump_reset_entry is attached (ftrace direct call, only while armed, and
  * whenever lbr_dump_kexec_entry is) to panic_reset(), which gives the kernel's panic_cpu back;
  * its one caller in the kernel is crash_kexec(), after __crash_kexec() returned (no crash kernel
- * loaded, or kexec_lock held by a kexec_load() in progress). A claim taken at crash_kexec()
- * (LBR_LIVE_KEXEC_CLAIM_BIT) is given back with it, whichever CPU took it (as panic_reset()
- * resets panic_cpu: of two CPUs in crash_kexec() at once, the one that took lbr-dump's claim
- * may lose the kernel's and return without panic_reset()), so that a later panic is captured and
- * a later smp_send_stop() (a reboot) finds nothing claimed; a panic() on another CPU that took
- * it over meanwhile (above) holds a claim without the kexec bit, which stays. LBR_LIVE_GIVEN_BACK
- * gets the sequence counter as it was before the release: the given-back capture (kept in the
- * ring, kind panic) has a sequence number at most that (unless another CPU was still taking it:
- * two CPUs entering crash_kexec() at once), and any capture of a later claim a greater one, so
- * the panic printer tells them apart (src/printer.rs). A claim taken at panic() or vpanic(),
+ * loaded, or kexec_lock held by another kexec user: kexec_load(), kexec_file_load(), a kexec
+ * reboot, a crash-kernel resize or a hotplug update of its elfcorehdr). A claim taken at
+ * crash_kexec() (LBR_LIVE_KEXEC_CLAIM_BIT) is given back with it, whichever CPU took it (as
+ * panic_reset() resets panic_cpu: of two CPUs in crash_kexec() at once, the one that took
+ * lbr-dump's claim may lose the kernel's and return without panic_reset()), so that a later
+ * panic is captured and a later smp_send_stop() (a reboot) finds nothing claimed; a panic() on
+ * another CPU that took it over meanwhile (above) holds a claim without the kexec bit, which
+ * stays. LBR_LIVE_GIVEN_BACK gets the sequence counter as it was before the release: the
+ * given-back capture (kept in the ring, kind panic) has a sequence number at most that (unless
+ * another CPU was still taking it: two CPUs entering crash_kexec() at once), and any capture of
+ * a later claim a greater one, so the panic printer tells them apart (src/printer.rs). A claim taken at panic() or vpanic(),
  * which do not return, is never given back.
  *
  * Captures nothing, and changes neither the recorder (its call and return are two records) nor

@@ -792,7 +792,7 @@ void lbr_dump_die_chain_unwatch(void)
 /*
  * The panic trampoline (asm/stubs.S lbr_dump_panic_entry) at the entry of panic() and vpanic(),
  * and its twin lbr_dump_kexec_entry at crash_kexec()'s, as ftrace direct calls: the fentry call
- * site of each becomes `call lbr_dump_panic_entry` (one taken branch before the freeze) while
+ * site of each becomes a call of its trampoline (one taken branch before the freeze) while
  * lbr-dump is armed, and a 5-byte NOP again when it disarms: nothing is attached, and nothing
  * costs, while disarmed. A claim taken at crash_kexec() is given back at panic_reset(), which
  * crash_kexec() calls when it returns (no crash kernel loaded): the reset trampoline

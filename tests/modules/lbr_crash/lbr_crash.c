@@ -235,7 +235,10 @@
  *                                     before vpanic()'s panic_try_start() (a kprobe on
  *                                     panic_try_force_cpu(), called right before it) until
  *                                     crash_kexec() returned on CPU N, past panic_reset(): the
- *                                     panic is CPU 0's. rmmod removes the kprobes
+ *                                     panic is CPU 0's. rmmod removes the kprobes. The call
+ *                                     through target is indirect: crash_kexec()'s ENDBR is
+ *                                     sealed at boot on IBT hardware (a #CP there); QEMU TCG
+ *                                     has no IBT to object
  *   insmod lbr_crash.ko crash=fixed_gp rounds=N [msr=MSR]
  *                                     no crash: kernel-mode #GPs the kernel fixes up: N times
  *                                     (default 1) rdmsr_safe() and wrmsr_safe(0) of an MSR that

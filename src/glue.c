@@ -84,6 +84,7 @@ int lbr_dump_vlbr_watch(void (*lend)(bool lent));
 void lbr_dump_vlbr_unwatch(void);
 int lbr_dump_panic_attach(bool *kexec);
 unsigned long lbr_dump_iret_address(void);
+bool lbr_dump_in_function(unsigned long addr, const char *name);
 int lbr_dump_panic_detach(void);
 int lbr_dump_stop_attach(void);
 int lbr_dump_stop_detach(void);
@@ -179,6 +180,20 @@ void lbr_dump_window_write(const struct lbr_dump_window *w, void (*fn)(void *va,
 	set_pte((pte_t *)w->pte, __pte(w->ro));
 	asm volatile("invlpg (%0)" : : "r" (w->va) : "memory");
 	raw_spin_unlock_irqrestore(&lbr_dump_window_lock, flags);
+}
+
+/*
+ * Whether `addr` lies in the kernel's function `name` (by kallsyms, sprint_symbol()'s
+ * "name+0xoffset/0xsize"): for the panic printer, which runs in the panic path (kallsyms'
+ * lookup takes no lock; a module's symbols are read under RCU, as %pS does).
+ */
+bool lbr_dump_in_function(unsigned long addr, const char *name)
+{
+	char sym[KSYM_SYMBOL_LEN];
+	size_t n = strlen(name);
+
+	sprint_symbol(sym, addr);
+	return !strncmp(sym, name, n) && sym[n] == '+';
 }
 
 /*

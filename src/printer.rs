@@ -355,15 +355,25 @@ fn print_panicking(a: &Armed, this: usize, panic_cpu: usize, claimed: bool) {
     });
     // The panic follows this task's oops if no capture came between them but the panic's own,
     // and one at crash_kexec() given back right after the oops (oops_end() calls crash_kexec()
-    // before panic(): without a crash kernel it returns).
+    // before panic(): without a crash kernel it returns); or if oops_end() called panic()
+    // (panic_on_oops, an oops in interrupt context): its snapshot's RIP, the return address,
+    // is there (its byte before: the call may be oops_end()'s last instruction). Between the
+    // two, oops_end()'s summary of the registers may take fixed-up faults (its `Code:` line
+    // at an unmapped RIP), each a capture.
     let oops_seq = OOPS_SEQ.load(Ordering::Relaxed);
     let since = if given_back == oops_seq.wrapping_add(1) {
         given_back
     } else {
         oops_seq
     };
+    let from_oops_end = |rip: u64| {
+        // SAFETY: a NUL-terminated static name; kallsyms' lookup is safe in the panic path.
+        unsafe {
+            ffi::lbr_dump_in_function(rip.wrapping_sub(1) as c_ulong, c"oops_end".as_char_ptr())
+        }
+    };
     let after_oops = OOPS_TASK.load(Ordering::Acquire) == me
-        && snap.is_none_or(|s| s.seq.wrapping_sub(since) <= 1);
+        && snap.is_none_or(|s| s.seq.wrapping_sub(since) <= 1 || from_oops_end(s.rip));
     match snap {
         _ if after_oops => none(
             this,

@@ -482,6 +482,9 @@ pub struct Reg(*mut Register);
 // vCPU's register they reach depends on the callback that uses them, not on the thread that
 // holds them.
 unsafe impl Send for Reg {}
+// SAFETY: a `Reg` has no interior mutability and is `Copy`: a shared one gives a thread
+// nothing but a copy of the handle, which `Send` already allows.
+unsafe impl Sync for Reg {}
 
 /// The handles of the named registers (None for those the vCPU lacks). Call from a vCPU
 /// initialisation callback, as the API requires.

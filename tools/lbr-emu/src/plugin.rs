@@ -55,8 +55,9 @@ use crate::classify::{Branch, Kind};
 use crate::cost::Entry;
 use crate::event::{BtsPosition, EntryEnd, Event};
 use crate::model::{Model, MSR_DEBUGCTL};
-use crate::recorder::{Recorder, Switch};
+use crate::recorder::Switch;
 use crate::stall::{self, Stall};
+use crate::vcpu::{Cpu, Fixup};
 
 #[no_mangle]
 pub static qemu_plugin_version: c_int = QEMU_PLUGIN_VERSION;
@@ -92,49 +93,6 @@ struct Regs {
     rdx: Reg,
 }
 
-/// An instruction QEMU executes whose result the emulator rewrites afterwards.
-#[derive(Clone, Copy)]
-enum Fixup {
-    /// `cpuid` of (leaf, subleaf).
-    Cpuid(u32, u32),
-    /// `rdmsr` of IA32_MISC_ENABLE (its BTS and PEBS availability bits).
-    MiscEnable,
-}
-
-struct Cpu {
-    rec: Recorder,
-    regs: Option<Regs>,
-    /// The instruction waiting for its result to be rewritten.
-    fixup: Option<Fixup>,
-    /// Highest basic / extended CPUID leaf QEMU itself answers.
-    orig_max: [Option<u32>; 2],
-    /// The IDT base of the last `lidt` (for recognising #DB delivery).
-    idt: Option<u64>,
-    /// `cost=on`: the delivery being measured.
-    entry: Option<Entry>,
-    /// BTS: this recording period's cost, and the instruction count when it began.
-    bts_tally: BtsTally,
-    bts_insns_at_on: u64,
-}
-
-impl Cpu {
-    /// A vCPU at power-on; `bts_recent`: the newest stored BTS records it keeps (0: none).
-    fn new(model: Model, bts_recent: usize) -> Cpu {
-        let mut rec = Recorder::new(model);
-        rec.recent = bts::Recent::new(bts_recent);
-        Cpu {
-            rec,
-            regs: None,
-            fixup: None,
-            orig_max: [None; 2],
-            idt: None,
-            entry: None,
-            bts_tally: BtsTally::default(),
-            bts_insns_at_on: 0,
-        }
-    }
-}
-
 /// Guest memory as the vCPU whose callback is running sees it.
 struct GuestMem;
 
@@ -151,6 +109,8 @@ struct Emu {
     model: Model,
     hypervisor: Option<crate::model::Hypervisor>,
     cpus: Vec<Mutex<Cpu>>,
+    /// Each vCPU's registers, found when it starts (QEMU's handles).
+    regs: Vec<OnceLock<Regs>>,
     sb: Scoreboard<Sb>,
     log: Option<Mutex<BufWriter<File>>>,
     trace: bool,
@@ -192,6 +152,11 @@ impl Emu {
         self.cpus[vcpu as usize]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The registers of `vcpu`, once it has started and they were found.
+    fn regs(&self, vcpu: c_uint) -> Option<Regs> {
+        self.regs.get(vcpu as usize)?.get().copied()
     }
 
     /// The u64 at `offset` of every vCPU's scoreboard entry.
@@ -425,15 +390,7 @@ const RESET_VECTOR: u64 = 0xffff_fff0;
 extern "C" fn on_reset(vcpu: c_uint, _: *mut c_void) {
     let e = emu();
     for cpu in &e.cpus {
-        let mut cpu = cpu.lock().unwrap_or_else(|e| e.into_inner());
-        let (regs, orig_max) = (cpu.regs, cpu.orig_max);
-        let recent = std::mem::take(&mut cpu.rec.recent);
-        *cpu = Cpu {
-            regs,
-            orig_max,
-            ..Cpu::new(e.model, 0)
-        };
-        cpu.rec.recent = recent;
+        cpu.lock().unwrap_or_else(|e| e.into_inner()).reset(e.model);
     }
     e.log(Event::Reset { cpu: vcpu });
 }
@@ -583,6 +540,7 @@ fn install(id: PluginId, info: &Install) -> Result<(), String> {
         model: cfg.model,
         hypervisor: cfg.hypervisor,
         cpus,
+        regs: (0..n).map(|_| OnceLock::new()).collect(),
         sb: Scoreboard::alloc(),
         log,
         trace: cfg.trace,

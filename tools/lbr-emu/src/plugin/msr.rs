@@ -21,18 +21,18 @@ use crate::recorder::{Access, MsrOp};
 
 /// The vCPU starts: finds the registers the emulation uses.
 pub(super) extern "C" fn on_vcpu_init(vcpu: c_uint, _: *mut c_void) {
-    let [rax, rbx, rcx, rdx] = find_registers([&b"rax"[..], b"rbx", b"rcx", b"rdx"]);
     let e = emu();
+    let i = vcpu as usize;
+    if i >= e.cpus.len() {
+        outs(&format!("vCPU {vcpu} beyond max_vcpus: not emulated"));
+        return;
+    }
+    let [rax, rbx, rcx, rdx] = find_registers([&b"rax"[..], b"rbx", b"rcx", b"rdx"]);
     let (Some(rax), Some(rbx), Some(rcx), Some(rdx)) = (rax, rbx, rcx, rdx) else {
         outs("vCPU has no rax/rbx/rcx/rdx registers: not an x86-64 target? MSRs and CPUID are not emulated");
         return;
     };
-    let Some(cpu) = e.cpus.get(vcpu as usize) else {
-        outs(&format!("vCPU {vcpu} beyond max_vcpus: not emulated"));
-        return;
-    };
-    let mut cpu = cpu.lock().unwrap_or_else(|e| e.into_inner());
-    cpu.regs = Some(Regs { rax, rbx, rcx, rdx });
+    let _ = e.regs[i].set(Regs { rax, rbx, rcx, rdx });
 }
 
 pub(super) extern "C" fn on_rdmsr(vcpu: c_uint, next: *mut c_void) {
@@ -64,8 +64,10 @@ fn msr_access(vcpu: c_uint, next: u64, op: MsrOp, last: bool) {
 /// after it). `pc` is the next instruction's address.
 fn emulate_msr(vcpu: c_uint, pc: u64, op: MsrOp, last: bool) -> bool {
     let e = emu();
+    let Some(regs) = e.regs(vcpu) else {
+        return false;
+    };
     let mut cpu = e.cpu(vcpu);
-    let Some(regs) = cpu.regs else { return false };
     let msr = regs.rcx.read() as u32;
     if let Some(en) = cpu.entry.as_mut() {
         en.msr_access(op);
@@ -153,8 +155,10 @@ fn resume_at(vcpu: c_uint, pc: u64) -> ! {
 
 /// Before `cpuid`: note the leaf. `last` (userdata) says the instruction ends its block.
 pub(super) extern "C" fn on_cpuid(vcpu: c_uint, last: *mut c_void) {
+    let Some(regs) = emu().regs(vcpu) else {
+        return;
+    };
     let mut cpu = emu().cpu(vcpu);
-    let Some(regs) = cpu.regs else { return };
     let (leaf, sub) = (regs.rax.read() as u32, regs.rcx.read() as u32);
     if leaf == MARKER_LEAF {
         drop(cpu);
@@ -180,8 +184,10 @@ pub(super) extern "C" fn on_fixup(vcpu: c_uint, _: *mut c_void) {
     // SAFETY: a callback on vCPU `vcpu`.
     unsafe { sb(vcpu) }.fixup_pending = 0;
     let e = emu();
+    let Some(regs) = e.regs(vcpu) else {
+        return;
+    };
     let mut cpu = e.cpu(vcpu);
-    let Some(regs) = cpu.regs else { return };
     match cpu.fixup.take() {
         Some(Fixup::Cpuid(leaf, sub)) => cpuid_done(e, &mut cpu, regs, leaf, sub),
         Some(Fixup::MiscEnable) => misc_enable_done(e, vcpu, regs),

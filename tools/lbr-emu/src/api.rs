@@ -200,6 +200,7 @@ mod sys {
         pub(super) fn qemu_plugin_mem_get_value(info: u32) -> MemValue;
 
         pub(super) fn qemu_plugin_scoreboard_new(element_size: usize) -> *mut RawScoreboard;
+        pub(super) fn qemu_plugin_u64_get(entry: U64, vcpu_index: c_uint) -> u64;
         pub(super) fn qemu_plugin_scoreboard_find(
             score: *mut RawScoreboard,
             vcpu: c_uint,
@@ -335,6 +336,15 @@ impl<T> Scoreboard<T> {
             score: self.raw,
             offset,
         }
+    }
+
+    /// The u64 at `offset` of vCPU `vcpu`'s entry, read from any thread (QEMU's
+    /// `qemu_plugin_u64_get`, as QEMU's own plugins read their counts at exit): what the vCPU
+    /// last stored once it no longer runs, a value of the moment otherwise. `vcpu` must have
+    /// started (its entry exists).
+    pub fn get(&self, offset: usize, vcpu: c_uint) -> u64 {
+        // SAFETY: a checked field of a live scoreboard; QEMU reads the entry.
+        unsafe { sys::qemu_plugin_u64_get(self.field(offset), vcpu) }
     }
 
     /// vCPU `vcpu`'s entry. Dereferencing it is the caller's business: only vCPU `vcpu`'s thread

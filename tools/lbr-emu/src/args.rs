@@ -20,6 +20,9 @@ use crate::stall;
 ///
 /// `stall=VCPU:ARM:RELEASE`: vCPU VCPU's first freeze after the guest's marker ARM stalls it
 /// until the guest's marker RELEASE ([`stall`]).
+///
+/// `save=PATH`, `load=PATH`: the emulator's state is saved at QEMU's exit, loaded at install
+/// ([`crate::state`]).
 pub struct Config {
     pub model: Model,
     /// `hypervisor=kvm`: the guest sees KVM's CPUID signature ([`model::Hypervisor`]).
@@ -31,6 +34,13 @@ pub struct Config {
     pub bts_recent: usize,
     /// `stall=VCPU:ARM:RELEASE`.
     pub stall: Option<stall::Spec>,
+    /// `save=PATH`, `load=PATH`.
+    pub save: Option<String>,
+    pub load: Option<String>,
+    /// The arguments that shape the guest or the emulation (all but `log=`, `save=` and
+    /// `load=`), as `key=value` with the last value of each key (the one that counts), sorted:
+    /// a saved state is loaded only with the same.
+    pub shaping: Vec<String>,
 }
 
 pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config, String> {
@@ -40,10 +50,15 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
     let mut hypervisor = None;
     let mut bts_recent = 0;
     let mut stall = None;
+    let (mut save, mut load) = (None, None);
+    let mut shaping = std::collections::BTreeMap::new();
     for arg in args {
         let (k, v) = arg
             .split_once('=')
             .ok_or_else(|| format!("argument {arg:?} is not key=value"))?;
+        if !matches!(k, "log" | "save" | "load") {
+            shaping.insert(k, v);
+        }
         let on_off = |v: &str| match v {
             "on" => Ok(true),
             "off" => Ok(false),
@@ -66,6 +81,8 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             "erratum1452" => erratum1452 = Some(num(v)?),
             "bts" => bts = Some(on_off(v)?),
             "log" => log = Some(v.to_string()),
+            "save" => save = Some(v.to_string()),
+            "load" => load = Some(v.to_string()),
             "trace" => trace = on_off(v)?,
             "cost" => cost = on_off(v)?,
             "bts_recent" => {
@@ -85,7 +102,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
             _ => {
                 return Err(format!(
                     "unknown argument {k:?} (model, format, depth, timed, erratum1452, bts, log, \
-                     trace, cost, hypervisor, bts_recent, stall)"
+                     trace, cost, hypervisor, bts_recent, stall, save, load)"
                 ))
             }
         }
@@ -148,6 +165,9 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Config,
         cost,
         bts_recent,
         stall,
+        save,
+        load,
+        shaping: shaping.iter().map(|(k, v)| format!("{k}={v}")).collect(),
     })
 }
 
@@ -221,6 +241,20 @@ mod tests {
                 release: 8
             })
         );
+        let c = parse_args([
+            "trace=on",
+            "save=/s",
+            "model=skylake",
+            "log=/l",
+            "load=/t",
+            "trace=off",
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.save.as_deref(), c.load.as_deref()),
+            (Some("/s"), Some("/t"))
+        );
+        assert_eq!(c.shaping, ["model=skylake", "trace=off"]);
         let c = parse_args(["model=zen4", "erratum1452=3"]).unwrap();
         assert_eq!(
             c.model.flavour,

@@ -175,6 +175,20 @@ impl Recent {
         }
     }
 
+    /// A ring of `cap` that holds `records` (oldest first) and counted `total` stores, as a
+    /// saved state gave them (`load=`). None if they cannot be one: more records than `cap`, or
+    /// than `total`.
+    pub fn restored(cap: usize, records: Vec<Stored>, total: u64) -> Option<Recent> {
+        if records.len() > cap || records.len() as u64 > total || (cap == 0 && total != 0) {
+            return None;
+        }
+        Some(Recent {
+            cap,
+            ring: records.into(),
+            total,
+        })
+    }
+
     /// Is it on (N > 0)?
     pub fn on(&self) -> bool {
         self.cap > 0

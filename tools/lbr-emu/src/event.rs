@@ -13,6 +13,7 @@ use crate::bts::{BtsTally, Fields, Issue, Recent, Stats};
 use crate::classify::Kind;
 use crate::model::{Bts, Flavour, Model};
 use crate::recorder::{Counts, Slot};
+use crate::state::Counters;
 
 /// The BTS buffer's position at a freeze: the DS area, its BTS fields as memory holds them then
 /// (None if they cannot be read), the period's figures, with `cost=on` its cost, and with
@@ -131,6 +132,17 @@ pub enum Event {
     },
     /// A configuration error the guest cannot see (also printed on QEMU's plugin output).
     Error { message: String },
+    /// `save=`: the state was written to `path`; `digest`: [`crate::state::digest`] of it.
+    Saved { path: String, digest: String },
+    /// `save=`: not saved, because of `reason` (on vCPU `cpu`, if it concerns one); one event
+    /// per reason.
+    SaveRefused { cpu: Option<u32>, reason: String },
+    /// `load=`: the state in `path` (`digest`) was loaded; the counters it gave.
+    Restored {
+        path: String,
+        digest: String,
+        counters: Counters,
+    },
     /// QEMU exits: branches seen and recorded in all (LBR), and BTS records stored.
     Exit {
         branches_seen: u64,
@@ -357,6 +369,19 @@ impl Event {
                 json!({"event": "stall-end", "cpu": cpu, "end": end, "ms": ms})
             }
             Event::Error { message } => json!({"event": "error", "message": message}),
+            Event::Saved { path, digest } => {
+                json!({"event": "saved", "path": path, "digest": digest})
+            }
+            Event::SaveRefused { cpu, reason } => {
+                json!({"event": "save-refused", "cpu": cpu, "reason": reason})
+            }
+            Event::Restored {
+                path,
+                digest,
+                counters: c,
+            } => json!({"event": "restored", "path": path, "digest": digest,
+                        "events": c.events, "branches_seen": c.seen, "recorded": c.recorded,
+                        "bts_stored": c.bts_stored}),
             Event::Exit {
                 branches_seen,
                 recorded,
@@ -579,6 +604,44 @@ mod tests {
         assert_eq!(
             line(&exit, 11),
             r#"{"branches_seen":100,"bts_stored":7,"event":"exit","recorded":60,"seq":11}"#
+        );
+    }
+
+    #[test]
+    fn save_and_restore_lines() {
+        let saved = Event::Saved {
+            path: "/s.json".into(),
+            digest: "0x85944171f73967e8".into(),
+        };
+        assert_eq!(
+            line(&saved, 12),
+            r#"{"digest":"0x85944171f73967e8","event":"saved","path":"/s.json","seq":12}"#
+        );
+        let refused = |cpu| Event::SaveRefused {
+            cpu,
+            reason: "LBR recording is on (MSR 0x1d9)".into(),
+        };
+        assert_eq!(
+            line(&refused(Some(1)), 12),
+            r#"{"cpu":1,"event":"save-refused","reason":"LBR recording is on (MSR 0x1d9)","seq":12}"#
+        );
+        assert_eq!(
+            line(&refused(None), 12),
+            r#"{"cpu":null,"event":"save-refused","reason":"LBR recording is on (MSR 0x1d9)","seq":12}"#
+        );
+        let restored = Event::Restored {
+            path: "/s.json".into(),
+            digest: "0x85944171f73967e8".into(),
+            counters: Counters {
+                events: 14,
+                seen: 100,
+                recorded: 60,
+                bts_stored: 7,
+            },
+        };
+        assert_eq!(
+            line(&restored, 15),
+            r#"{"branches_seen":100,"bts_stored":7,"digest":"0x85944171f73967e8","event":"restored","events":14,"path":"/s.json","recorded":60,"seq":15}"#
         );
     }
 

@@ -7,9 +7,9 @@
 //! optionally every taken branch) as JSON lines. See the README.
 //!
 //! The pure parts (instruction classes, models and CPUID, the recorder and its encodings,
-//! arguments, the log's events, the cost probe's measurement, a vCPU's state) are unit-tested
-//! on the host; `plugin` and `api` (QEMU's plugin API and its safe wrappers) exist only in the
-//! plugin build.
+//! arguments, the log's events, the cost probe's measurement, a vCPU's state and its saved
+//! form) are unit-tested on the host; `plugin` and `api` (QEMU's plugin API and its safe
+//! wrappers) exist only in the plugin build.
 
 pub mod args;
 pub mod bts;
@@ -19,6 +19,7 @@ pub mod event;
 pub mod model;
 pub mod recorder;
 pub mod stall;
+pub mod state;
 pub mod vcpu;
 
 #[cfg(not(test))]

@@ -37,6 +37,9 @@
 //! emulated `wrmsr`, a #DB delivery) hold the vCPU, if it is due, once they have let go of the
 //! emulator's locks ([`Emu::stall_hold`]).
 //!
+//! With `save=PATH` the emulator's state is written at QEMU's exit, if quiescent, and with
+//! `load=PATH` it is read at install ([`crate::state`]; [`Emu::save`], [`restore`]).
+//!
 //! Every line of the log is an [`Event`], written by [`Emu::log`].
 
 mod msr;
@@ -45,11 +48,12 @@ mod translate;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::mem::offset_of;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::api::*;
-use crate::args::parse_args;
+use crate::args::{parse_args, Config};
 use crate::bts::{self, BtsTally, Fields};
 use crate::classify::{Branch, Kind};
 use crate::cost::Entry;
@@ -57,6 +61,7 @@ use crate::event::{BtsPosition, EntryEnd, Event};
 use crate::model::{Model, MSR_DEBUGCTL};
 use crate::recorder::Switch;
 use crate::stall::{self, Stall};
+use crate::state::{self, Counters, State};
 use crate::vcpu::{Cpu, Fixup};
 
 #[no_mangle]
@@ -109,9 +114,19 @@ struct Emu {
     model: Model,
     hypervisor: Option<crate::model::Hypervisor>,
     cpus: Vec<Mutex<Cpu>>,
-    /// Each vCPU's registers, found when it starts (QEMU's handles).
+    /// Each vCPU's registers, found when it starts (QEMU's handles, not state to save).
     regs: Vec<OnceLock<Regs>>,
+    /// Each vCPU has started (its scoreboard entry exists).
+    started: Vec<AtomicBool>,
     sb: Scoreboard<Sb>,
+    /// `bts_recent=N`.
+    bts_recent: usize,
+    /// `save=PATH`, and the arguments a saved state records ([`crate::args::Config::shaping`]).
+    save: Option<String>,
+    shaping: Vec<String>,
+    /// `load=`: each vCPU's instructions since its last recorded branch, for its scoreboard
+    /// entry when it starts (0 without `load=`, as a zeroed entry has).
+    since_record: Vec<u64>,
     log: Option<Mutex<BufWriter<File>>>,
     trace: bool,
     cost: bool,
@@ -319,6 +334,82 @@ impl Emu {
         self.end_entry(vcpu, &mut cpu, EntryEnd::Nested);
         cpu.entry = Some(Entry::start(from, to, s.cost_insns));
     }
+
+    /// `save=PATH`, at QEMU's exit: writes the state to `path` if it is quiescent and logs
+    /// `saved`; otherwise writes nothing, and logs and prints every reason (`save-refused`).
+    ///
+    /// Of the scoreboard only `insns - insns_at_record` is saved (the next record's cycle
+    /// count). The rest is dead at a quiescent point, so a restored vCPU starts with its entry
+    /// zeroed: `last_kind` (with `ft` and `last_pc`), a branch whose target block has not run
+    /// yet, is only ever recorded while a recorder is on, and a quiescent vCPU's are off (a
+    /// zeroed entry has `last_kind` 0: nothing pending); `fixup_pending` calls `on_fixup`, which
+    /// does nothing unless `Cpu::fixup` is set, and a quiescent vCPU's is not; `cost_insns` is
+    /// read against an entry measurement's start (none in progress) or a BTS period's (reset
+    /// when BTS goes on, off now).
+    fn save(&self, path: &str) {
+        let cpus: Vec<_> = self
+            .cpus
+            .iter()
+            .map(|c| c.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let since: Vec<u64> = (0..cpus.len())
+            .map(|i| {
+                if !self.started[i].load(Relaxed) {
+                    return self.since_record[i];
+                }
+                // QEMU runs the atexit callbacks at the process's exit: after a `quit` or a
+                // guest shutdown, once qemu_cleanup()'s vm_shutdown() has stopped every vCPU,
+                // so these are the values the vCPU last stored.
+                let insns = self.sb.get(offset_of!(Sb, insns), i as c_uint);
+                let at = self.sb.get(offset_of!(Sb, insns_at_record), i as c_uint);
+                insns.wrapping_sub(at)
+            })
+            .collect();
+        let with_sb: Vec<(&Cpu, u64)> = cpus.iter().map(|c| &**c).zip(since).collect();
+        // The restored run's log goes on after this one's last two lines, `saved` and `exit`.
+        let tail = if self.log.is_some() { 2 } else { 0 };
+        let captured = state::capture(
+            self.model,
+            self.bts_recent,
+            &with_sb,
+            self.stall.as_ref(),
+            self.shaping.clone(),
+            Counters {
+                events: self.events.load(Relaxed) + tail,
+                seen: self.seen.load(Relaxed),
+                recorded: self.recorded.load(Relaxed),
+                bts_stored: self.bts_stored.load(Relaxed),
+            },
+            self.vendor_warned.load(Relaxed) != 0,
+        );
+        drop(with_sb);
+        drop(cpus);
+        let refused = match captured {
+            Ok(st) => {
+                let text = st.to_json();
+                // Written whole or not at all: another QEMU must never load half a state.
+                let tmp = format!("{path}.tmp");
+                let written =
+                    std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, path));
+                match written {
+                    Ok(()) => {
+                        self.log(Event::Saved {
+                            path: path.to_string(),
+                            digest: state::digest(text.as_bytes()),
+                        });
+                        return;
+                    }
+                    Err(err) => vec![(None, format!("cannot write {path}: {err}"))],
+                }
+            }
+            Err(refused) => refused,
+        };
+        for (cpu, reason) in refused {
+            let on = cpu.map_or(String::new(), |c| format!("vCPU {c}: "));
+            outs(&format!("save={path}: not saved: {on}{reason}"));
+            self.log(Event::SaveRefused { cpu, reason });
+        }
+    }
 }
 
 /// This vCPU's scoreboard entry.
@@ -481,6 +572,9 @@ extern "C" fn on_lidt(vcpu: c_uint, info: u32, _vaddr: u64, _: *mut c_void) {
 
 extern "C" fn on_exit(_: *mut c_void) {
     let e = emu();
+    if let Some(path) = &e.save {
+        e.save(path);
+    }
     e.log(Event::Exit {
         branches_seen: e.seen.load(Relaxed),
         recorded: e.recorded.load(Relaxed),
@@ -508,6 +602,30 @@ pub unsafe extern "C" fn qemu_plugin_install(
     }
 }
 
+/// A state loaded with `load=PATH`: the file's digest, the state and the vCPUs it gives.
+struct Loaded {
+    digest: String,
+    state: State,
+    cpus: Vec<Cpu>,
+}
+
+/// Reads the state saved in `path` for a plugin of `cfg` on `n` vCPUs (setting `stall` over if
+/// it was): an error naming `load=PATH` if it cannot be read or was saved by another format
+/// version, with other arguments or for another vCPU count.
+fn restore(path: &str, cfg: &Config, n: usize, stall: Option<&Stall>) -> Result<Loaded, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("load={path}: {e}"))?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| format!("load={path}: {e}"))?;
+    let state = State::parse(text).map_err(|e| format!("load={path}: {e}"))?;
+    let cpus = state
+        .restore(&cfg.shaping, n, cfg.model, cfg.bts_recent, stall)
+        .map_err(|e| format!("load={path}: {e}"))?;
+    Ok(Loaded {
+        digest: state::digest(&bytes),
+        state,
+        cpus,
+    })
+}
+
 /// Checks the host, reads the arguments, sets the emulator up and registers its callbacks.
 fn install(id: PluginId, info: &Install) -> Result<(), String> {
     if info.version_cur < QEMU_PLUGIN_VERSION || info.version_min > QEMU_PLUGIN_VERSION {
@@ -523,34 +641,56 @@ fn install(id: PluginId, info: &Install) -> Result<(), String> {
         ));
     }
     let cfg = parse_args(info.args.iter().map(String::as_str))?;
+    let n = info.max_vcpus.max(info.smp_vcpus).max(1) as usize;
+    if let Some(st) = cfg.stall.filter(|st| st.cpu as usize >= n) {
+        return Err(format!("stall={}:..: this machine has {n} vCPUs", st.cpu));
+    }
+    let stall = cfg.stall.map(Stall::new);
+    // Before the log is created: a state that cannot be loaded stops QEMU with nothing done.
+    let loaded = match &cfg.load {
+        Some(path) => Some(restore(path, &cfg, n, stall.as_ref())?),
+        None => None,
+    };
     let log = match &cfg.log {
         Some(p) => Some(Mutex::new(BufWriter::new(
             File::create(p).map_err(|e| format!("log={p}: {e}"))?,
         ))),
         None => None,
     };
-    let n = info.max_vcpus.max(info.smp_vcpus).max(1) as usize;
-    if let Some(st) = cfg.stall.filter(|st| st.cpu as usize >= n) {
-        return Err(format!("stall={}:..: this machine has {n} vCPUs", st.cpu));
-    }
-    let cpus = (0..n)
-        .map(|_| Mutex::new(Cpu::new(cfg.model, cfg.bts_recent)))
-        .collect();
+    let (cpus, since_record, counters, vendor_warned) = match &loaded {
+        Some(l) => (
+            l.cpus.clone(),
+            l.state.cpus.iter().map(|c| c.since_record).collect(),
+            l.state.counters,
+            l.state.vendor_warned,
+        ),
+        None => (
+            vec![Cpu::new(cfg.model, cfg.bts_recent); n],
+            vec![0; n],
+            Counters::default(),
+            false,
+        ),
+    };
     let e = Emu {
         model: cfg.model,
         hypervisor: cfg.hypervisor,
-        cpus,
+        cpus: cpus.into_iter().map(Mutex::new).collect(),
         regs: (0..n).map(|_| OnceLock::new()).collect(),
+        started: (0..n).map(|_| AtomicBool::new(false)).collect(),
         sb: Scoreboard::alloc(),
+        bts_recent: cfg.bts_recent,
+        save: cfg.save.clone(),
+        shaping: cfg.shaping.clone(),
+        since_record,
         log,
         trace: cfg.trace,
         cost: cfg.cost,
-        stall: cfg.stall.map(Stall::new),
-        vendor_warned: AtomicU64::new(0),
-        seen: AtomicU64::new(0),
-        recorded: AtomicU64::new(0),
-        bts_stored: AtomicU64::new(0),
-        events: AtomicU64::new(0),
+        stall,
+        vendor_warned: AtomicU64::new(vendor_warned as u64),
+        seen: AtomicU64::new(counters.seen),
+        recorded: AtomicU64::new(counters.recorded),
+        bts_stored: AtomicU64::new(counters.bts_stored),
+        events: AtomicU64::new(counters.events),
     };
     if EMU.set(e).is_err() {
         return Err("loaded twice".into());
@@ -562,6 +702,13 @@ fn install(id: PluginId, info: &Install) -> Result<(), String> {
         trace: cfg.trace,
         cost: cfg.cost,
     });
+    if let (Some(l), Some(path)) = (loaded, cfg.load) {
+        emu().log(Event::Restored {
+            path,
+            digest: l.digest,
+            counters,
+        });
+    }
     register_vcpu_init_cb(id, msr::on_vcpu_init);
     register_vcpu_tb_trans_cb(id, translate::on_translate);
     register_vcpu_discon_cb(id, DISCON_ALL, on_discon);

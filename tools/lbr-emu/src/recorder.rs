@@ -212,7 +212,7 @@ pub enum Access {
 }
 
 /// One vCPU's recorder.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recorder {
     pub model: Model,
     debugctl: u64,
@@ -308,6 +308,74 @@ impl Recorder {
     fn canonical(&self, v: u64) -> bool {
         let sh = 64 - self.linear_bits;
         (((v << sh) as i64) >> sh) as u64 == v
+    }
+
+    /// The linear-address width the guest last read from CPUID.80000008H (48 until then).
+    pub fn linear_bits(&self) -> u32 {
+        self.linear_bits
+    }
+
+    /// A restored vCPU's recorder (`load=`): at power-on, with what the emulator had learned
+    /// when the state was saved: the linear-address width the guest read (`linear_bits`, 32 to
+    /// 64) and the `bts_recent=N` ring. None if `linear_bits` cannot be one.
+    pub fn restored(model: Model, linear_bits: u32, recent: bts::Recent) -> Option<Recorder> {
+        if !(32..=64).contains(&linear_bits) {
+            return None;
+        }
+        Some(Recorder {
+            linear_bits,
+            recent,
+            ..Recorder::new(model)
+        })
+    }
+
+    /// The parts of this recorder that differ from `other`'s, named for a message. Every field
+    /// is compared: the destructuring names them all, so that a field added later must be
+    /// named here too (a saved state is refused unless the recorder is at power-on).
+    pub fn differences(&self, other: &Recorder) -> Vec<&'static str> {
+        let Recorder {
+            model,
+            debugctl,
+            lbr_select,
+            tos,
+            slots,
+            ler,
+            arch_ctl,
+            arch_depth,
+            amd_cfg,
+            amd_select,
+            last,
+            newest,
+            counts,
+            ds_area,
+            linear_bits,
+            bts,
+            bts_issue,
+            recent,
+        } = self;
+        [
+            (*model != other.model, "model"),
+            (*debugctl != other.debugctl, "DEBUGCTL"),
+            (*lbr_select != other.lbr_select, "LBR_SELECT"),
+            (*tos != other.tos, "TOS"),
+            (*slots != other.slots, "records"),
+            (*ler != other.ler, "LER"),
+            (*arch_ctl != other.arch_ctl, "ARCH_LBR_CTL"),
+            (*arch_depth != other.arch_depth, "ARCH_LBR_DEPTH"),
+            (*amd_cfg != other.amd_cfg, "DBG_EXTN_CFG"),
+            (*amd_select != other.amd_select, "AMD LBR_SELECT"),
+            (*last != other.last, "LastBranchFromIP/ToIP"),
+            (*newest != other.newest, "newest branch (LER's source)"),
+            (*counts != other.counts, "branch counts"),
+            (*ds_area != other.ds_area, "IA32_DS_AREA"),
+            (*linear_bits != other.linear_bits, "linear-address width"),
+            (*bts != other.bts, "BTS period figures"),
+            (*bts_issue != other.bts_issue, "BTS issue reported"),
+            (*recent != other.recent, "bts_recent records"),
+        ]
+        .into_iter()
+        .filter_map(|(differs, name)| differs.then_some(name))
+        .collect()
     }
 
     /// BTS stores the record of a branch taken at CPL 0 unless BTS_OFF_OS, and at CPL > 0 unless

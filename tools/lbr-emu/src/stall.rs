@@ -132,6 +132,25 @@ impl Stall {
         cpu == self.spec.cpu && *self.phase() == Phase::Due
     }
 
+    /// Whether the stall is at rest, so that a fresh plugin can take it over (`save=`):
+    /// `Ok(false)` not armed yet (a fresh one's state), `Ok(true)` over (a fresh one must be
+    /// set over, [`Stall::set_over`]: once per run); otherwise why not.
+    pub fn at_rest(&self) -> Result<bool, &'static str> {
+        match *self.phase() {
+            Phase::Unarmed => Ok(false),
+            Phase::Over => Ok(true),
+            Phase::Armed => Err("stall=: armed, waiting for the vCPU's freeze"),
+            Phase::Due => Err("stall=: the vCPU froze and is about to stall"),
+            Phase::Holding => Err("stall=: the vCPU is stalled"),
+            Phase::Released => Err("stall=: released, the stalled vCPU has not gone on yet"),
+        }
+    }
+
+    /// The stall is over, as it was in the plugin whose state was loaded (`load=`).
+    pub fn set_over(&self) {
+        *self.phase() = Phase::Over;
+    }
+
     /// On vCPU `cpu`, with no lock of the emulator's held: if it is due, waits until the
     /// release (or at most `limit`) and says how the stall ended and how long it was; `started`
     /// is called first, once the stall has begun. None if the vCPU is not due.
@@ -237,6 +256,23 @@ mod tests {
         assert!(took >= Duration::from_millis(50), "{took:?}");
         s.marker(7);
         assert!(!s.freeze(1), "once per run");
+    }
+
+    #[test]
+    fn at_rest_only_before_arming_and_once_over() {
+        let s = Stall::new(SPEC);
+        assert_eq!(s.at_rest(), Ok(false));
+        s.marker(7);
+        assert!(s.at_rest().unwrap_err().contains("armed"));
+        assert!(s.freeze(1));
+        assert!(s.at_rest().unwrap_err().contains("about to stall"));
+        s.hold(1, Duration::from_millis(1), || ()).unwrap();
+        assert_eq!(s.at_rest(), Ok(true));
+        let fresh = Stall::new(SPEC);
+        fresh.set_over();
+        fresh.marker(7);
+        assert!(!fresh.freeze(1), "a stall set over does not come again");
+        assert_eq!(fresh.at_rest(), Ok(true));
     }
 
     #[test]

@@ -19,7 +19,8 @@ use crate::event::Event;
 use crate::model::Vendor;
 use crate::recorder::{Access, MsrOp};
 
-/// The vCPU starts: finds the registers the emulation uses.
+/// The vCPU starts: finds the registers the emulation uses; after `load=`, gives its
+/// scoreboard entry the instructions since its last recorded branch.
 pub(super) extern "C" fn on_vcpu_init(vcpu: c_uint, _: *mut c_void) {
     let e = emu();
     let i = vcpu as usize;
@@ -27,6 +28,12 @@ pub(super) extern "C" fn on_vcpu_init(vcpu: c_uint, _: *mut c_void) {
         outs(&format!("vCPU {vcpu} beyond max_vcpus: not emulated"));
         return;
     }
+    if e.since_record[i] != 0 {
+        // SAFETY: a callback on vCPU `vcpu`, which QEMU calls once its scoreboard entry exists
+        // (zeroed) and before it runs any guest code.
+        unsafe { sb(vcpu) }.insns = e.since_record[i];
+    }
+    e.started[i].store(true, Relaxed);
     let [rax, rbx, rcx, rdx] = find_registers([&b"rax"[..], b"rbx", b"rcx", b"rdx"]);
     let (Some(rax), Some(rbx), Some(rcx), Some(rdx)) = (rax, rbx, rcx, rdx) else {
         outs("vCPU has no rax/rbx/rcx/rdx registers: not an x86-64 target? MSRs and CPUID are not emulated");

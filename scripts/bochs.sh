@@ -7,24 +7,27 @@
 # Prints the directory that holds bin/bochs and the BIOS images (BIOS-bochs-latest,
 # VGABIOS-lgpl-latest.bin) on stdout.
 #
-# The source is the vendored upstream tarball in ../shared/vendor/ beside the repository
-# (LBR_DUMP_BOCHS_TARBALL overrides), built in the build root (its g++) into $CACHE/bochs-KEY,
-# keyed by the tarball's sha256, the configure line, this script and the patches it applies
-# (scripts/bochs-*.patch: a fix to Bochs and a test device, each with its reason). Where the
-# tarball is missing this prints why on stderr and exits 3 (the tests then report one SKIP
-# line), not 1.
+# The source is the upstream tarball in third_party/bochs/ (its README: where it comes from, its
+# licence), checked against the sha256 below; LBR_DUMP_BOCHS_TARBALL names another Bochs source
+# tarball (one top directory holding bochs/) to build instead, unchecked. It is built in the
+# build root (its g++) into $CACHE/bochs-KEY, keyed by the tarball's sha256, the configure line,
+# this script and the patches it applies (scripts/bochs-*.patch: a fix to Bochs and a test
+# device, each with its reason). Nothing is fetched: a missing or altered tarball is an error.
 source "$(dirname "$0")/common.sh"
 
-TARBALL=${LBR_DUMP_BOCHS_TARBALL:-$REPO/../shared/vendor/bochs-3.1-783b58fd6.tar.xz}
-if [ ! -r "$TARBALL" ]; then
-	log "no Bochs source: $TARBALL is missing (it comes with ../shared/vendor/ beside the repository)"
-	exit 3
-fi
+VENDORED="$REPO/third_party/bochs/bochs-3.1-783b58fd6.tar.xz"
+VENDORED_SHA=85d89f902b0b77b60cd7a467fe03d5a5d3a0a06e0bb0750d671de60b5a26c994
+TARBALL=${LBR_DUMP_BOCHS_TARBALL:-$VENDORED}
+[ -r "$TARBALL" ] || die "no Bochs source: cannot read $TARBALL"
 TARBALL=$(realpath "$TARBALL")
+TAR_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
+if [ -z "${LBR_DUMP_BOCHS_TARBALL:-}" ] && [ "$TAR_SHA" != "$VENDORED_SHA" ]; then
+	die "$TARBALL has sha256 $TAR_SHA, not $VENDORED_SHA (third_party/bochs/README.md)"
+fi
 
-# The configure line of ../shared/vendor/README.md, which was shown to boot Linux 7.3 with FRED
-# on: 64-bit, SMP, the Wildcat Lake model's features (FRED, CET, AVX, ...), no GUI, no plugins,
-# no debugger.
+# The configure line with which this source boots Linux 7.3 with FRED on (tests/scenarios/fred.py):
+# 64-bit, SMP, the Wildcat Lake model's features (FRED, CET, AVX, ...), no GUI, no plugins, no
+# debugger.
 CONFIGURE=(--with-nogui --without-x11 --without-x --disable-plugins --disable-debugger
 	--disable-docbook --enable-x86-64 --enable-smp --enable-cpu-level=6
 	--enable-all-optimizations --enable-avx --enable-fred --enable-cet --enable-protection-keys
@@ -33,7 +36,6 @@ CONFIGURE=(--with-nogui --without-x11 --without-x --disable-plugins --disable-de
 CFLAGS="-O2 -fno-strict-aliasing"
 
 "$REPO/scripts/toolchain.sh" >/dev/null
-TAR_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
 # Patches applied to the source (each says what and why): a fix, and the tests' filter on
 # IA32_FRED_CONFIG.
 PATCHES=("$REPO/scripts/bochs-lkgs.patch" "$REPO/scripts/bochs-fred-filter.patch")

@@ -23,8 +23,9 @@ from vm import FRED_CHECK, BochsUnavailable, bochs_boot_sector, bochs_dir
 
 
 def unavailable(test: str):
-    """Why `test` cannot run here (a Bochs test without Bochs's source), or None; builds Bochs
-    if need be."""
+    """Why `test` cannot run here, or None. Builds Bochs (from third_party/bochs/, in the
+    repository) and the boot sector for the Bochs tests, once, before tests/run.py's workers
+    fork; only a scripts/bochs.sh exit 3 (vm.BochsUnavailable) would be a reason."""
     if not test.startswith("test_bochs_"):
         return None
     try:

@@ -80,6 +80,9 @@ class Result:
     # A timed-out run: what the VM was doing when it was killed (hang_report()); its files
     # (hang-*.txt) are in the run directory.
     hang: str | None = None
+    # A restored run (Snapshot): the snapshot it started from, and the seed it gave the guest.
+    restored: Path | None = None
+    seed: str | None = None
 
     def emu_events(self, boot: int | None = None) -> list[dict]:
         """The emulator's log, parsed (each line one JSON object; see tools/lbr-emu). With `boot`
@@ -169,32 +172,56 @@ class Vm:
     def run(self) -> Result:
         return run_locked(self.name, self.kernel, self._run)
 
+    def restorable(self, accel: str) -> bool:
+        """Whether this run starts from a snapshot (Snapshot) instead of a boot: a TCG run of a
+        kernel that holds nothing under test (the module variants: what is under test comes in
+        the payload), one boot, no devices of the scenario's own (a disk the kernel scanned at
+        boot would be read stale), no suspend; and not with LBR_DUMP_VM_BOOT=1 (every run
+        boots, to compare)."""
+        return (accel == "tcg" and self.kernel in ("module", "nocet") and self.boots == 1
+                and not self.qemu_args and self.wake_on is None
+                and os.environ.get("LBR_DUMP_VM_BOOT", "") != "1")
+
+    def machine(self, kdir: Path, accel: str, initrd: Path) -> list[str]:
+        """The QEMU command's machine: what a snapshot is keyed by, and what its restores must
+        give QEMU the same (a migration stream fits only the machine it came from)."""
+        return [
+            "qemu-system-x86_64", "-M", "q35", "-cpu", self.cpu, "-smp", str(self.smp),
+            "-m", self.memory, "-accel", accel, "-display", "none", "-monitor", "none",
+            "-serial", "stdio", "-kernel", str(kdir / "arch/x86/boot/bzImage"),
+            "-initrd", str(initrd), "-append", kernel_cmdline(self.pti, self.watchdog, self.append),
+        ]
+
     def _run(self, run_dir: Path) -> Result:
         kdir = kernel_dir(self.kernel)
         base = prepare_initramfs(self.kernel)
-        initrd = run_dir / "initrd.cpio"
-        initrd.write_bytes(base.read_bytes() + scenario_cpio(run_dir / "scenario.d", self.script))
-
         accel = self.accel
         if accel == "auto":
             accel = "kvm" if self.emulate is None and kvm_works() else "tcg"
         if accel == "kvm" and self.emulate is not None:
             raise ValueError("the branch-record emulator is a TCG plugin: it cannot run with KVM")
-        append = kernel_cmdline(self.pti, self.watchdog, self.append)
         if self.boots not in (1, 2):
             raise ValueError(f"boots must be 1 or 2, not {self.boots}")
-        # -no-reboot is QEMU's `-action reboot=shutdown`; a VM that boots twice starts with the
-        # default (reboot=reset) and switches to shutdown once its second kernel is up.
-        reboot = ["-no-reboot"] if self.boots == 1 else ["-action", "reboot=reset"]
-        cmd = [
-            "qemu-system-x86_64", "-M", "q35", "-cpu", self.cpu, "-smp", str(self.smp),
-            "-m", self.memory, "-accel", accel, "-display", "none", "-monitor", "none",
-            "-serial", "stdio", *reboot, "-kernel", str(kdir / "arch/x86/boot/bzImage"),
-            "-initrd", str(initrd), "-append", append,
-            # CPU resets (the guest's final reboot, a triple fault) with the CPU state, so that a
-            # VM that ends early can be told apart from one that rebooted as planned.
-            "-d", "cpu_reset", "-D", str(run_dir / "qemu-reset.log"),
-        ]
+        snap = None
+        if self.restorable(accel):
+            snap = Snapshot.get(self, kdir, accel)
+            if isinstance(snap, Result):  # the snapshot's boot failed: this run's failure
+                return snap
+            cmd = self.machine(kdir, accel, snap.dir / "initrd.cpio") + snap.devices(run_dir, self.script)
+            cmd += ["-no-reboot", "-d", "cpu_reset", "-D", str(run_dir / "qemu-reset.log"),
+                    "-incoming", f"file:{snap.dir / 'state'}"]
+        else:
+            initrd = run_dir / "initrd.cpio"
+            initrd.write_bytes(base.read_bytes() + scenario_cpio(run_dir / "scenario.d", self.script))
+            # -no-reboot is QEMU's `-action reboot=shutdown`; a VM that boots twice starts with
+            # the default (reboot=reset) and switches to shutdown once its second kernel is up.
+            reboot = ["-no-reboot"] if self.boots == 1 else ["-action", "reboot=reset"]
+            cmd = self.machine(kdir, accel, initrd) + [
+                *reboot,
+                # CPU resets (the guest's final reboot, a triple fault) with the CPU state, so
+                # that a VM that ends early can be told apart from one that rebooted as planned.
+                "-d", "cpu_reset", "-D", str(run_dir / "qemu-reset.log"),
+            ]
         emu_log = None
         if self.emulate is not None:
             plugin = build_emulator()
@@ -202,7 +229,11 @@ class Vm:
             if "log=" not in args:
                 emu_log = run_dir / "emu.jsonl"
                 emu_log.unlink(missing_ok=True)
-                args += f",log={emu_log}"
+                # A restored run's own events go to emu-run.jsonl: emu.jsonl is then the
+                # snapshot boot's events followed by them (Snapshot.joined()).
+                args += f",log={run_dir / 'emu-run.jsonl' if snap else emu_log}"
+            if snap:
+                args += f",load={snap.dir / 'emu-state.json'}"
             cmd += ["-plugin", f"{plugin},{args}"]
         cmd += self.qemu_args
         # A second QMP socket of the harness's own, for the hang report of a run that times out.
@@ -278,9 +309,17 @@ class Vm:
         def on_timeout(session: int) -> None:
             hang.append(hang_report(run_dir, diag, session, kdir / "vmlinux"))
 
-        r = run_qemu(cmd, run_dir / "console.log", self.timeout, on_console, on_timeout)
+        on_start = None
+        if snap:
+            go = run_dir / "go.sock"
+
+            def on_start() -> None:
+                snap.go(diag, go)
+        r = run_qemu(cmd, run_dir / "console.log", self.timeout, on_console, on_timeout, on_start)
         r.hang = hang[0] if hang else None
         r.emu_log = emu_log
+        if snap:
+            snap.joined(r, run_dir)
         r.dump = dump if dump.exists() else None
         if self.boots > 1:
             # Each boot's console on its own too (console-1.log, ...), for reading by hand.
@@ -351,6 +390,262 @@ def scenario_cpio(work: Path, script: str) -> bytes:
     return out.read_bytes()
 
 
+# --- Snapshots: boot once, restore many ------------------------------------------------------
+#
+# A run that Vm.restorable() allows starts from a snapshot of a guest that booted the same
+# machine (kernel, command line, CPU model, vCPUs, memory, emulator arguments) up to the point
+# where its /init waits for a scenario (tests/initramfs/init), saved with QEMU migration to a
+# file, instead of booting: the boot's 2-10 s become a restore of well under a second. The
+# snapshot's initramfs holds only busybox and /init; what is under test (lbr_dump.ko, the test
+# modules and programs) and the scenario come in a payload on a virtio disk that is not part of
+# the saved state, read once a line on the second serial port says go. The emulator plugin's
+# state, which no QEMU snapshot holds, is saved by the plugin itself at the snapshot boot's end
+# (its save=, refused unless nothing records) and loaded into the restore's fresh plugin
+# (load=). Snapshots are cache entries (snap-KEY, KEY over every input of the boot), made on
+# first use, and the boot's console and ground truth are kept with them: a restored run's
+# console and emulator log are the boot's followed by the run's own, so what boot() checks of a
+# boot holds for every restored run.
+
+SNAPSHOT_FORMAT = 1
+# The mark the snapshot boot's /init prints where it waits (tests/initramfs/init).
+SNAPSHOT_POINT = "lbr-dump-vm: snapshot point"
+# The payload disk: the payload's header sector at 1 MiB, its cpio archive at 2 MiB, past
+# anything the kernel's partition scan reads at boot; the disk's size is fixed (the snapshot's
+# device has it).
+PAYLOAD_AT = 1 << 20
+PAYLOAD_DISK = 64 << 20
+RESTORED_LINE = re.compile(r"lbr-dump-vm: restored payload=(\d+) seed=([0-9a-f]+) reseed=(\d+)$", re.M)
+
+
+def newc(files: list[tuple[str, int, bytes | None]]) -> bytes:
+    """A cpio archive in the newc format (what the kernel unpacks as an initramfs, and busybox
+    cpio reads) of (path, permissions, contents) entries, contents None for a directory; owner
+    root, time 0, so that the same files make the same bytes."""
+    out = bytearray()
+    for ino, (name, perm, data) in enumerate(files + [("TRAILER!!!", 0, b"")], 1):
+        trailer = name == "TRAILER!!!"
+        mode = 0 if trailer else (0o040000 if data is None else 0o100000) | perm
+        body = data or b""
+        path = name.encode() + b"\0"
+        fields = (0 if trailer else ino, mode, 0, 0, 2 if data is None else 1, 0, len(body), 0, 0, 0, 0,
+                  len(path), 0)
+        out += b"070701" + b"".join(b"%08X" % f for f in fields) + path
+        out += bytes(-len(out) % 4) + body
+        out += bytes(-len(out) % 4)
+    return bytes(out)
+
+
+def snapshot_initrd(kernel: str) -> bytes:
+    """A snapshot boot's initramfs: busybox, /init and the mark that makes /init wait
+    (/lbr-dump-vm.snapshot), from the variant's base initramfs (prepare_initramfs())."""
+    stage = OUT / f"initramfs-{kernel}.cpio.d"
+    dirs = ("bin", "dev", "lib", "lib/lbr-dump", "proc", "sys", "tmp")
+    return newc([(d, 0o755, None) for d in dirs]
+                + [("bin/busybox", 0o755, (stage / "bin/busybox").read_bytes()),
+                   ("init", 0o755, (stage / "init").read_bytes()),
+                   ("lbr-dump-vm.snapshot", 0o644, b"")])
+
+
+def payload_disk(path: Path, kernel: str, script: str, seed: str) -> int:
+    """Writes a restored run's payload disk: the variant's modules and test programs (what its
+    base initramfs has beyond snapshot_initrd()) and /scenario.sh; returns the archive's size."""
+    stage = OUT / f"initramfs-{kernel}.cpio.d"
+    files = [(f"lib/lbr-dump/{p.name}", 0o644, p.read_bytes()) for p in sorted((stage / "lib/lbr-dump").glob("*.ko"))]
+    files += [(f"bin/{p.name}", 0o755, p.read_bytes()) for p in sorted((stage / "bin").glob("lbr-*"))]
+    archive = newc(files + [("scenario.sh", 0o644, (script + "\n").encode())])
+    if 2 * PAYLOAD_AT + len(archive) > PAYLOAD_DISK:
+        raise ValueError(f"the payload ({len(archive)} bytes) does not fit its disk")
+    with open(path, "wb") as f:
+        f.seek(PAYLOAD_AT)
+        f.write(f"lbr-dump-payload 1 {len(archive)} {seed}\n".encode())
+        f.seek(2 * PAYLOAD_AT)
+        f.write(archive)
+        f.truncate(PAYLOAD_DISK)
+    return len(archive)
+
+
+def sha256(data: bytes) -> str:
+    import hashlib
+    return hashlib.sha256(data).hexdigest()
+
+
+@functools.cache
+def file_sha256(path: Path) -> str:
+    return sha256(path.read_bytes())
+
+
+@functools.cache
+def build_root_name() -> str:
+    """The build root's cache entry (root-KEY, keyed by its packages: QEMU's version among them)."""
+    return Path(sh("bash", "-c", 'source scripts/common.sh; echo "$BUILD_ROOT"')).name
+
+
+@functools.cache
+def emulator_source_key() -> str:
+    """A hash of the emulator plugin's sources and the workspace's lock file: its build is not
+    byte-for-byte the same in every checkout (source paths are in it), its sources are."""
+    files = sorted(p for p in (REPO / "tools/lbr-emu").rglob("*") if p.is_file())
+    return sha256(b"".join(str(p.relative_to(REPO)).encode() + b"\0" + p.read_bytes()
+                           for p in files + [REPO / "Cargo.lock"]))
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """A saved guest (see above): its cache directory holds `state` (QEMU's migration stream),
+    initrd.cpio, console.log (the boot's console up to the snapshot point), for the emulator
+    emu.jsonl (the boot's events) and emu-state.json (the plugin's save=), and key.json (what
+    the key covers, for reading)."""
+
+    dir: Path
+    kernel: str
+    emulate: bool
+    seed: str = ""
+
+    @staticmethod
+    def get(vm: Vm, kdir: Path, accel: str) -> Snapshot | Result:
+        """`vm`'s snapshot, made now if the cache has none (one maker per key at a time; a run
+        wanting a snapshot being made waits for it). A failed snapshot boot is returned as its
+        Result, which boot() fails as any failed boot."""
+        initrd = snapshot_initrd(vm.kernel)
+        emulate = ",".join(a for a in (vm.emulate or "").split(",") if a) or None
+        desc = {
+            "format": SNAPSHOT_FORMAT, "kernel": vm.kernel,
+            "bzImage": file_sha256(kdir / "arch/x86/boot/bzImage"), "initrd": sha256(initrd),
+            "machine": vm.machine(Path("KDIR"), accel, Path("INITRD")) + Snapshot.devices_for(Path("RUN")),
+            "emulate": emulate, "emulator": emulator_source_key() if emulate else None,
+            "root": build_root_name(),
+        }
+        import json
+        key = sha256(json.dumps(desc, sort_keys=True).encode())[:16]
+        cache = snapshot_cache()
+        final = cache / f"snap-{key}"
+        (cache / "snap.locks").mkdir(exist_ok=True)
+        with open(cache / "snap.locks" / key, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (final / ".complete").exists():
+                made = Snapshot.make(vm, kdir, accel, initrd, desc, final)
+                if isinstance(made, Result):
+                    return made
+            (final / ".last-used").touch()
+        return Snapshot(final, vm.kernel, emulate is not None)
+
+    @staticmethod
+    def devices_for(run_dir: Path, go: str | None = None) -> list[str]:
+        """The devices a snapshot has beyond the machine: the second serial port (its backend
+        `go`: none while the snapshot boots, a socket the harness writes the go line to in a
+        restore) and the payload disk (run_dir/payload.img)."""
+        return ["-chardev", go or "null,id=lbrgo", "-serial", "chardev:lbrgo",
+                "-drive", f"file={run_dir / 'payload.img'},format=raw,if=none,id=lbrpayload",
+                "-device", "virtio-blk-pci,drive=lbrpayload"]
+
+    @staticmethod
+    def make(vm: Vm, kdir: Path, accel: str, initrd: bytes, desc: dict, final: Path) -> Result | None:
+        """Boots `vm`'s machine to the snapshot point and saves it into `final` (through a
+        .tmp directory: a killed maker leaves no entry). None when made, else the boot's Result."""
+        import json
+        tmp = final.with_name(final.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        (tmp / "initrd.cpio").write_bytes(initrd)
+        with open(tmp / "payload.img", "wb") as f:
+            f.truncate(PAYLOAD_DISK)
+        qsock = tmp / "qmp.sock"
+        cmd = vm.machine(kdir, accel, tmp / "initrd.cpio") + Snapshot.devices_for(tmp) + [
+            "-no-reboot", "-qmp", f"unix:{qsock},server=on,wait=off"]
+        if vm.emulate is not None:
+            cmd += ["-plugin", f"{build_emulator()},{desc['emulate']},log={tmp / 'emu.jsonl'},"
+                               f"save={tmp / 'emu-state.json'}"]
+        saved: list[dict] = []
+
+        def on_console(text: str) -> bool:
+            if SNAPSHOT_POINT not in text:
+                return False
+            qmp(qsock, [("qmp_capabilities", {}), ("stop", {}),
+                        ("migrate", {"uri": f"file:{tmp / 'state'}"})])
+            while True:
+                st = qmp(qsock, [("qmp_capabilities", {}), ("query-migrate", {})])
+                if st.get("status") in ("completed", "failed", "cancelled"):
+                    break
+                time.sleep(0.05)
+            saved.append(st)
+            qmp(qsock, [("qmp_capabilities", {}), ("quit", {})])
+            return True
+        r = run_qemu(cmd, tmp / "console.log", vm.timeout, on_console)
+        r.console = r.console[:r.console.find(SNAPSHOT_POINT) + len(SNAPSHOT_POINT) + 1] if saved else r.console
+        if not saved or saved[0].get("status") != "completed":
+            r.console += (f"\n[vm] the snapshot boot ({tmp}) did not get to be saved: "
+                          + (f"migration {saved[0]}" if saved else "no snapshot point") + "\n")
+            r.exit_code = r.exit_code if r.exit_code else 1
+            return r
+        if vm.emulate is not None and not (tmp / "emu-state.json").exists():
+            refused = [l for l in (tmp / "emu.jsonl").read_text().splitlines() if "save-refused" in l]
+            r.console += f"\n[vm] the emulator did not save its state: {refused[:3]}\n"
+            r.exit_code = 1
+            return r
+        (tmp / "console.log").write_text(r.console)
+        (tmp / "key.json").write_text(json.dumps(desc, indent=1, sort_keys=True))
+        (tmp / "payload.img").unlink()
+        qsock.unlink(missing_ok=True)
+        (tmp / ".complete").touch()
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        return None
+
+    def devices(self, run_dir: Path, script: str) -> list[str]:
+        """A restore's devices (devices_for()), its payload disk written with `script`."""
+        self.seed = os.urandom(32).hex()
+        payload_disk(run_dir / "payload.img", self.kernel, script, self.seed)
+        go = run_dir / "go.sock"
+        go.unlink(missing_ok=True)
+        return self.devices_for(run_dir, f"socket,id=lbrgo,path={go},server=on,wait=off")
+
+    def go(self, diag: Path, go: Path) -> None:
+        """A restore's start (run_qemu's on_start): once QEMU has loaded the snapshot (it then
+        stays paused, as it was saved), lets the guest run, and sends it the go line."""
+        import socket
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                status = qmp(diag, [("qmp_capabilities", {}), ("query-status", {})], timeout=10)["status"]
+            except (OSError, RuntimeError, ValueError):
+                status = "not answering"
+            if status == "paused":
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"QEMU did not load the snapshot {self.dir} within 120 s: it is {status}")
+            time.sleep(0.02)
+        qmp(diag, [("qmp_capabilities", {}), ("cont", {})])
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(str(go))
+        self.sock.sendall(b"go\n")
+
+    def joined(self, r: Result, run_dir: Path) -> None:
+        """Makes a restored run's Result whole: its console is the snapshot boot's followed by
+        its own, and so is its emulator log (the boot's events but its `exit`, then the run's
+        but its `start`: the plugin's restored event numbers follow the boot's)."""
+        import json
+        if getattr(self, "sock", None) is not None:
+            self.sock.close()
+        r.console = (self.dir / "console.log").read_text() + r.console
+        r.log.write_text(r.console)
+        r.restored, r.seed = self.dir, self.seed
+        if self.emulate and r.emu_log is not None:
+            run = run_dir / "emu-run.jsonl"
+            lines = [l for l in (self.dir / "emu.jsonl").read_text().splitlines()
+                     if l.strip() and json.loads(l)["event"] != "exit"]
+            if run.exists():
+                lines += [l for l in run.read_text().splitlines() if l.strip() and json.loads(l)["event"] != "start"]
+            r.emu_log.write_text("".join(l + "\n" for l in lines))
+
+
+def snapshot_cache() -> Path:
+    """Where snapshots are kept: the build cache (scripts/common.sh's $CACHE)."""
+    cache = Path(os.environ.get("LBR_DUMP_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                 / "lbr-dump")
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
 def qmp(sock: Path, commands: list[tuple[str, dict]], timeout: float = 300):
     """Runs QMP commands in order on QEMU's socket, each to its answer (events are skipped); an
     error answer raises. The connection may end after "quit". Returns the last answer's value."""
@@ -410,18 +705,30 @@ def build_emulator() -> Path:
     return TARGET / "release" / "liblbr_emu.so"
 
 
-def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_timeout=None) -> Result:
+def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_timeout=None,
+             on_start=None) -> Result:
     """Runs QEMU in the build root, console to `log`, killing everything on timeout.
     `on_console(text so far)` is called as output arrives until it returns True; on timeout,
-    `on_timeout(session id of the run's processes)` before they are killed."""
+    `on_timeout(session id of the run's processes)` before they are killed. `on_start()` runs
+    in a thread of its own once QEMU is started (a restore's `cont`); what it raises ends the
+    run and is raised here."""
+    import threading
     wrapped = ["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_", *cmd]
     start = time.monotonic()
     chunks: list[bytes] = []
     timed_out = False
+    failed: list[BaseException] = []
     with open(log, "wb") as f:
         p = subprocess.Popen(wrapped, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, start_new_session=True)
         os.set_blocking(p.stdout.fileno(), False)
+        if on_start is not None:
+            def starter() -> None:
+                try:
+                    on_start()
+                except BaseException as e:  # noqa: B036 (handed to the caller)
+                    failed.append(e)
+            threading.Thread(target=starter, daemon=True).start()
         try:
             while True:
                 data = p.stdout.read()
@@ -435,6 +742,8 @@ def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_time
                     break
                 else:
                     time.sleep(0.05)
+                if failed:
+                    break
                 if time.monotonic() - start > timeout:
                     try:
                         p.wait(timeout=2)  # one that is ending (a `quit` sent just now) ends
@@ -456,6 +765,8 @@ def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_time
             if rest:
                 chunks.append(rest)
                 f.write(rest)
+    if failed:
+        raise failed[0]
     console = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
     return Result(console, timed_out, None if timed_out else p.returncode, log,
                   time.monotonic() - start, cmd)
@@ -589,7 +900,7 @@ def qemu_threads(run_dir: Path, session: int) -> list[str]:
 # --- Bochs: the FRED CPU ---------------------------------------------------------------------
 #
 # QEMU TCG does not emulate FRED; Bochs 3.1 does (CPU model wildcat_lake), built by
-# scripts/bochs.sh from the source in ../shared/vendor/. Bochs has no -kernel: its BIOS boots a
+# scripts/bochs.sh from the source in third_party/bochs/. Bochs has no -kernel: its BIOS boots a
 # disk whose boot sector (scripts/bochs-boot.S) loads the kernel's real-mode part, its
 # protected-mode part and the initramfs from the disk as a boot loader does (the 16-bit boot
 # protocol of Documentation/arch/x86/boot.rst; linux_images() fills in the header), so no boot
@@ -597,18 +908,11 @@ def qemu_threads(run_dir: Path, session: int) -> list[str]:
 # build root).
 
 
-class BochsUnavailable(Exception):
-    """Bochs cannot be had on this machine (scripts/bochs.sh exit 3: its source is missing);
-    str() says why."""
-
-
 @functools.cache
 def bochs_dir() -> Path:
     """The Bochs build (scripts/bochs.sh: bin/bochs and its BIOS images), built once per
-    process; BochsUnavailable where its source is missing."""
+    process."""
     r = subprocess.run(["scripts/bochs.sh"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if r.returncode == 3:
-        raise BochsUnavailable(r.stderr.strip().splitlines()[-1].removeprefix("[lbr-dump] "))
     if r.returncode != 0:
         sys.stderr.write(r.stderr)
         raise RuntimeError(f"scripts/bochs.sh failed with exit code {r.returncode}")

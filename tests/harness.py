@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 # tests/run.py, the runner, puts tests/ and scripts/ on the module path (the one place that does).
-from vm import (FRED_LINE, GUEST_GUARDS, REPO, TARGET, BochsVm, Result, Vm, kernel_cmdline, kernel_dir,
-                prepare_initramfs, scenario_cpio, sh)
+from vm import (FRED_LINE, GUEST_GUARDS, REPO, RESTORED_LINE, SNAPSHOT_POINT, TARGET, BochsVm, Result, Vm,
+                kernel_cmdline, kernel_dir, prepare_initramfs, scenario_cpio, sh)
 
 # Paths and commands inside the test VM, one definition for every scenario.
 MODULE_KO = "/lib/lbr-dump/lbr_dump.ko"
@@ -276,8 +276,9 @@ class Results:
 def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = False, fred: bool = True,
          bounded: bool = False, **kw) -> Result:
     """Boots a VM (see scripts/vm.py Vm for the arguments): the one way a scenario runs a guest.
-    With `bochs`, under Bochs, the FRED CPU (scripts/vm.py BochsVm and its arguments; where Bochs
-    cannot be had, vm.BochsUnavailable, which tests/run.py reports as one SKIP line).
+    With `bochs`, under Bochs, the FRED CPU (scripts/vm.py BochsVm and its arguments). A run
+    that Vm.restorable() allows starts from a snapshot instead of a boot (scripts/vm.py
+    Snapshot), and is checked the same.
 
     Before a test's own assertions count, the run must be what the test claims:
       - the guest brought up every vCPU it was given (`smp: Brought up ... N CPUs`, the first
@@ -291,6 +292,10 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
         would #GP there), unless `allow_would_fault`;
       - with `finish` (default), the guest's script ran to its end; a scenario that crashes the
         guest on purpose passes finish=False and checks the console itself;
+      - a run restored from a snapshot (scripts/vm.py Snapshot; the checks above hold for it
+        through its snapshot's boot console and ground truth, which begin its own) took its
+        payload and a fresh random seed, its clock went on from the snapshot's, and under the
+        emulator the plugin restored the state the boot saved (check_restored());
       - the VM did not time out (each ends by itself): a hung guest fails here, with what its
         vCPUs and QEMU's threads were doing (scripts/vm.py hang_report(); under Bochs
         hang_report_bochs(): each CPU's state once, where Bochs was stopped);
@@ -366,12 +371,45 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
         assert not faults, (
             f"the guest touched MSRs the emulated CPU does not have (a #GP on real hardware): "
             f"{faults[:5]} (log {r.emu_log})")
+    if r.restored is not None:
+        check_restored(r, vm)
     if finish:
         assert r.finished, (
             f"VM ended early after {r.seconds:.0f}s "
             f"(log {r.log}); " + first_problem(r.console) + "console tail:\n" + tail(r.console)
         )
     return r
+
+
+def check_restored(r: Result, vm) -> None:
+    """What can differ in a run restored from a snapshot (scripts/vm.py Snapshot) from a booted
+    one, checked as boot() checks a boot: the guest took this run's payload and its seed, and
+    its random number generator was reseeded (otherwise every restore draws the same numbers);
+    its clock went on from the snapshot's (the kernel's clock resumes where it was saved: a
+    jump would fire timers and watchdogs at once); under the emulator, the plugin restored the
+    state the boot's plugin saved."""
+    m = RESTORED_LINE.search(r.console)
+    assert m is not None, (
+        f"the restored guest never said it took its payload (snapshot {r.restored}, log {r.log}):\n"
+        + first_problem(r.console) + tail(r.console))
+    assert m[2] == r.seed[:16] and m[3] == "0", (
+        f"the restored guest took seed {m[2]} (reseed status {m[3]}), the harness gave {r.seed[:16]} "
+        f"(log {r.log})")
+    cut = r.console.index(SNAPSHOT_POINT)
+    before = re.findall(r"^\[\s*(\d+\.\d+)\]", r.console[:cut], re.M)
+    after = re.findall(r"^\[\s*(\d+\.\d+)\]", r.console[cut:], re.M)
+    assert before and after, f"no kernel timestamps around the snapshot point (log {r.log})"
+    jump = float(after[0]) - float(before[-1])
+    assert 0 <= jump <= 30, (
+        f"the restored guest's clock went from {before[-1]} s at the snapshot to {after[0]} s "
+        f"(log {r.log}): it should go on from where it was saved")
+    if vm.emulate is not None:
+        events = r.emu_events()
+        saved = [e for e in events if e["event"] == "saved"]
+        restored = [e for e in events if e["event"] == "restored"]
+        assert len(saved) == 1 and len(restored) == 1 and saved[0]["digest"] == restored[0]["digest"], (
+            f"the emulator did not restore the state its boot saved: saved {saved}, restored "
+            f"{restored} (log {r.emu_log})")
 
 
 def fred_state(console: str) -> tuple[int, int, bool] | None:

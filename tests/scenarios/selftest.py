@@ -7,7 +7,7 @@ behaviour is tested in the other scenario files."""
 import re
 import shutil
 
-from harness import CRASH, boot, kernel_lines, tail
+from harness import CRASH, MODULE, boot, kernel_lines, tail
 
 
 def test_every_vcpu_is_brought_up(r):
@@ -91,3 +91,25 @@ def test_a_hung_guest_is_failed_with_where_its_cpus_are(r):
         assert re.search(r"^Thread \d+ CPU 0/TCG: ", msg, re.M) and re.search(r"^Thread \d+ CPU 1/TCG: ", msg, re.M), msg
     else:
         assert "no gdb on this machine" in msg, msg
+
+
+def test_two_runs_restored_from_one_snapshot_are_independent(r):
+    """Runs that start from one snapshot (scripts/vm.py Snapshot) share nothing but it: what
+    the first run did in the guest (a file, lbr_dump loaded, a marker in the emulator's log) is
+    not in the second, and each draws its own random numbers (the guest's generator is reseeded
+    from the host at each restore: without it both would print the same UUID)."""
+    script = ("echo uuid=$(cat /proc/sys/kernel/random/uuid)\n"
+              "echo before=$(ls /tmp | tr '\\n' ,)$(grep -c lbr_dump /proc/modules || true)\n"
+              f"insmod {MODULE} && touch /tmp/first-was-here && lbr-marker 4711\n")
+    runs = [boot(name=f"restore-twice-{n}", cpu="Skylake-Client", smp=2, emulate="model=skylake", script=script)
+            for n in (1, 2)]
+    assert all(v.restored is not None for v in runs) and runs[0].restored == runs[1].restored, (
+        f"the runs were not restored from one snapshot: {[v.restored for v in runs]}")
+    uuids = [re.findall(r"^uuid=(\S+)", v.console, re.M) for v in runs]
+    assert all(len(u) == 1 for u in uuids) and uuids[0] != uuids[1], f"UUIDs drawn: {uuids}"
+    for v in runs:
+        # Each run starts with an empty /tmp and lbr_dump not loaded, and marks once.
+        assert re.search(r"^before=0$", v.console, re.M), tail(v.console)
+        marks = [e for e in v.emu_events() if e["event"] == "marker" and e["value"] == 4711]
+        assert len(marks) == 1, f"marker 4711 logged {len(marks)} time(s) in {v.emu_log}"
+    assert runs[0].seed != runs[1].seed

@@ -10,8 +10,8 @@ Stages, in order (a failed build fails the tests that need it, and the run goes 
      the kernel's CLIPPY=1, with no lint;
   3. VM scenarios: every `test_*` function of tests/scenarios/*.py (KUnit suites report one
      result per KTAP test case); the tests for which a file's `unavailable(test)` gives a
-     reason (fred.py's under Bochs: no Bochs source beside the repository) are one SKIP line
-     with the reason, counted as skipped.
+     reason are one SKIP line with the reason, counted as skipped (no file gives one today:
+     fred.py's prepares Bochs there).
 Prints PASS/FAIL lines, then the time each stage took and whether the run was fresh (the cache
 had no build root: it made every build) or warm, then `N passed, N failed`; exits 1 on any
 failure.
@@ -288,10 +288,19 @@ def scenarios(r: harness.Results, only: list[str], jobs: int, stages: Stages | N
     first, so that the workers, forked from this process, find it ready and never build."""
     import vm
     t = time.monotonic()
-    for kernel in vm.VARIANTS:
+
+    def prepare(kernel: str) -> None:
         vm.kernel_dir(kernel)
         vm.prepare_initramfs(kernel)
+    # Side by side, each mostly one make that finds its tree up to date; the built-in variant's
+    # initramfs takes the test modules built against the module variant, so it comes after it.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        list(pool.map(prepare, ("module", "nocet", "debian")))
+    prepare("builtin")
     vm.build_emulator()
+    # Snapshots (scripts/vm.py Snapshot) of machines no run has restored for 3 days go: each
+    # change of a kernel or of the emulator makes a new set, about 50 MB each.
+    run(["bash", "-c", "source scripts/common.sh; LBR_DUMP_PRUNE_DAYS=3 prune snap"])
     work = []
     for path in sorted((REPO / "tests" / "scenarios").glob("*.py")):
         mod = load_scenario(path)
@@ -316,14 +325,18 @@ def scenarios(r: harness.Results, only: list[str], jobs: int, stages: Stages | N
         stages.spent.append(("VM preparation (kernel variants, initramfs, emulator, Bochs)", time.monotonic() - t))
         t = time.monotonic()
     ctx = multiprocessing.get_context("fork")
+    ran: dict[str, int] = {}
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures = [pool.submit(run_job, path, names) for path, names in work]
         for f in concurrent.futures.as_completed(futures):
             for name, ok, detail in f.result():
                 r.record(name, ok, detail)
                 if m := re.match(r"^(.*) \((\d+)s\)$", name):
-                    times[m[1]] = int(m[2])
+                    times[m[1]] = ran[m[1]] = int(m[2])
     save_times(times)
+    if stages:
+        stages.slowest = sorted(ran.items(), key=lambda t: -t[1])[:10]
+        stages.vm_seconds = sum(ran.values())
     if stages:
         stages.spent.append(("VM scenarios", time.monotonic() - t))
 
@@ -356,6 +369,8 @@ class Stages:
         self.t0 = time.monotonic()
         self.before = cache_entries()
         self.spent: list[tuple[str, float]] = []
+        self.slowest: list[tuple[str, int]] = []
+        self.vm_seconds = 0
 
     def timed(self, name: str, f, *args):
         t = time.monotonic()
@@ -365,10 +380,16 @@ class Stages:
             self.spent.append((name, time.monotonic() - t))
 
     def report(self) -> None:
-        made = sorted(cache_entries() - self.before)
+        made = sorted(e for e in cache_entries() - self.before if not e.startswith("snap-"))
+        snaps = len([e for e in cache_entries() - self.before if e.startswith("snap-")])
+        if snaps:
+            made.append(f"{snaps} VM snapshot(s)")
         total = time.monotonic() - self.t0
         print("\n[lbr-dump] time by stage: " + ", ".join(f"{n} {s:.0f}s" for n, s in self.spent)
               + f"; {total:.0f}s in all")
+        if self.slowest:
+            print(f"[lbr-dump] VM scenario jobs took {self.vm_seconds}s in all; the slowest ten: "
+                  + ", ".join(f"{n} {s}s" for n, s in self.slowest))
         if not any(e.startswith("root-") for e in self.before):
             kind = "fresh: the cache had no build root, this run made everything"
         elif made:

@@ -80,9 +80,12 @@ class Result:
     # A timed-out run: what the VM was doing when it was killed (hang_report()); its files
     # (hang-*.txt) are in the run directory.
     hang: str | None = None
-    # A restored run (Snapshot): the snapshot it started from, and the seed it gave the guest.
+    # A restored run (Snapshot): the snapshot it started from, the seed and the payload (size,
+    # SHA-256) it gave the guest, and where in `console` the snapshot boot's console ends.
     restored: Path | None = None
     seed: str | None = None
+    payload: tuple[int, str] | None = None
+    boot_console: int = 0
 
     def emu_events(self, boot: int | None = None) -> list[dict]:
         """The emulator's log, parsed (each line one JSON object; see tools/lbr-emu). With `boot`
@@ -313,8 +316,8 @@ class Vm:
         if snap:
             go = run_dir / "go.sock"
 
-            def on_start() -> None:
-                snap.go(diag, go)
+            def on_start(stop) -> None:
+                snap.go(diag, go, stop)
         r = run_qemu(cmd, run_dir / "console.log", self.timeout, on_console, on_timeout, on_start)
         r.hang = hang[0] if hang else None
         r.emu_log = emu_log
@@ -414,7 +417,8 @@ SNAPSHOT_POINT = "lbr-dump-vm: snapshot point"
 # device has it).
 PAYLOAD_AT = 1 << 20
 PAYLOAD_DISK = 64 << 20
-RESTORED_LINE = re.compile(r"lbr-dump-vm: restored payload=(\d+) seed=([0-9a-f]+) reseed=(\d+)$", re.M)
+RESTORED_LINE = re.compile(r"lbr-dump-vm: restored payload=(\d+) sha256=([0-9a-f]+) seed=([0-9a-f]+) "
+                           r"reseed=(\d+)$", re.M)
 
 
 def newc(files: list[tuple[str, int, bytes | None]]) -> bytes:
@@ -446,22 +450,25 @@ def snapshot_initrd(kernel: str) -> bytes:
                    ("lbr-dump-vm.snapshot", 0o644, b"")])
 
 
-def payload_disk(path: Path, kernel: str, script: str, seed: str) -> int:
-    """Writes a restored run's payload disk: the variant's modules and test programs (what its
-    base initramfs has beyond snapshot_initrd()) and /scenario.sh; returns the archive's size."""
+def payload_disk(path: Path, kernel: str, script: str, seed: str) -> tuple[int, str]:
+    """Writes a restored run's payload disk: /scenario.sh and the variant's modules and test
+    programs (what its base initramfs has beyond snapshot_initrd()); returns the archive's size
+    and SHA-256."""
     stage = OUT / f"initramfs-{kernel}.cpio.d"
-    files = [(f"lib/lbr-dump/{p.name}", 0o644, p.read_bytes()) for p in sorted((stage / "lib/lbr-dump").glob("*.ko"))]
+    files = [("scenario.sh", 0o644, (script + "\n").encode())]
+    files += [(f"lib/lbr-dump/{p.name}", 0o644, p.read_bytes()) for p in sorted((stage / "lib/lbr-dump").glob("*.ko"))]
     files += [(f"bin/{p.name}", 0o755, p.read_bytes()) for p in sorted((stage / "bin").glob("lbr-*"))]
-    archive = newc(files + [("scenario.sh", 0o644, (script + "\n").encode())])
+    archive = newc(files)
+    digest = sha256(archive)
     if 2 * PAYLOAD_AT + len(archive) > PAYLOAD_DISK:
         raise ValueError(f"the payload ({len(archive)} bytes) does not fit its disk")
     with open(path, "wb") as f:
         f.seek(PAYLOAD_AT)
-        f.write(f"lbr-dump-payload 1 {len(archive)} {seed}\n".encode())
+        f.write(f"lbr-dump-payload 2 {len(archive)} {seed} {digest}\n".encode())
         f.seek(2 * PAYLOAD_AT)
         f.write(archive)
         f.truncate(PAYLOAD_DISK)
-    return len(archive)
+    return len(archive), digest
 
 
 def sha256(data: bytes) -> str:
@@ -475,9 +482,11 @@ def file_sha256(path: Path) -> str:
 
 
 @functools.cache
-def build_root_name() -> str:
-    """The build root's cache entry (root-KEY, keyed by its packages: QEMU's version among them)."""
-    return Path(sh("bash", "-c", 'source scripts/common.sh; echo "$BUILD_ROOT"')).name
+def build_root_key() -> str:
+    """The build root's cache entry and the versions of every package in it (its dpkg status):
+    QEMU, its firmware and option ROMs (whose sizes a migration stream must fit) among them."""
+    root = Path(sh("bash", "-c", 'source scripts/common.sh; echo "$BUILD_ROOT"'))
+    return f"{root.name} {file_sha256(root / 'var/lib/dpkg/status')}"
 
 
 @functools.cache
@@ -513,7 +522,7 @@ class Snapshot:
             "bzImage": file_sha256(kdir / "arch/x86/boot/bzImage"), "initrd": sha256(initrd),
             "machine": vm.machine(Path("KDIR"), accel, Path("INITRD")) + Snapshot.devices_for(Path("RUN")),
             "emulate": emulate, "emulator": emulator_source_key() if emulate else None,
-            "root": build_root_name(),
+            "root": build_root_key(),
         }
         import json
         key = sha256(json.dumps(desc, sort_keys=True).encode())[:16]
@@ -562,9 +571,13 @@ class Snapshot:
                 return False
             qmp(qsock, [("qmp_capabilities", {}), ("stop", {}),
                         ("migrate", {"uri": f"file:{tmp / 'state'}"})])
+            deadline = time.monotonic() + 120
             while True:
                 st = qmp(qsock, [("qmp_capabilities", {}), ("query-migrate", {})])
                 if st.get("status") in ("completed", "failed", "cancelled"):
+                    break
+                if time.monotonic() > deadline:
+                    st = {"status": f"still {st.get('status')} after 120 s"}
                     break
                 time.sleep(0.05)
             saved.append(st)
@@ -594,17 +607,19 @@ class Snapshot:
     def devices(self, run_dir: Path, script: str) -> list[str]:
         """A restore's devices (devices_for()), its payload disk written with `script`."""
         self.seed = os.urandom(32).hex()
-        payload_disk(run_dir / "payload.img", self.kernel, script, self.seed)
+        self.payload = payload_disk(run_dir / "payload.img", self.kernel, script, self.seed)
+        (run_dir / "emu-run.jsonl").unlink(missing_ok=True)
         go = run_dir / "go.sock"
         go.unlink(missing_ok=True)
         return self.devices_for(run_dir, f"socket,id=lbrgo,path={go},server=on,wait=off")
 
-    def go(self, diag: Path, go: Path) -> None:
+    def go(self, diag: Path, go: Path, stop) -> None:
         """A restore's start (run_qemu's on_start): once QEMU has loaded the snapshot (it then
-        stays paused, as it was saved), lets the guest run, and sends it the go line."""
+        stays paused, as it was saved), lets the guest run, and sends it the go line. Gives up
+        when `stop` (a threading.Event) is set: QEMU ended."""
         import socket
         deadline = time.monotonic() + 120
-        while True:
+        while not stop.is_set():
             try:
                 status = qmp(diag, [("qmp_capabilities", {}), ("query-status", {})], timeout=10)["status"]
             except (OSError, RuntimeError, ValueError):
@@ -614,6 +629,8 @@ class Snapshot:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"QEMU did not load the snapshot {self.dir} within 120 s: it is {status}")
             time.sleep(0.02)
+        else:
+            return
         qmp(diag, [("qmp_capabilities", {}), ("cont", {})])
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(str(go))
@@ -626,9 +643,10 @@ class Snapshot:
         import json
         if getattr(self, "sock", None) is not None:
             self.sock.close()
-        r.console = (self.dir / "console.log").read_text() + r.console
+        boot = (self.dir / "console.log").read_text()
+        r.console = boot + r.console
         r.log.write_text(r.console)
-        r.restored, r.seed = self.dir, self.seed
+        r.restored, r.seed, r.payload, r.boot_console = self.dir, self.seed, self.payload, len(boot)
         if self.emulate and r.emu_log is not None:
             run = run_dir / "emu-run.jsonl"
             lines = [l for l in (self.dir / "emu.jsonl").read_text().splitlines()
@@ -709,15 +727,18 @@ def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_time
              on_start=None) -> Result:
     """Runs QEMU in the build root, console to `log`, killing everything on timeout.
     `on_console(text so far)` is called as output arrives until it returns True; on timeout,
-    `on_timeout(session id of the run's processes)` before they are killed. `on_start()` runs
-    in a thread of its own once QEMU is started (a restore's `cont`); what it raises ends the
-    run and is raised here."""
+    `on_timeout(session id of the run's processes)` before they are killed. `on_start(stop)`
+    runs in a thread of its own once QEMU is started (a restore's `cont`) and returns when the
+    threading.Event `stop` is set at the run's end; what it raises ends the run and is raised
+    here."""
     import threading
     wrapped = ["bash", "-c", 'source scripts/common.sh; in_root "$@"', "_", *cmd]
     start = time.monotonic()
     chunks: list[bytes] = []
     timed_out = False
     failed: list[BaseException] = []
+    stop = threading.Event()
+    starter_thread = None
     with open(log, "wb") as f:
         p = subprocess.Popen(wrapped, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, start_new_session=True)
@@ -725,10 +746,11 @@ def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_time
         if on_start is not None:
             def starter() -> None:
                 try:
-                    on_start()
+                    on_start(stop)
                 except BaseException as e:  # noqa: B036 (handed to the caller)
                     failed.append(e)
-            threading.Thread(target=starter, daemon=True).start()
+            starter_thread = threading.Thread(target=starter, daemon=True)
+            starter_thread.start()
         try:
             while True:
                 data = p.stdout.read()
@@ -758,9 +780,12 @@ def run_qemu(cmd: list[str], log: Path, timeout: float, on_console=None, on_time
                             print(f"hang report failed: {e!r}", file=sys.stderr, flush=True)
                     break
         finally:
+            stop.set()
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+            if starter_thread is not None:
+                starter_thread.join(timeout=30)
             rest = p.stdout.read()
             if rest:
                 chunks.append(rest)

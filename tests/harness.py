@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 # tests/run.py, the runner, puts tests/ and scripts/ on the module path (the one place that does).
-from vm import (FRED_LINE, GUEST_GUARDS, REPO, RESTORED_LINE, SNAPSHOT_POINT, TARGET, BochsVm, Result, Vm,
-                kernel_cmdline, kernel_dir, prepare_initramfs, scenario_cpio, sh)
+from vm import (FRED_LINE, GUEST_GUARDS, REPO, RESTORED_LINE, TARGET, BochsVm, Result, Vm, kernel_cmdline,
+                kernel_dir, prepare_initramfs, scenario_cpio, sh)
 
 # Paths and commands inside the test VM, one definition for every scenario.
 MODULE_KO = "/lib/lbr-dump/lbr_dump.ko"
@@ -383,8 +383,9 @@ def boot(finish: bool = True, allow_would_fault: bool = False, bochs: bool = Fal
 
 def check_restored(r: Result, vm) -> None:
     """What can differ in a run restored from a snapshot (scripts/vm.py Snapshot) from a booted
-    one, checked as boot() checks a boot: the guest took this run's payload and its seed, and
-    its random number generator was reseeded (otherwise every restore draws the same numbers);
+    one, checked as boot() checks a boot: the guest took this run's payload (its size and
+    SHA-256, checked by /init before it unpacked it) and its seed, and its random number
+    generator was reseeded (otherwise every restore draws the same numbers);
     its clock went on from the snapshot's (the kernel's clock resumes where it was saved: a
     jump would fire timers and watchdogs at once); under the emulator, the plugin restored the
     state the boot's plugin saved."""
@@ -392,12 +393,16 @@ def check_restored(r: Result, vm) -> None:
     assert m is not None, (
         f"the restored guest never said it took its payload (snapshot {r.restored}, log {r.log}):\n"
         + first_problem(r.console) + tail(r.console))
-    assert m[2] == r.seed[:16] and m[3] == "0", (
-        f"the restored guest took seed {m[2]} (reseed status {m[3]}), the harness gave {r.seed[:16]} "
+    assert (int(m[1]), m[2]) == r.payload, (
+        f"the restored guest unpacked a payload of {m[1]} bytes, SHA-256 {m[2]}; the harness gave "
+        f"{r.payload} (log {r.log})")
+    assert m[3] == r.seed[:16] and m[4] == "0", (
+        f"the restored guest took seed {m[3]} (reseed status {m[4]}), the harness gave {r.seed[:16]} "
         f"(log {r.log})")
-    cut = r.console.index(SNAPSHOT_POINT)
-    before = re.findall(r"^\[\s*(\d+\.\d+)\]", r.console[:cut], re.M)
-    after = re.findall(r"^\[\s*(\d+\.\d+)\]", r.console[cut:], re.M)
+    # The snapshot boot's console (with what it printed after its mark, before the stop), then
+    # the restored guest's.
+    before = re.findall(r"^\[\s*(\d+\.\d+)\]", r.console[:r.boot_console], re.M)
+    after = re.findall(r"^\[\s*(\d+\.\d+)\]", r.console[r.boot_console:], re.M)
     assert before and after, f"no kernel timestamps around the snapshot point (log {r.log})"
     jump = float(after[0]) - float(before[-1])
     assert 0 <= jump <= 30, (

@@ -113,3 +113,33 @@ def test_two_runs_restored_from_one_snapshot_are_independent(r):
         marks = [e for e in v.emu_events() if e["event"] == "marker" and e["value"] == 4711]
         assert len(marks) == 1, f"marker 4711 logged {len(marks)} time(s) in {v.emu_log}"
     assert runs[0].seed != runs[1].seed
+
+
+def test_a_payload_altered_on_its_way_fails_the_run(r):
+    """A restored run takes what is under test from its payload disk (scripts/vm.py
+    payload_disk()); a payload that reached the guest other than it was written must fail the
+    run, not run what it happens to hold. Here one byte of the archive's last file (a test
+    program, so that cpio itself unpacks it without complaint) is changed on the disk after the
+    harness wrote it: /init finds the SHA-256 wrong, says so and reboots, and boot() fails."""
+    import vm
+    write = vm.payload_disk
+
+    def altered(path, kernel, script, seed):
+        size, digest = write(path, kernel, script, seed)
+        with open(path, "r+b") as f:
+            f.seek(2 * vm.PAYLOAD_AT + size - 600)  # in the last file's data, before the trailer
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0x40]))
+        return size, digest
+    vm.payload_disk = altered
+    try:
+        boot(name="restore-altered", cpu="Skylake-Client", script="echo ran\n")
+    except AssertionError as e:
+        msg = str(e)
+    else:
+        raise AssertionError("a run with an altered payload passed")
+    finally:
+        vm.payload_disk = write
+    assert "never said it took its payload" in msg and "lbr-dump-vm: restored: payload sha256" in msg, msg
+    assert "\nran\n" not in msg, msg

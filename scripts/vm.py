@@ -657,7 +657,8 @@ class Snapshot:
 
 
 def snapshot_cache() -> Path:
-    """Where snapshots are kept: the build cache (scripts/common.sh's $CACHE)."""
+    """The build cache (scripts/common.sh's $CACHE), where snapshots are kept; tests/run.py
+    reads it through here too."""
     cache = Path(os.environ.get("LBR_DUMP_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
                  / "lbr-dump")
     cache.mkdir(parents=True, exist_ok=True)

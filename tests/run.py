@@ -348,8 +348,8 @@ def times_file() -> Path:
 
 def cache_dir() -> Path:
     """The build cache (scripts/common.sh's $CACHE)."""
-    return Path(os.environ.get("LBR_DUMP_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-                / "lbr-dump")
+    import vm
+    return vm.snapshot_cache()
 
 
 def cache_entries() -> set[str]:

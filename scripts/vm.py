@@ -529,14 +529,35 @@ class Snapshot:
         cache = snapshot_cache()
         final = cache / f"snap-{key}"
         (cache / "snap.locks").mkdir(exist_ok=True)
+        failed = final.with_name(final.name + ".failed")
         with open(cache / "snap.locks" / key, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (final / ".complete").exists():
+                # A snapshot boot that failed in this same run of the suite is not tried again
+                # by every test waiting for it: they fail at once with its console.
+                mark = failed / "run-id"
+                if mark.exists() and mark.read_text() == run_id():
+                    console = (failed / "console.log").read_text()
+                    return Result(console + f"\n[vm] this machine's snapshot boot failed earlier in this run"
+                                  f" (console {failed / 'console.log'}); not tried again\n",
+                                  False, 1, failed / "console.log", 0.0, [])
                 made = Snapshot.make(vm, kdir, accel, initrd, desc, final)
                 if isinstance(made, Result):
                     return made
             (final / ".last-used").touch()
         return Snapshot(final, vm.kernel, emulate is not None)
+
+    def invalidate(self, why: str) -> str:
+        """Removes this snapshot from the cache (QEMU could not load it: every run restoring it
+        would fail the same way), so that the next run wanting it makes it again. Returns a line
+        saying so."""
+        key = self.dir.name.removeprefix("snap-")
+        with open(self.dir.parent / "snap.locks" / key, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            (self.dir / ".complete").unlink(missing_ok=True)
+            shutil.rmtree(self.dir, ignore_errors=True)
+        return (f"\n[vm] QEMU could not load the snapshot {self.dir} ({why}): removed from the cache,"
+                f" the next run wanting it makes it again\n")
 
     @staticmethod
     def devices_for(run_dir: Path, go: str | None = None) -> list[str]:
@@ -585,15 +606,23 @@ class Snapshot:
             return True
         # (the console as it was at the stop: the guest may have printed past its mark)
         r = run_qemu(cmd, tmp / "console.log", vm.timeout, on_console)
+        why = None
         if not saved or saved[0].get("status") != "completed":
-            r.console += (f"\n[vm] the snapshot boot ({tmp}) did not get to be saved: "
-                          + (f"migration {saved[0]}" if saved else "no snapshot point") + "\n")
-            r.exit_code = r.exit_code if r.exit_code else 1
-            return r
-        if vm.emulate is not None and not (tmp / "emu-state.json").exists():
+            why = (f"the snapshot boot did not get to be saved: "
+                   + (f"migration {saved[0]}" if saved else "no snapshot point"))
+        elif vm.emulate is not None and not (tmp / "emu-state.json").exists():
             refused = [l for l in (tmp / "emu.jsonl").read_text().splitlines() if "save-refused" in l]
-            r.console += f"\n[vm] the emulator did not save its state: {refused[:3]}\n"
-            r.exit_code = 1
+            why = f"the emulator did not save its state: {refused[:3]}"
+        if why is not None:
+            # Kept beside the entry (the next maker clears .tmp), marked with this run's id.
+            failed = final.with_name(final.name + ".failed")
+            shutil.rmtree(failed, ignore_errors=True)
+            r.console += f"\n[vm] {why} (console kept in {failed / 'console.log'})\n"
+            (tmp / "console.log").write_text(r.console)
+            (tmp / "run-id").write_text(run_id())
+            tmp.rename(failed)
+            r.log = failed / "console.log"
+            r.exit_code = r.exit_code if r.exit_code else 1
             return r
         (tmp / "console.log").write_text(r.console)
         (tmp / "key.json").write_text(json.dumps(desc, indent=1, sort_keys=True))
@@ -643,6 +672,12 @@ class Snapshot:
         import json
         if getattr(self, "sock", None) is not None:
             self.sock.close()
+        load = LOAD_FAILED.search(r.console)
+        if load is not None:
+            r.restored = self.dir
+            r.console += self.invalidate(load[0].strip())
+            r.log.write_text(r.console)
+            return
         boot = (self.dir / "console.log").read_text()
         r.console = boot + r.console
         r.log.write_text(r.console)
@@ -654,6 +689,18 @@ class Snapshot:
             if run.exists():
                 lines += [l for l in run.read_text().splitlines() if l.strip() and json.loads(l)["event"] != "start"]
             r.emu_log.write_text("".join(l + "\n" for l in lines))
+
+
+# QEMU's words when an -incoming migration stream cannot be loaded (migration/savevm.c,
+# migration/migration.c).
+LOAD_FAILED = re.compile(r"^qemu-system-\S+: (?:load of migration failed|.*error while loading state).*$", re.M)
+
+
+@functools.cache
+def run_id() -> str:
+    """This run of the suite (tests/run.py sets LBR_DUMP_RUN_ID for its jobs), or of this
+    process: what a failed snapshot boot is marked with."""
+    return os.environ.get("LBR_DUMP_RUN_ID") or f"pid-{os.getpid()}"
 
 
 def snapshot_cache() -> Path:

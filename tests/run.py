@@ -301,6 +301,12 @@ def scenarios(r: harness.Results, only: list[str], jobs: int, stages: Stages | N
     # Snapshots (scripts/vm.py Snapshot) of machines no run has restored for 3 days go: each
     # change of a kernel or of the emulator makes a new set, about 50 MB each.
     run(["bash", "-c", "source scripts/common.sh; LBR_DUMP_PRUNE_DAYS=3 prune snap"])
+    # And their lock files (snap.locks/KEY), once no entry of that key is left and the lock was
+    # not taken for as long.
+    cache = vm.snapshot_cache()
+    for lock in (cache / "snap.locks").glob("*"):
+        if not any(cache.glob(f"snap-{lock.name}*")) and time.time() - lock.stat().st_mtime > 3 * 86400:
+            lock.unlink(missing_ok=True)
     work = []
     for path in sorted((REPO / "tests" / "scenarios").glob("*.py")):
         mod = load_scenario(path)
@@ -442,6 +448,9 @@ def main() -> int:
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
                     help="VMs at a time (default: one per CPU)")
     a = ap.parse_args()
+    # One id for this run's jobs, wherever they run: a snapshot boot that fails is not tried
+    # again by the others in the same run (scripts/vm.py Snapshot.get).
+    os.environ.setdefault("LBR_DUMP_RUN_ID", f"{os.getpid()}-{time.time_ns()}")
     r = harness.Results()
     t = time.monotonic()
     stages = Stages()

@@ -277,6 +277,24 @@
  *                                     print `free_watch: freed NAME ADDR` whenever free_pages()
  *                                     frees pages that hold one (a kprobe); rmmod prints
  *                                     `free_watch: removed, N frees`
+ *   insmod lbr_crash.ko crash=warn_once
+ *                                     no crash: a WARN_ON_ONCE() hit twice (lbr_crash_warn_once()):
+ *                                     the kernel reports the first hit only. Prints
+ *                                     `warn_once: 2 hits`
+ *   insmod lbr_crash.ko crash=warn_irq
+ *                                     no crash: a WARN_ON() (lbr_crash_warn()) in hard interrupt
+ *                                     context, an hrtimer's expiry. Prints `warn_irq: hardirq=1`
+ *   insmod lbr_crash.ko crash=warn_irqs_off
+ *                                     no crash: a WARN_ON() (lbr_crash_warn()) with interrupts
+ *                                     off in process context. Prints `warn_irqs_off: irqs_off=1`
+ *   insmod lbr_crash.ko crash=warn_storm rounds=N
+ *                                     a warning storm, then an oops: N times a WARN_ON() and a
+ *                                     WARN_ON_ONCE() (lbr_crash_warn(), lbr_crash_warn_once(): the
+ *                                     kernel reports N + 1 of them), then the #GP of crash=gp,
+ *                                     whose oops (a DIE_OOPS notifier of a priority above
+ *                                     lbr_dump's) runs the same 2N warnings again on the oopsing
+ *                                     CPU before lbr_dump prints it (N reported). Prints
+ *                                     `warn_storm: N rounds, oops next`
  * The crash happens in lbr_crash_<name>(), noinline, so the records can be checked against
  * its symbol. Loading without a valid crash= fails with -EINVAL and prints the crash types:
  * LBR_CRASH_TYPES below, which `modinfo lbr_crash.ko` shows too.
@@ -289,6 +307,7 @@
 #include <linux/crash_core.h>
 #include <linux/delay.h>
 #include <linux/ftrace.h>
+#include <linux/hrtimer.h>
 #include <linux/hw_breakpoint.h>
 #include <linux/kallsyms.h>
 #include <linux/kdebug.h>
@@ -2470,6 +2489,106 @@ static int lbr_crash_kexec_return(void)
 }
 
 /*
+ * crash=warn_*: warnings. WARN_ON() is a ud2 (x86), reported by report_bug() and __warn() from
+ * the #UD handler, which then goes on after the ud2; each site is a noinline function of its
+ * own, so that a test can place the #UD by its symbol. The condition is a volatile read: the
+ * compiler must keep the branch to the ud2.
+ */
+static volatile int lbr_crash_warn_cond = 1;
+
+static noinline void lbr_crash_warn(void)
+{
+	WARN_ON(lbr_crash_warn_cond);
+}
+
+static noinline void lbr_crash_warn_once(void)
+{
+	WARN_ON_ONCE(lbr_crash_warn_cond);
+}
+
+static int lbr_crash_warn_once_twice(void)
+{
+	lbr_crash_warn_once();
+	lbr_crash_warn_once();
+	pr_info("warn_once: 2 hits\n");
+	return 0;
+}
+
+/* crash=warn_irq: the warning in an hrtimer's expiry, hard interrupt context. */
+static struct hrtimer warn_timer;
+static DECLARE_COMPLETION(warn_timer_done);
+static int warn_timer_hardirq;
+
+static enum hrtimer_restart lbr_crash_warn_timer(struct hrtimer *t)
+{
+	warn_timer_hardirq = in_hardirq();
+	lbr_crash_warn();
+	complete(&warn_timer_done);
+	return HRTIMER_NORESTART;
+}
+
+static int lbr_crash_warn_irq(void)
+{
+	hrtimer_setup(&warn_timer, lbr_crash_warn_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	hrtimer_start(&warn_timer, ms_to_ktime(1), HRTIMER_MODE_REL_HARD);
+	wait_for_completion(&warn_timer_done);
+	pr_info("warn_irq: hardirq=%d\n", warn_timer_hardirq);
+	return 0;
+}
+
+/* crash=warn_irqs_off: the warning with interrupts off, in process context. */
+static int lbr_crash_warn_irqs_off(void)
+{
+	unsigned long flags;
+	int off;
+
+	local_irq_save(flags);
+	off = irqs_disabled();
+	lbr_crash_warn();
+	local_irq_restore(flags);
+	pr_info("warn_irqs_off: irqs_off=%d\n", off);
+	return 0;
+}
+
+/* crash=warn_storm: rounds= of both warnings, the oops, and as many again inside the oops. */
+static struct task_struct *warn_storm_task;
+
+static void lbr_crash_warn_rounds(void)
+{
+	int i;
+
+	for (i = 0; i < rounds; i++) {
+		lbr_crash_warn();
+		lbr_crash_warn_once();
+	}
+}
+
+static int lbr_crash_warn_in_oops(struct notifier_block *nb, unsigned long val, void *data)
+{
+	if (val == DIE_OOPS && current == warn_storm_task)
+		lbr_crash_warn_rounds();
+	return NOTIFY_DONE;
+}
+/* Above lbr_dump's printer (priority 0): the chain calls higher priorities first. */
+static struct notifier_block warn_storm_nb = {
+	.notifier_call = lbr_crash_warn_in_oops,
+	.priority = 1,
+};
+
+static int lbr_crash_warn_storm(void)
+{
+	int r;
+
+	lbr_crash_warn_rounds();
+	warn_storm_task = current;
+	r = register_die_notifier(&warn_storm_nb);
+	if (r)
+		return r;
+	pr_info("warn_storm: %d rounds, oops next\n", rounds);
+	return lbr_crash_gp();
+}
+
+/*
  * The crash types, in one list: X(NAME, FUNCTION, HELP) is crash=NAME, done by FUNCTION (whose
  * return value is the load's) and described by HELP. The list makes both the table that
  * lbr_crash_init() looks NAME up in, in this order, and the crash parameter's description
@@ -2522,7 +2641,11 @@ static int lbr_crash_kexec_return(void)
 	X(fixed_pf, lbr_crash_fixed_pf, "no crash: rounds= #PFs the kernel fixes up, on CPU cpu=") \
 	X(nmi_offline, lbr_crash_nmi_offline, "no crash: rounds= NMIs to the offline CPU cpu=") \
 	X(free_watch, lbr_crash_free_watch, "no crash: say when the stubs' memory is freed (capture_cfg=)") \
-	X(kexec_return, lbr_crash_kexec_return, "no crash: crash_kexec(NULL) on CPU cpu= (target=) with no crash kernel; race=1: sysrq-c on CPU 0 meanwhile")
+	X(kexec_return, lbr_crash_kexec_return, "no crash: crash_kexec(NULL) on CPU cpu= (target=) with no crash kernel; race=1: sysrq-c on CPU 0 meanwhile") \
+	X(warn_once, lbr_crash_warn_once_twice, "no crash: a WARN_ON_ONCE() hit twice") \
+	X(warn_irq, lbr_crash_warn_irq, "no crash: a WARN_ON() in hard interrupt context") \
+	X(warn_irqs_off, lbr_crash_warn_irqs_off, "no crash: a WARN_ON() with interrupts off") \
+	X(warn_storm, lbr_crash_warn_storm, "rounds= WARN_ON()s and WARN_ON_ONCE()s, then crash as gp and warn as many again in the oops")
 
 struct lbr_crash_type {
 	const char *name;

@@ -302,9 +302,10 @@ SYM_DATA_END(lbr_dump_live)
 /*
  * LBR_CLAIM_SLOT fail: with r9 = this CPU's number, makes r9 = its block in the snapshot area,
  * marked busy, and rsi = the snapshot slot this capture fills (count % ring), invalidated (seq 0)
- * until it is complete. Goes to \fail, changing nothing, if the CPU has no block or a capture is
- * running on it (a fault or a nested exception inside a capture). Both tests fall through in the
- * usual case. Uses only r9, rsi and flags.
+ * until it is complete, and unsealed (checksum 0: the seal of a snapshot printed from this slot
+ * before, such as a warning's given back, is not this one's). Goes to \fail, changing nothing,
+ * if the CPU has no block or a capture is running on it (a fault or a nested exception inside a
+ * capture). Both tests fall through in the usual case. Uses only r9, rsi and flags.
  */
 .macro LBR_CLAIM_SLOT fail:req
 	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %r9
@@ -319,6 +320,7 @@ SYM_DATA_END(lbr_dump_live)
 	imulq	lbr_dump_capture+LBR_CFG_SNAP_SIZE(%rip), %rsi
 	leaq	LBR_CPU_HEADER_SIZE(%r9,%rsi), %rsi
 	movq	$0, LBR_SNAP_SEQ(%rsi)
+	movq	$0, LBR_SNAP_CHECKSUM(%rsi)
 .endm
 
 /*

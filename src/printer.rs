@@ -34,8 +34,16 @@
 //! of the panicking CPU: the oops printed its exception's. With kdump loaded, vpanic() boots
 //! the capture kernel before the notifiers: the snapshots are then read from the vmcore.
 //!
-//! Both run in the oops path with IRQs off: no allocation, no sleeping, no panics (indexing is
-//! checked or noted `// PANIC:`, and falls back to printing less).
+//! The warning printer: a warning's report (__warn(), from the #UD handler) prints the snapshot
+//! of its #UD before the registers, as an oops does: src/glue.c's callback at show_regs() called
+//! from __warn() hands over the #UD's `pt_regs`, matched as the oops' are, and only that
+//! snapshot is printed, bounded as every one is. When the kernel goes on from a warning
+//! (report_bug() says so: a kretprobe), its capture is given back (src/capture/warn.rs), so that
+//! a storm of warnings does not push a crash's snapshot out of the ring.
+//!
+//! All of them run in the oops path with IRQs off (a warning's printer in any context the
+//! warning was in): no allocation, no sleeping, no panics (indexing is checked or noted
+//! `// PANIC:`, and falls back to printing less).
 
 use core::fmt::{self, Write};
 use core::mem::offset_of;
@@ -255,6 +263,40 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
             None => break,
         };
         print_snapshot(a, &s, Some(nest));
+    }
+}
+
+/// The #UD vector: a warning's (a ud2, or the ud1 of WARN() with a message).
+const UD: u32 = 6;
+
+/// Prints the snapshot of the warning whose #UD frame is `regs`, inside its report (from __warn()'s
+/// call of show_regs(): after the WARNING line and the modules, before the registers): the
+/// snapshot whose hardware frame is `regs` and whose saved RIP is `regs->ip`, in every CPU's
+/// ring (the report may run on another CPU than the one that captured: handle_bug() enables
+/// interrupts where the warning had them), as for an oops, but only that one: a warning prints
+/// at most one snapshot, bounded as every printed snapshot is. A snapshot already sealed was
+/// printed before (an earlier warning at the same place and stack depth of this task): if that
+/// is the newest match, this #UD was not captured, and one line says so.
+#[inline(never)]
+fn print_warning(a: &Armed, regs: *const bindings::pt_regs) {
+    // SAFETY: reads a segment limit; callable anywhere.
+    let cpu = unsafe { ffi::lbr_dump_cpu_number() } as usize;
+    let frame = regs as u64 + offset_of!(bindings::pt_regs, ip) as u64;
+    // SAFETY: __warn()'s `regs` is the #UD's register frame, on the stack of its handler.
+    let ip = unsafe { (*regs).ip } as u64;
+    match newest(a, u64::MAX, |s| s.vector == UD && s.frame == frame && s.rip == ip) {
+        Some(s) if s.sealed().is_none() => print_snapshot(a, &s, Some(0)),
+        Some(s) => none(
+            cpu,
+            format_args!(
+                "no snapshot of this warning's #UD (nested in a capture): the newest at its frame and RIP, seq={}, was printed with an earlier warning",
+                s.seq
+            ),
+        ),
+        None => none(
+            cpu,
+            "no snapshot of this warning's #UD (#UD not hooked, or nested in a capture)",
+        ),
     }
 }
 
@@ -770,10 +812,74 @@ unsafe extern "C" fn on_panic(
     ffi::NOTIFY_DONE
 }
 
-/// The registered die and panic notifiers; unregistered on drop.
+/// A warning's report is printing its registers (src/glue.c's callback at show_regs() called
+/// from __warn()): its #UD's snapshot first.
+///
+/// # Safety
+///
+/// Called only by that callback, with show_regs()'s argument, while it is registered.
+unsafe extern "C" fn on_warning(regs: *mut bindings::pt_regs) {
+    // SAFETY: a callback unregistered before the armed state it reads is dropped.
+    if let Some(a) = unsafe { ARMED.get() } {
+        print_warning(a, regs);
+    }
+}
+
+/// The kernel goes on from a warning (src/glue.c's kretprobe at report_bug()'s return, which
+/// said `BUG_TRAP_TYPE_WARN`): its capture is given back (src/capture/warn.rs).
+///
+/// # Safety
+///
+/// Called only by that kretprobe, with report_bug()'s `regs` argument, interrupts off, while it
+/// is registered.
+unsafe extern "C" fn on_warning_done(regs: *mut bindings::pt_regs) {
+    // SAFETY: as in `on_warning`.
+    if let Some(a) = unsafe { ARMED.get() } {
+        // SAFETY: interrupts are off and `regs` is the #UD's frame (this function's contract).
+        unsafe { a.give_back_warning(regs) };
+    }
+}
+
+/// glue.c's warning hooks (`on_warning`, `on_warning_done`); removed on drop.
+struct WarnWatch;
+
+impl WarnWatch {
+    /// Registers the hooks; one that cannot be placed is left out, and a line says what that
+    /// costs.
+    fn register() -> Self {
+        // SAFETY: the hooks are valid for the module's lifetime and read `ARMED` only through
+        // `Live::get`; unregistered in drop (or the module pinned).
+        let gaps = unsafe { ffi::lbr_dump_warn_watch(on_warning, on_warning_done) };
+        if gaps & 1 != 0 {
+            pr_warn!("cannot trace show_regs(): a warning's report does not print its #UD's snapshot (it stays in memory)\n");
+        }
+        if gaps & 6 != 0 {
+            pr_warn!(
+                "cannot put a kretprobe at {}: a warning's capture there keeps its ring slot and BTS buffer, so that a storm of such warnings can push a crash's snapshot out\n",
+                match gaps & 6 {
+                    2 => "report_bug()",
+                    4 => "report_bug_entry() (WARN() with a message)",
+                    _ => "report_bug() and report_bug_entry()",
+                }
+            );
+        }
+        WarnWatch
+    }
+}
+
+impl Drop for WarnWatch {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`; waits until no CPU is in a hook.
+        unsafe { ffi::lbr_dump_warn_unwatch() };
+    }
+}
+
+/// The registered die and panic notifiers and the warning hooks; unregistered on drop.
 pub(crate) struct Notifier {
     nb: KBox<bindings::notifier_block>,
     panic: KBox<bindings::notifier_block>,
+    /// Dropped after `drop` has unregistered the notifiers (a field's drop follows its owner's).
+    _warn: WarnWatch,
 }
 
 // SAFETY: the notifier block is only touched by register/unregister, which serialize on the
@@ -800,6 +906,7 @@ impl Notifier {
             },
             GFP_KERNEL,
         )?;
+        let warn = WarnWatch::register();
         // SAFETY: `nb` lives in a box that outlives the registration (unregistered in drop).
         let r = unsafe { ffi::register_die_notifier(&mut *nb) };
         if r != 0 {
@@ -807,7 +914,11 @@ impl Notifier {
         }
         // SAFETY: as above; the atomic chain's registration cannot fail.
         unsafe { ffi::lbr_dump_panic_notifier(&mut *panic, true) };
-        Ok(Notifier { nb, panic })
+        Ok(Notifier {
+            nb,
+            panic,
+            _warn: warn,
+        })
     }
 }
 

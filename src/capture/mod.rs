@@ -61,6 +61,7 @@ mod cpu;
 mod debug;
 mod panic;
 mod stubcfg;
+mod warn;
 
 pub(crate) use self::{area::*, debug::rearms, panic::*};
 use self::{bts::*, cpu::*, debug::*, stubcfg::*};

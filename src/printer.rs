@@ -31,8 +31,11 @@
 //! CPU). A `kept:` line's record count is read in place too, and the sequence number again after
 //! it: if the slot was taken meanwhile, a `none:` line says so instead. A panic that follows an
 //! oops of the same task (panic_on_oops, an oops in interrupt context) prints no second snapshot
-//! of the panicking CPU: the oops printed its exception's. With kdump loaded, vpanic() boots
-//! the capture kernel before the notifiers: the snapshots are then read from the vmcore.
+//! of the panicking CPU: the oops printed its exception's. Nor does `panic_on_warn`'s panic
+//! (panic() called by check_panic_on_warn() called by __warn()): the warning's report printed
+//! its #UD's snapshot, and this one's records are that report's printing; one `none:` line
+//! says so, whatever `print_all` says. With kdump loaded, vpanic() boots the capture kernel
+//! before the notifiers: the snapshots are then read from the vmcore.
 //!
 //! The warning printer: a warning's report (__warn(), from the #UD handler) prints the snapshot
 //! of its #UD before the registers, as an oops does: src/glue.c's callback at show_regs() called
@@ -300,6 +303,34 @@ fn print_warning(a: &Armed, regs: *const bindings::pt_regs) {
     }
 }
 
+/// Whether the panic snapshot `s` is a warning's `panic_on_warn` (or `kernel.warn_limit`):
+/// panic() called from check_panic_on_warn() (the snapshot's RIP is the return address there;
+/// its byte before, the call), which __warn() called: the return address at the snapshot's RSP,
+/// the caller's stack pointer after panic() returns (check_panic_on_warn() keeps no frame of its
+/// own), or one of the next words (a compiler that gives it one).
+fn from_warning(s: &Snap<'_>) -> bool {
+    let within = |addr: u64, name: &CStr| {
+        // SAFETY: a NUL-terminated static name; kallsyms' lookup is safe in the panic path.
+        unsafe { ffi::lbr_dump_in_function(addr.wrapping_sub(1) as c_ulong, name.as_char_ptr()) }
+    };
+    if !within(s.rip, c"check_panic_on_warn") {
+        return false;
+    }
+    (0..4u64).any(|i| {
+        let mut word = 0u64;
+        // SAFETY: reads 8 bytes of the panicking task's stack, which may be gone;
+        // copy_from_kernel_nofault handles faults and writes into the local.
+        let r = unsafe {
+            bindings::copy_from_kernel_nofault(
+                ptr::addr_of_mut!(word).cast(),
+                (s.rsp + 8 * i) as *const c_void,
+                8,
+            )
+        };
+        r == 0 && within(word, c"__warn")
+    })
+}
+
 /// Prints what a panic has: the panicking CPU's snapshot, then the other CPUs'. Each step is a
 /// function of its own that holds at most one snapshot: this runs on the stack of the panic,
 /// which can be the 8 KiB NMI stack (see [`print_snapshot`]).
@@ -420,6 +451,15 @@ fn print_panicking(a: &Armed, this: usize, panic_cpu: usize, claimed: bool) {
         _ if after_oops => none(
             this,
             "this panic follows the oops printed above; its exception snapshot is there",
+        ),
+        // Its records are the printing of the warning's report; the one that matters, the
+        // #UD's, is in that report.
+        Some(s) if from_warning(&s) => none(
+            this,
+            format_args!(
+                "this panic is panic_on_warn's (or kernel.warn_limit's) for the warning above, whose report has its #UD's snapshot (or says why there is none); this panic's own snapshot seq={}, the printing of that report, is only kept in memory",
+                s.seq
+            ),
         ),
         Some(s) => print_snapshot(a, &s, Some(0)),
         None if !claimed => none(

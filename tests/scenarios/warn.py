@@ -256,3 +256,31 @@ def test_warning_storm_keeps_the_oops_bts_buffer(r):
     cpu, seq = re.search(r" cpu=(\d+) seq=(\d+) ", head).groups()
     bts = [l for l in kernel_lines(res.console, f"lbr_dump: bts cpu={cpu} seq={seq} ")]
     assert bts and " state=kept" in bts[0], bts or kernel_lines(res.console, "lbr_dump: bts cpu")
+
+
+def test_warning_hooks_are_there_only_while_armed(r):
+    # Armed, show_regs() carries lbr-dump's ftrace callback (tracefs' enabled_functions) and
+    # report_bug() and report_bug_entry() its kretprobes (debugfs' kprobes/list, `r`);
+    # disarmed, none of them, and a warning prints nothing of lbr-dump's; armed again, all of
+    # them, and a warning's report holds its snapshot, equal to the ground truth.
+    tracefs = "/sys/kernel/tracing"
+    show = (f"echo ==$1==; grep -A1 '^show_regs ' {tracefs}/enabled_functions || true; "
+            "grep report_bug /sys/kernel/debug/kprobes/list || true; echo ==")
+    res = warn_run("hooks", f"mount -t tracefs none {tracefs}\nshow() {{ {show}; }}\n" + ARM + "show armed\n"
+                   f"echo 0 > {SYSFS}/enabled\nshow disarmed\necho WARNING > {LKDTM}\necho ==warned==\n"
+                   f"echo 1 > {SYSFS}/enabled\nshow rearmed\necho WARNING > {LKDTM}\n")
+    con = res.console
+    part = lambda tag: con.split(f"=={tag}==")[1].split("==")[0]  # noqa: E731
+    for tag in ("armed", "rearmed"):
+        p = part(tag)
+        assert re.search(r"^show_regs \(\d+\)", p, re.M) and "lbr_dump_show_regs_callback" in p, p
+        assert re.search(r" r +report_bug\+", p) and re.search(r" r +report_bug_entry\+", p), p
+    p = part("disarmed")
+    assert "show_regs" not in p and "report_bug" not in p, p
+    reps = reports(con)
+    assert len(reps) == 2, f"{len(reps)} warning reports:\n" + tail(con)
+    assert con.index("==warned==") > con.index(reps[0]), "the first warning came after the marker"
+    assert not kernel_lines(reps[0], "lbr_dump: "), "lbr-dump printed in a warning while disarmed:\n" + reps[0]
+    head, block, printed = snapshot_in(reps[1])
+    assert_is_the_ud(head, printed, "lkdtm_WARNING")
+    Freezes(res.emu_events()).match(head, printed)

@@ -498,7 +498,8 @@ impl<'a> AreaHeader<'a> {
         area.u32_at(self.geometry.msr_list() + 4 * i)
     }
 
-    /// Snapshots taken on `cpu` so far (the next goes to slot `count % ring`).
+    /// Snapshots taken on `cpu` so far, less the warnings' captures given back (the next goes
+    /// to slot `count % ring`).
     pub fn count(&self, area: &[u8], cpu: usize) -> u64 {
         area.u64_at(self.geometry.cpu_block(cpu) + cpu::COUNT)
     }

@@ -825,8 +825,9 @@ void lbr_dump_die_chain_unwatch(void)
  *    warning the kernel goes on from, reported or not: a WARN_ON_ONCE()'s later hits too; never
  *    a BUG(), which oopses), `done` (src/printer.rs, src/capture/warn.rs) gives the capture's
  *    ring slot and BTS buffer back, on this CPU with interrupts off. lib/bug.c is built without
- *    ftrace's fentry, so a kprobe (an int3 at report_bug()'s entry and a return-address swap) is
- *    the way to its return; it costs only a #UD that the kernel reports.
+ *    ftrace's fentry, so a kprobe (an int3 at report_bug()'s entry, which the kernel optimizes
+ *    into a jump, and a return-address swap) is the way to its return; it costs only a #UD that
+ *    the kernel reports.
  * A hook that cannot be placed is left out and the others stay: the result has bit 0 set if
  * show_regs() cannot be traced, bit 1 if report_bug() cannot be probed, bit 2 if
  * report_bug_entry() cannot (a kernel without format arguments has none). Serialized by

@@ -57,7 +57,8 @@
 //! 0x18    8     reserved, zero
 //!
 //! CPU block (at cpu_offset + cpu * cpu_block_size):
-//! 0x00    8     count: snapshots taken on this CPU (the next goes to slot count % ring)
+//! 0x00    8     count: snapshots taken on this CPU, less the warnings' given back (the next
+//!               goes to slot count % ring)
 //! 0x08    4     busy: non-zero while a capture runs (a fault inside the capture is not captured)
 //! 0x0c    4     reserved
 //! 0x10    4     BTS: the pool slot of the buffer recording now

@@ -8,7 +8,7 @@
 //!   [`record`] (decoding records), [`layout`] (the snapshot area), [`report`] (printed lines);
 //! - [`probe`]: whether that recorder can really be switched on;
 //! - [`capture`]: arming (area, recording on every CPU, gates), [`idt`]: the gates,
-//!   [`printer`]: the die notifier;
+//!   [`printer`]: the die and panic notifiers and the warning hooks;
 //! - [`ffi`]: every C function declared by hand; `glue.c`: what Rust cannot express;
 //! - `asm/`: code that must not be compiled Rust (CPU lookup without `%gs`, entry stubs).
 
@@ -83,9 +83,9 @@ module! {
         },
         print_records: u32 {
             default: 16,
-            description: "Records each snapshot an oops or panic prints, newest first; 0: all. \
-                          The rest stay in the snapshot area for crash dumps (lbr-decode), and \
-                          a line says so",
+            description: "Records each snapshot an oops, warning or panic prints, newest first; \
+                          0: all. The rest stay in the snapshot area for crash dumps \
+                          (lbr-decode), and a line says so",
         },
         print_all: bool {
             default: false,

@@ -256,8 +256,8 @@ unsafe extern "C" {
     /// name).
     pub(crate) fn lbr_dump_iret_address() -> c_ulong;
 
-    /// src/glue.c: whether `addr` lies in the kernel function `name` (NUL-terminated), by
-    /// kallsyms; callable in the panic path.
+    /// src/glue.c: whether `addr` lies in the kernel function `name` (NUL-terminated) or in its
+    /// `name.cold` part (GCC), by kallsyms; callable in the panic path.
     pub(crate) fn lbr_dump_in_function(addr: c_ulong, name: *const c_char) -> bool;
 
     /// src/glue.c: undoes [`lbr_dump_panic_attach`], waiting until no CPU is in a trampoline;

@@ -189,8 +189,10 @@ void lbr_dump_window_write(const struct lbr_dump_window *w, void (*fn)(void *va,
 
 /*
  * Whether `addr` lies in the kernel's function `name` (by kallsyms, sprint_symbol()'s
- * "name+0xoffset/0xsize"): for the panic printer, which runs in the panic path (kallsyms'
- * lookup takes no lock; a module's symbols are read under RCU, as %pS does).
+ * "name+0xoffset/0xsize"), or in the part of it GCC moves out as "name.cold" (its unlikely
+ * paths: Debian's 7.3 has __warn()'s whole report, and check_panic_on_warn()'s panic() calls,
+ * there): for the printers, which run in the panic path (kallsyms' lookup takes no lock; a
+ * module's symbols are read under RCU, as %pS does).
  */
 bool lbr_dump_in_function(unsigned long addr, const char *name)
 {
@@ -198,7 +200,11 @@ bool lbr_dump_in_function(unsigned long addr, const char *name)
 	size_t n = strlen(name);
 
 	sprint_symbol(sym, addr);
-	return !strncmp(sym, name, n) && sym[n] == '+';
+	if (strncmp(sym, name, n))
+		return false;
+	if (!strncmp(sym + n, ".cold+", 6))
+		return true;
+	return sym[n] == '+';
 }
 
 /*

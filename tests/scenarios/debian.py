@@ -123,3 +123,34 @@ def test_debian_kernel_with_pti_refuses_the_module_and_runs_on(r):
         "the refusal does not say to build lbr-dump in:\n" + "\n".join(lines)
     assert "lbr_dump: armed" not in con and "still-running" in con, tail(con)
     assert not printed_records(con)
+
+
+def test_debian_kernel_warnings_print_their_snapshot_and_panic_on_warn(r):
+    # Debian's GCC splits __warn() and check_panic_on_warn() into a hot part and a NAME.cold
+    # part: show_regs() and the panic are called from the cold ones. A warning with interrupts
+    # off: its report holds its #UD's snapshot, equal to the ground truth; then the same with
+    # panic_on_warn=1: the snapshot in the report before the panic, and the panic's own
+    # snapshot named in one line instead of printed.
+    res = boot(finish=False, name="debian-warn", kernel="debian", cpu="Skylake-Client", accel="tcg",
+               emulate="model=skylake", pti="off", timeout=300,
+               script=SHOW + f"insmod {MODULE} enable=1\ninsmod {CRASH} crash=warn_irqs_off && rmmod lbr_crash\n"
+               f"echo 1 > /proc/sys/kernel/panic_on_warn\ninsmod {CRASH} crash=warn_irqs_off\n")
+    con = res.console
+    assert_debian(con)
+    starts = [m.start() for m in re.finditer(r"^(?:\[\s*\d+\.\d+\]\s)?WARNING: .*$", con, re.M)]
+    assert len(starts) == 2, f"{len(starts)} warning reports:\n" + tail(con)
+    panic_at = con.find("Kernel panic - not syncing", starts[1])
+    assert panic_at > 0, "no panic after the second warning:\n" + tail(con)
+    for start, end in ((starts[0], con.find("---[ end trace", starts[0])), (starts[1], panic_at)):
+        rep = con[start:end]
+        heads = [h for h in kernel_lines(rep, "lbr_dump: v2 ") if " vector=" in h]
+        assert len(heads) == 1 and " vector=6 (#UD) " in heads[0], "the report has no #UD snapshot:\n" + rep[:3000]
+        block = rep[rep.index(heads[0]):]
+        recs = printed_records(block[:block.index("lbr_dump: end ")])
+        assert recs and recs[0]["from_sym"].startswith("lbr_crash_warn+"), recs[:1]
+        assert_equals_freeze(res.emu_events(), heads[0], recs)
+    after = con[panic_at:]
+    assert not [h for h in kernel_lines(after, "lbr_dump: v2 ") if " vector=256 " in h], \
+        "the panic's own snapshot was printed:\n" + "\n".join(kernel_lines(after, "lbr_dump"))
+    assert any("none: this panic is panic_on_warn's" in ln for ln in kernel_lines(after, "lbr_dump: v2 ")), \
+        "\n".join(kernel_lines(after, "lbr_dump"))

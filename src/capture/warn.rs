@@ -57,13 +57,17 @@ impl Armed {
         if busy.swap(1, Ordering::Acquire) != 0 {
             return false;
         }
-        let given = self.give_back_held(cpu, block, regs);
+        let frame = regs as u64 + core::mem::offset_of!(bindings::pt_regs, ip) as u64;
+        // SAFETY: the caller's `regs` is the #UD's frame, on the stack of the code handling it.
+        let ip = unsafe { (*regs).ip } as u64;
+        let given = self.give_back_held(cpu, block, frame, ip);
         busy.store(0, Ordering::Release);
         given
     }
 
-    /// [`Armed::give_back_warning`] with this CPU's busy word held.
-    fn give_back_held(&self, cpu: usize, block: usize, regs: *const bindings::pt_regs) -> bool {
+    /// [`Armed::give_back_warning`] with this CPU's busy word held, for the #UD whose hardware
+    /// frame's RIP slot is at `frame` and holds `ip`.
+    fn give_back_held(&self, cpu: usize, block: usize, frame: u64, ip: u64) -> bool {
         let area = &*self.area;
         let g = area.geometry();
         let count = area.u64_at(block + layout::cpu::COUNT);
@@ -73,9 +77,6 @@ impl Armed {
         // PANIC: none, `g.ring` is not 0 (checked by the caller).
         let slot = ((count - 1) % g.ring as u64) as usize;
         let s = area.snapshot(cpu, slot);
-        let frame = regs as u64 + core::mem::offset_of!(bindings::pt_regs, ip) as u64;
-        // SAFETY: the caller's `regs` is the #UD's frame, on the stack of the code handling it.
-        let ip = unsafe { (*regs).ip } as u64;
         if s.seq == 0 || s.vector != UD || s.frame != frame || s.rip != ip {
             return false;
         }

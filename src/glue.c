@@ -96,7 +96,8 @@ void lbr_dump_panic_notifier(struct notifier_block *nb, bool on);
 int lbr_dump_die_chain_watch(void);
 void lbr_dump_die_chain_unwatch(void);
 void lbr_dump_rearm_after_db(void);	/* src/capture/debug.rs */
-unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs), void (*done)(struct pt_regs *regs));
+unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs),
+				 void (*done)(struct pt_regs *regs));
 void lbr_dump_warn_unwatch(void);
 
 /*
@@ -894,7 +895,8 @@ static struct kretprobe lbr_dump_report_probes[] = {
 static bool lbr_dump_report_probed[ARRAY_SIZE(lbr_dump_report_probes)];
 static bool lbr_dump_show_regs_traced;
 
-unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs), void (*done)(struct pt_regs *regs))
+unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs),
+				 void (*done)(struct pt_regs *regs))
 {
 	unsigned char show_regs_name[] = "show_regs";
 	unsigned int gaps = 0;

@@ -272,14 +272,15 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
 /// The #UD vector: a warning's (a ud2, or the ud1 of WARN() with a message).
 const UD: u32 = 6;
 
-/// Prints the snapshot of the warning whose #UD frame is `regs`, inside its report (from __warn()'s
-/// call of show_regs(): after the WARNING line and the modules, before the registers): the
-/// snapshot whose hardware frame is `regs` and whose saved RIP is `regs->ip`, in every CPU's
-/// ring (the report may run on another CPU than the one that captured: handle_bug() enables
-/// interrupts where the warning had them), as for an oops, but only that one: a warning prints
-/// at most one snapshot, bounded as every printed snapshot is. A snapshot already sealed was
-/// printed before (an earlier warning at the same place and stack depth of this task): if that
-/// is the newest match, this #UD was not captured, and one line says so.
+/// Prints the snapshot of the warning whose #UD frame is `regs`, inside its report (from
+/// __warn()'s call of show_regs(): after the WARNING line and the modules, before the
+/// registers): the snapshot whose hardware frame is `regs` and whose saved RIP is `regs->ip`,
+/// in every CPU's ring (the report may run on another CPU than the one that captured:
+/// handle_bug() enables interrupts where the warning had them), as for an oops, but only that
+/// one: a warning prints at most one snapshot, bounded as every printed snapshot is. A
+/// snapshot already sealed was printed before (an earlier warning at the same place and stack
+/// depth of this task): if that is the newest match, this #UD was not captured, and one line
+/// says so.
 #[inline(never)]
 fn print_warning(a: &Armed, regs: *const bindings::pt_regs) {
     // SAFETY: reads a segment limit; callable anywhere.

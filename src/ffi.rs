@@ -340,18 +340,17 @@ unsafe extern "C" {
     /// (if ftrace cannot remove it, the module is pinned and the callback stays).
     pub(crate) fn lbr_dump_die_chain_unwatch();
 
-    /// src/glue.c: the warning hooks: an ftrace callback at show_regs() that calls `print` with
-    /// the #UD's registers when __warn() is the caller, and kretprobes at report_bug() and
+    /// src/glue.c: the warning hooks: a kretprobe at show_regs() that calls `print` with the
+    /// #UD's registers when it returns to __warn(), and kretprobes at report_bug() and
     /// report_bug_entry() that call `done` with them, interrupts off, when one returns
-    /// `BUG_TRAP_TYPE_WARN`. Each hook that cannot be placed is left out: bit 0 of the result
-    /// (show_regs()), bit 1 (report_bug()), bit 2 (report_bug_entry()). May sleep.
+    /// `BUG_TRAP_TYPE_WARN`. Each kretprobe that cannot be placed is left out: bit 0 of the
+    /// result (show_regs()), bit 1 (report_bug()), bit 2 (report_bug_entry()). May sleep.
     pub(crate) fn lbr_dump_warn_watch(
         print: unsafe extern "C" fn(regs: *mut bindings::pt_regs),
         done: unsafe extern "C" fn(regs: *mut bindings::pt_regs),
     ) -> c_uint;
 
-    /// src/glue.c: undoes [`lbr_dump_warn_watch`], waiting until no CPU is in a hook (if ftrace
-    /// cannot remove the callback, the module is pinned and the callback stays).
+    /// src/glue.c: undoes [`lbr_dump_warn_watch`], waiting until no CPU is in a handler.
     pub(crate) fn lbr_dump_warn_unwatch();
 
     /// asm/stubs.S: the NMI watch stub of `nmi_freeze` (an IDT entry point).

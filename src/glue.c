@@ -17,8 +17,8 @@
  *  - the panic path: struct ftrace_ops and the ftrace direct calls that put the panic path's
  *    trampolines at the entry of panic(), vpanic(), crash_kexec() and panic_reset(), and the
  *    panic notifier chain (a C variable);
- *  - warnings: an ftrace callback at show_regs() and kretprobes at report_bug() and
- *    report_bug_entry() (struct ftrace_ops, struct kretprobe).
+ *  - warnings: kretprobes at show_regs(), report_bug() and report_bug_entry() (struct
+ *    kretprobe).
  * Every function here is declared for Rust in src/ffi.rs, and nowhere else.
  */
 #include <linux/bug.h>
@@ -821,41 +821,47 @@ void lbr_dump_die_chain_unwatch(void)
  * WARN() with a message (x86-64 7.3: the WARN_trap static call): the #UD stub captures it, and
  * the kernel's #UD handler reports it, handle_bug() -> report_bug() or report_bug_entry() ->
  * __warn(), which prints the WARNING line, the message, the modules, then show_regs() with the
- * #UD's registers, and then the end marker (panic_on_warn panics just before it), and goes on
- * after the ud2. Two hooks, registered while armed (src/printer.rs WarnWatch), none of them on
- * a path that does not warn:
- *  - an ftrace callback at the entry of show_regs() that, when __warn() is the caller (its
- *    return address, by kallsyms; sysrq, NMI backtraces and oopses call it too), hands the
- *    #UD's registers to `print` (src/printer.rs): the snapshot is printed inside the report, as
- *    an oops prints its own, before the registers;
- *  - kretprobes at report_bug() and report_bug_entry(): when one returns BUG_TRAP_TYPE_WARN (a
- *    warning the kernel goes on from, reported or not: a WARN_ON_ONCE()'s later hits too; never
- *    a BUG(), which oopses), `done` (src/printer.rs, src/capture/warn.rs) gives the capture's
- *    ring slot and BTS buffer back, on this CPU with interrupts off. lib/bug.c is built without
- *    ftrace's fentry, so a kprobe (an int3 at report_bug()'s entry, which the kernel optimizes
- *    into a jump, and a return-address swap) is the way to its return; it costs only a #UD that
- *    the kernel reports.
- * A hook that cannot be placed is left out and the others stay: the result has bit 0 set if
- * show_regs() cannot be traced, bit 1 if report_bug() cannot be probed, bit 2 if
- * report_bug_entry() cannot (a kernel without format arguments has none). Serialized by
- * lbr-dump's state lock.
+ * #UD's registers (registers, call trace), and then the end marker (panic_on_warn panics just
+ * before it), and goes on after the ud2. Kretprobes, registered while armed (src/printer.rs
+ * WarnWatch), none of them on a path that does not warn or show registers:
+ *  - at show_regs(), when __warn() is the caller (the return address at its entry, by kallsyms;
+ *    sysrq, NMI backtraces and oopses call it too, and get no instance): its return hands the
+ *    #UD's registers, kept from its entry, to `print` (src/printer.rs). The snapshot is printed
+ *    inside the report after the registers and the call trace, where an oops prints its own
+ *    (the die chain comes after show_regs() in __die_body()): the youngest text of the report,
+ *    the part of the log pstore keeps;
+ *  - at report_bug() and report_bug_entry(): when one returns BUG_TRAP_TYPE_WARN (a warning
+ *    the kernel goes on from, reported or not: a WARN_ON_ONCE()'s later hits too; never a
+ *    BUG(), which oopses), `done` (src/printer.rs, src/capture/warn.rs) gives the capture's
+ *    ring slot and BTS buffer back, on this CPU with interrupts off. lib/bug.c is built
+ *    without ftrace's fentry: a kprobe (an int3 at its entry, which the kernel optimizes into a
+ *    jump, and a return-address swap) is the way to its return.
+ * A kprobe that cannot be placed is left out and the others stay: the result has bit 0 set for
+ * show_regs(), bit 1 for report_bug(), bit 2 for report_bug_entry() (a kernel without format
+ * arguments has none). Serialized by lbr-dump's state lock.
  */
 static void (*lbr_dump_warn_print_fn)(struct pt_regs *regs);
 static void (*lbr_dump_warn_done_fn)(struct pt_regs *regs);
 
-static notrace void lbr_dump_show_regs_callback(unsigned long ip, unsigned long parent_ip,
-						struct ftrace_ops *op, struct ftrace_regs *fregs)
+/* void show_regs(struct pt_regs *regs): an instance only for __warn()'s call. */
+static int lbr_dump_show_regs_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
-	/* void show_regs(struct pt_regs *regs); a return address, hence the byte before it */
-	if (fregs && lbr_dump_in_function(parent_ip - 1, "__warn"))
-		lbr_dump_warn_print_fn((struct pt_regs *)ftrace_regs_get_argument(fregs, 0));
-}
-NOKPROBE_SYMBOL(lbr_dump_show_regs_callback);
+	/* At the entry, the return address is on top of the stack; the call is the byte before. */
+	unsigned long caller = regs_get_kernel_stack_nth(regs, 0);
 
-/* No FTRACE_OPS_FL_RECURSION: a warning inside the printing of another is printed too. */
-static struct ftrace_ops lbr_dump_show_regs_ops = {
-	.func = lbr_dump_show_regs_callback,
-};
+	if (!lbr_dump_in_function(caller - 1, "__warn"))
+		return 1;
+	*(struct pt_regs **)ri->data = (struct pt_regs *)regs_get_kernel_argument(regs, 0);
+	return 0;
+}
+NOKPROBE_SYMBOL(lbr_dump_show_regs_entry);
+
+static int lbr_dump_show_regs_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	lbr_dump_warn_print_fn(*(struct pt_regs **)ri->data);
+	return 0;
+}
+NOKPROBE_SYMBOL(lbr_dump_show_regs_return);
 
 /* report_bug(unsigned long bugaddr, struct pt_regs *regs), report_bug_entry(bug, regs) */
 static int lbr_dump_report_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
@@ -878,7 +884,13 @@ static int lbr_dump_report_return(struct kretprobe_instance *ri, struct pt_regs 
 }
 NOKPROBE_SYMBOL(lbr_dump_report_return);
 
-static struct kretprobe lbr_dump_report_probes[] = {
+static struct kretprobe lbr_dump_warn_probes[] = {
+	{
+		.kp.symbol_name = "show_regs",
+		.entry_handler = lbr_dump_show_regs_entry,
+		.handler = lbr_dump_show_regs_return,
+		.data_size = sizeof(struct pt_regs *),
+	},
 	{
 		.kp.symbol_name = "report_bug",
 		.entry_handler = lbr_dump_report_entry,
@@ -892,57 +904,41 @@ static struct kretprobe lbr_dump_report_probes[] = {
 		.data_size = sizeof(struct pt_regs *),
 	},
 };
-static bool lbr_dump_report_probed[ARRAY_SIZE(lbr_dump_report_probes)];
-static bool lbr_dump_show_regs_traced;
+static bool lbr_dump_warn_probed[ARRAY_SIZE(lbr_dump_warn_probes)];
 
 unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs),
 				 void (*done)(struct pt_regs *regs))
 {
-	unsigned char show_regs_name[] = "show_regs";
 	unsigned int gaps = 0;
 	int i;
 
 	lbr_dump_warn_print_fn = print;
 	lbr_dump_warn_done_fn = done;
-	lbr_dump_show_regs_traced =
-		!ftrace_set_filter(&lbr_dump_show_regs_ops, show_regs_name, sizeof(show_regs_name) - 1, 1) &&
-		!register_ftrace_function(&lbr_dump_show_regs_ops);
-	if (!lbr_dump_show_regs_traced) {
-		ftrace_free_filter(&lbr_dump_show_regs_ops);
-		gaps |= 1;
-	}
-	for (i = 0; i < ARRAY_SIZE(lbr_dump_report_probes); i++) {
-		struct kretprobe *rp = &lbr_dump_report_probes[i];
+	for (i = 0; i < ARRAY_SIZE(lbr_dump_warn_probes); i++) {
+		struct kretprobe *rp = &lbr_dump_warn_probes[i];
 
 		/* A kprobe found by name must come with no address (one left from a former arming). */
 		rp->kp.addr = NULL;
 		rp->kp.flags = 0;
-		lbr_dump_report_probed[i] = !register_kretprobe(rp);
-		if (!lbr_dump_report_probed[i])
-			gaps |= 2 << i;
+		lbr_dump_warn_probed[i] = !register_kretprobe(rp);
+		if (!lbr_dump_warn_probed[i])
+			gaps |= 1 << i;
 	}
 	return gaps;
 }
 
-/* Undoes lbr_dump_warn_watch(); as lbr_dump_bts_unwatch(), an ftrace failure pins the module. */
+/* Undoes lbr_dump_warn_watch(), waiting until no CPU is in a handler. */
 void lbr_dump_warn_unwatch(void)
 {
 	int i;
 
-	for (i = 0; i < ARRAY_SIZE(lbr_dump_report_probes); i++) {
-		if (lbr_dump_report_probed[i])
-			unregister_kretprobe(&lbr_dump_report_probes[i]);
-		lbr_dump_report_probed[i] = false;
+	for (i = 0; i < ARRAY_SIZE(lbr_dump_warn_probes); i++) {
+		if (lbr_dump_warn_probed[i])
+			unregister_kretprobe(&lbr_dump_warn_probes[i]);
+		lbr_dump_warn_probed[i] = false;
 	}
-	if (!lbr_dump_show_regs_traced)
-		return;
-	lbr_dump_show_regs_traced = false;
-	if (unregister_ftrace_function(&lbr_dump_show_regs_ops)) {
-		__module_get(THIS_MODULE);
-		return;
-	}
-	ftrace_free_filter(&lbr_dump_show_regs_ops);
 }
+
 
 /*
  * The panic trampoline (asm/stubs.S lbr_dump_panic_entry) at the entry of panic() and vpanic(),

@@ -38,9 +38,9 @@
 //! before the notifiers: the snapshots are then read from the vmcore.
 //!
 //! The warning printer: a warning's report (__warn(), from the #UD handler) prints the snapshot
-//! of its #UD before the registers, as an oops does: src/glue.c's callback at show_regs() called
-//! from __warn() hands over the #UD's `pt_regs`, matched as the oops' are, and only that
-//! snapshot is printed, bounded as every one is. When the kernel goes on from a warning
+//! of its #UD after the registers and the call trace, as an oops does: src/glue.c's kretprobe at
+//! show_regs() called from __warn() hands over the #UD's `pt_regs` when show_regs() returns,
+//! matched as the oops' are, and only that snapshot is printed, bounded as every one is. When the kernel goes on from a warning
 //! (report_bug() says so: a kretprobe), its capture is given back (src/capture/warn.rs), so that
 //! a storm of warnings does not push a crash's snapshot out of the ring.
 //!
@@ -272,9 +272,9 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
 /// The #UD vector: a warning's (a ud2, or the ud1 of WARN() with a message).
 const UD: u32 = 6;
 
-/// Prints the snapshot of the warning whose #UD frame is `regs`, inside its report (from
-/// __warn()'s call of show_regs(): after the WARNING line and the modules, before the
-/// registers): the snapshot whose hardware frame is `regs` and whose saved RIP is `regs->ip`,
+/// Prints the snapshot of the warning whose #UD frame is `regs`, inside its report (when
+/// __warn()'s call of show_regs() returns: after the registers and the call trace, before the
+/// end marker and panic_on_warn's panic): the snapshot whose hardware frame is `regs` and whose saved RIP is `regs->ip`,
 /// in every CPU's ring (the report may run on another CPU than the one that captured:
 /// handle_bug() enables interrupts where the warning had them), as for an oops, but only that
 /// one: a warning prints at most one snapshot, bounded as every printed snapshot is. A
@@ -853,12 +853,12 @@ unsafe extern "C" fn on_panic(
     ffi::NOTIFY_DONE
 }
 
-/// A warning's report is printing its registers (src/glue.c's callback at show_regs() called
-/// from __warn()): its #UD's snapshot first.
+/// A warning's report has printed its registers (src/glue.c's kretprobe at show_regs() called
+/// from __warn(), at its return): its #UD's snapshot next.
 ///
 /// # Safety
 ///
-/// Called only by that callback, with show_regs()'s argument, while it is registered.
+/// Called only by that kretprobe, with show_regs()'s argument, while it is registered.
 unsafe extern "C" fn on_warning(regs: *mut bindings::pt_regs) {
     // SAFETY: a callback unregistered before the armed state it reads is dropped.
     if let Some(a) = unsafe { ARMED.get() } {
@@ -892,7 +892,7 @@ impl WarnWatch {
         // `Live::get`; unregistered in drop (or the module pinned).
         let gaps = unsafe { ffi::lbr_dump_warn_watch(on_warning, on_warning_done) };
         if gaps & 1 != 0 {
-            pr_warn!("cannot trace show_regs(): a warning's report does not print its #UD's snapshot (it stays in memory)\n");
+            pr_warn!("cannot put a kretprobe at show_regs(): a warning's report does not print its #UD's snapshot (it stays in memory)\n");
         }
         if gaps & 6 != 0 {
             pr_warn!(

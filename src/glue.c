@@ -875,7 +875,8 @@ static int lbr_dump_report_return(struct kretprobe_instance *ri, struct pt_regs 
 {
 	unsigned long flags;
 
-	if (regs_return_value(regs) != BUG_TRAP_TYPE_WARN)
+	/* enum bug_trap_type: an int, in eax (the upper half of rax is not part of it). */
+	if ((int)regs_return_value(regs) != BUG_TRAP_TYPE_WARN)
 		return 0;
 	local_irq_save(flags);
 	lbr_dump_warn_done_fn(*(struct pt_regs **)ri->data);
@@ -920,6 +921,12 @@ unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs),
 		/* A kprobe found by name must come with no address (one left from a former arming). */
 		rp->kp.addr = NULL;
 		rp->kp.flags = 0;
+		/*
+		 * One instance per task inside the function: a report runs preemptible where the
+		 * warning was, so a storm over many tasks can hold more than the default
+		 * max(10, 2 * CPUs); a return without an instance is missed (no give-back).
+		 */
+		rp->maxactive = 64 + 4 * num_possible_cpus();
 		lbr_dump_warn_probed[i] = !register_kretprobe(rp);
 		if (!lbr_dump_warn_probed[i])
 			gaps |= 1 << i;
@@ -930,13 +937,17 @@ unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs),
 /* Undoes lbr_dump_warn_watch(), waiting until no CPU is in a handler. */
 void lbr_dump_warn_unwatch(void)
 {
-	int i;
+	struct kretprobe *rps[ARRAY_SIZE(lbr_dump_warn_probes)];
+	int i, n = 0;
 
 	for (i = 0; i < ARRAY_SIZE(lbr_dump_warn_probes); i++) {
 		if (lbr_dump_warn_probed[i])
-			unregister_kretprobe(&lbr_dump_warn_probes[i]);
+			rps[n++] = &lbr_dump_warn_probes[i];
 		lbr_dump_warn_probed[i] = false;
 	}
+	/* All at once: one RCU grace period for them, not one each (a disarm's cost). */
+	if (n)
+		unregister_kretprobes(rps, n);
 }
 
 

@@ -269,8 +269,13 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
     }
 }
 
-/// The #UD vector: a warning's (a ud2, or the ud1 of WARN() with a message).
+/// The #UD vector: a warning's (a ud2, or the ud1 of WARN() with a message; a CFI failure
+/// with `cfi=warn`).
 const UD: u32 = 6;
+
+/// The #CP vector: `ibt=warn`'s warning for an indirect branch to a missing ENDBR
+/// (arch/x86/kernel/cet.c do_kernel_cp_fault() calls __warn() itself).
+const CP: u32 = 21;
 
 /// Prints the snapshot of the warning whose #UD frame is `regs`, inside its report (when
 /// __warn()'s call of show_regs() returns: after the registers and the call trace, before the
@@ -288,18 +293,21 @@ fn print_warning(a: &Armed, regs: *const bindings::pt_regs) {
     let frame = regs as u64 + offset_of!(bindings::pt_regs, ip) as u64;
     // SAFETY: __warn()'s `regs` is the #UD's register frame, on the stack of its handler.
     let ip = unsafe { (*regs).ip } as u64;
-    match newest(a, u64::MAX, |s| s.vector == UD && s.frame == frame && s.rip == ip) {
-        Some(s) if s.sealed().is_none() => print_snapshot(a, &s, Some(0)),
+    let vector = |v| v == UD || v == CP;
+    match newest(a, u64::MAX, |s| vector(s.vector) && s.frame == frame && s.rip == ip) {
+        // A seal that does not verify is a stale one (a printer's, written after this capture
+        // claimed the slot): not this snapshot's.
+        Some(s) if s.sealed() != Some(true) => print_snapshot(a, &s, Some(0)),
         Some(s) => none(
             cpu,
             format_args!(
-                "no snapshot of this warning's #UD (nested in a capture): the newest at its frame and RIP, seq={}, was printed with an earlier warning",
+                "no snapshot of this warning's exception (nested in a capture): the newest at its frame and RIP, seq={}, was printed with an earlier warning",
                 s.seq
             ),
         ),
         None => none(
             cpu,
-            "no snapshot of this warning's #UD (#UD not hooked, or nested in a capture)",
+            "no snapshot of this warning's exception (#UD or #CP not hooked, or nested in a capture)",
         ),
     }
 }

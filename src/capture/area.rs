@@ -60,6 +60,20 @@ impl Area {
         unsafe { self.base.add(off) }
     }
 
+    /// Stores the little-endian u64 `v` at `off` (8-byte aligned) with one volatile store: a
+    /// reader on another CPU, or a dump taken at any instant, sees the old value or the new.
+    pub(crate) fn store_u64(&self, off: usize, v: u64) {
+        // SAFETY: within the allocation; every u64 field of the layout is 8-byte aligned from
+        // the page-aligned base; plain memory no Rust reference covers.
+        unsafe { ptr::write_volatile(self.at(off).cast::<u64>(), v.to_le()) };
+    }
+
+    /// As [`Area::store_u64`], for a u32 field (4-byte aligned).
+    pub(crate) fn store_u32(&self, off: usize, v: u32) {
+        // SAFETY: as in `store_u64`, for a 4-byte-aligned u32 field.
+        unsafe { ptr::write_volatile(self.at(off).cast::<u32>(), v.to_le()) };
+    }
+
     /// The snapshot in `slot` of `cpu`, read with volatile loads.
     pub(crate) fn snapshot(&self, cpu: usize, slot: usize) -> SnapshotView<'_, Area> {
         self.header.shape().snapshot(self, cpu, slot)

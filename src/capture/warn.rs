@@ -85,8 +85,7 @@ impl Armed {
                 self.give_back_bts(cpu, block, b.slot as usize, s.seq);
             }
         }
-        let mut w = area;
-        w.put(block + layout::cpu::COUNT, &(count - 1).to_le_bytes());
+        area.store_u64(block + layout::cpu::COUNT, count - 1);
         true
     }
 
@@ -114,14 +113,14 @@ impl Armed {
             return;
         }
         let (ek, ec) = (g.bts_entry(cpu, kept), g.bts_entry(cpu, cur));
-        let mut w = area;
         // The warning's snapshot first no longer owns its buffer (a printer reading it says
-        // `reused`), then the buffers trade places.
-        w.put(ek + layout::bts::OWNER, &0u64.to_le_bytes());
-        w.put(ek + layout::bts::VIRT, &c.virt.to_le_bytes());
-        w.put(ek + layout::bts::PHYS, &c.phys.to_le_bytes());
-        w.put(ec + layout::bts::VIRT, &k.virt.to_le_bytes());
-        w.put(ec + layout::bts::PHYS, &k.phys.to_le_bytes());
-        w.put(block + layout::cpu::BTS_CUR, &(kept as u32).to_le_bytes());
+        // `reused`), then the buffers trade places, each field in one store (a dump taken in
+        // between holds whole addresses).
+        area.store_u64(ek + layout::bts::OWNER, 0);
+        area.store_u64(ek + layout::bts::VIRT, c.virt);
+        area.store_u64(ek + layout::bts::PHYS, c.phys);
+        area.store_u64(ec + layout::bts::VIRT, k.virt);
+        area.store_u64(ec + layout::bts::PHYS, k.phys);
+        area.store_u32(block + layout::cpu::BTS_CUR, kept as u32);
     }
 }

@@ -69,7 +69,7 @@ module! {
         bts: u32 {
             default: 0,
             description: "Branch trace store beside the LBR (Intel legacy LBR models): KiB per \
-                          BTS buffer, a power of two from 4 to 4096, a pool of 3 buffers per \
+                          BTS buffer, a power of two from 4 to 4096, a pool of 4 buffers per \
                           CPU; 0 (default): off",
         },
         bts_user: bool {

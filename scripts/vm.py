@@ -981,15 +981,23 @@ def qemu_threads(run_dir: Path, session: int) -> list[str]:
 # build root).
 
 
-@functools.cache
 def bochs_dir() -> Path:
     """The Bochs build (scripts/bochs.sh: bin/bochs and its BIOS images), built once per
-    process."""
+    process; a failed build is not tried again by each test that wants it."""
+    path, error = _bochs_build()
+    if error is not None:
+        raise RuntimeError(error)
+    return path
+
+
+@functools.cache
+def _bochs_build() -> tuple[Path | None, str | None]:
     r = subprocess.run(["scripts/bochs.sh"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         sys.stderr.write(r.stderr)
-        raise RuntimeError(f"scripts/bochs.sh failed with exit code {r.returncode}")
-    return Path(r.stdout.strip())
+        tail = "\n".join(r.stderr.splitlines()[-5:])
+        return None, f"scripts/bochs.sh failed with exit code {r.returncode}:\n{tail}"
+    return Path(r.stdout.strip()), None
 
 
 @functools.cache

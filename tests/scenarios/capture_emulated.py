@@ -594,13 +594,20 @@ def test_control_changed_during_capture_is_torn(r):
 
 
 def test_warning_then_crash_prints_the_crash(r):
-    # lkdtm WARNING (a #UD in kernel mode, captured and survived), then a crash: the oops prints
-    # the crash's snapshot, whose records equal the ground truth at the crash's freeze (checked
-    # in crash()), and the warning printed none.
+    # lkdtm WARNING (a #UD in kernel mode, captured and survived), then a crash: the warning's
+    # report prints its #UD's snapshot (tests/scenarios/warn.py checks those records), and the
+    # oops prints the crash's own, whose records equal the ground truth at the crash's freeze
+    # (checked in crash()): not the warning's again, and nothing else.
     res, printed = crash("skylake", "EXCEPTION", before=f"echo WARNING > {LKDTM}\n", tag="-after-warning")
-    assert re.search(r"WARNING: .*lkdtm_WARNING", res.console), "lkdtm WARNING did not warn:\n" + tail(res.console)
-    heads = snapshot_heads(res.console)
-    assert len(heads) == 1, f"one snapshot printed, for the crash only: {heads}"
+    con = res.console
+    warning = re.search(r"WARNING: .*lkdtm_WARNING", con)
+    assert warning, "lkdtm WARNING did not warn:\n" + tail(con)
+    heads = snapshot_heads(con)
+    assert len(heads) == 2 and " vector=6 (#UD) " in heads[0] and " vector=14 (#PF) " in heads[1], (
+        f"the warning's #UD in its report, then the crash's #PF: {heads}")
+    end = con.index("---[ end trace", warning.end())
+    assert warning.end() < con.index(heads[0]) < end < con.index(heads[1]), (
+        "the warning's snapshot is not inside its report, or the crash's is")
     events = res.emu_events()
     stub_freezes = [e for e in events if e["event"] == "freeze" and e["cause"] == "wrmsr"]
     assert len(stub_freezes) >= 2, "the warning's #UD was not captured before the crash"

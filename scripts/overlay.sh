@@ -18,7 +18,7 @@ put() { # put SRC DST: copy when different
 }
 put "$REPO/Kbuild" "$dst/Makefile"
 put "$REPO/Kconfig" "$dst/Kconfig"
-for f in "$REPO"/src/*.rs "$REPO"/src/*/*.rs "$REPO"/src/*.c "$REPO"/asm/*.S "$REPO"/asm/*.h "$REPO"/asm/*.awk; do
+for f in "$REPO"/src/*.rs "$REPO"/src/*/*.rs "$REPO"/src/*.c "$REPO"/src/*.h "$REPO"/asm/*.S "$REPO"/asm/*.h "$REPO"/asm/*.awk; do
 	mkdir -p "$(dirname "$dst/${f#"$REPO"/}")"
 	put "$f" "$dst/${f#"$REPO"/}"
 done

@@ -51,54 +51,7 @@
 #include <asm/nmi.h>
 #include <xen/xen.h>
 
-/* A window onto one page (lbr_dump_window_map() below; src/ffi.rs Window). */
-struct lbr_dump_window {
-	void *va;		/* the window: the page's read-only alias */
-	u64 *pte;		/* its PTE in the kernel's page tables */
-	u64 ro;			/* the PTE's value: read-only (as vmap() made it) */
-	u64 rw;			/* and writable (RW and Dirty set) */
-};
-
-/* Called from Rust only (src/ffi.rs); the prototypes keep -Wmissing-prototypes quiet. */
-unsigned long lbr_dump_idt_address(void);
-int lbr_dump_window_map(struct lbr_dump_window *w, unsigned long target);
-void lbr_dump_config_protect(void *page);
-void lbr_dump_window_unmap(struct lbr_dump_window *w);
-void lbr_dump_window_write(const struct lbr_dump_window *w, void (*fn)(void *va, void *data), void *data);
-const char *lbr_dump_environment_refusal(void);
-bool lbr_dump_fred_active(void);
-int lbr_dump_fred_set_kernel_page(unsigned long page);
-unsigned long lbr_dump_fred_page(void);
-unsigned long lbr_dump_fred_config_low(void);
-int lbr_dump_stop_machine(int (*fn)(void *data), void *data);
-unsigned long lbr_dump_virt_to_phys(void *addr);
-bool lbr_dump_pti_active(void);
-unsigned long lbr_dump_alloc_pages(unsigned int order);
-int lbr_dump_set_handler(unsigned int vector, unsigned long handler);
-void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void), void (*suspend)(void));
-void lbr_dump_on_each_cpu(void (*func)(void *info), void *info, bool wait);
-int lbr_dump_wrmsr_safe(u32 msr, u64 value);
-int lbr_dump_rdmsr_safe(u32 msr, u64 *value);
-bool lbr_dump_pin(void);
-void lbr_dump_syscore_unregister(void);
-int lbr_dump_bts_watch(void (*perf)(void), void (*stop)(void), const char **what);
-void lbr_dump_bts_unwatch(void);
-int lbr_dump_vlbr_watch(void (*lend)(bool lent));
-void lbr_dump_vlbr_unwatch(void);
-int lbr_dump_panic_attach(bool *kexec);
-unsigned long lbr_dump_iret_address(void);
-bool lbr_dump_in_function(unsigned long addr, const char *name);
-int lbr_dump_panic_detach(void);
-int lbr_dump_stop_attach(void);
-int lbr_dump_stop_detach(void);
-int lbr_dump_nmi_handler(bool on);
-void lbr_dump_panic_notifier(struct notifier_block *nb, bool on);
-int lbr_dump_die_chain_watch(void);
-void lbr_dump_die_chain_unwatch(void);
-void lbr_dump_rearm_after_db(void);	/* src/capture/debug.rs */
-unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs),
-				 void (*done)(struct pt_regs *regs));
-void lbr_dump_warn_unwatch(void);
+#include "glue.h"
 
 /*
  * The IDT's address (the kernel's idt_table, read-only after boot: idt.c set_memory_ro; the IDTR
@@ -175,7 +128,8 @@ static DEFINE_RAW_SPINLOCK(lbr_dump_window_lock);
  * Calls fn(va, data) with interrupts off while the window is writable on this CPU. Not from
  * NMI context; from stop_machine()'s callback it is: no CPU held there holds the lock.
  */
-void lbr_dump_window_write(const struct lbr_dump_window *w, void (*fn)(void *va, void *data), void *data)
+void lbr_dump_window_write(const struct lbr_dump_window *w,
+			   void (*fn)(void *va, void *data), void *data)
 {
 	unsigned long flags;
 
@@ -254,8 +208,6 @@ unsigned long lbr_dump_iret_address(void)
 #else
 unsigned long lbr_dump_iret_address(void)
 {
-	extern unsigned char native_irq_return_iret[];
-
 	return (unsigned long)native_irq_return_iret;
 }
 #endif
@@ -266,7 +218,8 @@ const char *lbr_dump_environment_refusal(void)
 #ifdef MODULE
 	/* Built in, the stubs are entry text, mapped under the user CR3 (asm/stubs.S). */
 	if (boot_cpu_has(X86_FEATURE_PTI))
-		return "page-table isolation is active: a module's code is not mapped under the user CR3 that exceptions from user mode arrive with; build lbr-dump into the kernel (CONFIG_LBR_DUMP=y), whose stubs are entry text, or boot with pti=off";
+		return
+			"page-table isolation is active: a module's code is not mapped under the user CR3 that exceptions from user mode arrive with; build lbr-dump into the kernel (CONFIG_LBR_DUMP=y), whose stubs are entry text, or boot with pti=off";
 #endif
 	if (xen_pv_domain())
 		return "Xen PV guest: the hypervisor owns the IDT";
@@ -284,8 +237,6 @@ bool lbr_dump_fred_active(void)
 }
 
 #ifdef CONFIG_X86_FRED
-void lbr_dump_fred_user(void);	/* asm/stubs.S: the page, 4 KiB-aligned */
-
 unsigned long lbr_dump_fred_page(void)
 {
 	return (unsigned long)lbr_dump_fred_user;
@@ -307,7 +258,6 @@ unsigned long lbr_dump_fred_config_low(void)
  * +256), found in IA32_FRED_CONFIG and checked by name: their trampolines become direct
  * `jmp rel32`s (those entry points have no ENDBR: only a direct jump may reach them).
  */
-void lbr_dump_entry(void);
 DEFINE_STATIC_CALL_NULL(lbr_dump_fred_user, lbr_dump_entry);
 DEFINE_STATIC_CALL_NULL(lbr_dump_fred_kernel, lbr_dump_entry);
 
@@ -399,7 +349,10 @@ unsigned long lbr_dump_virt_to_phys(void *addr)
 	return virt_to_phys(addr);
 }
 
-/* Whether page-table isolation is on (BTS refuses it: Documentation/lbr-dump/design.rst "Branch trace store"). */
+/*
+ * Whether page-table isolation is on (BTS refuses it: Documentation/lbr-dump/design.rst "Branch
+ * trace store").
+ */
 bool lbr_dump_pti_active(void)
 {
 	return boot_cpu_has(X86_FEATURE_PTI);
@@ -425,22 +378,65 @@ unsigned long lbr_dump_alloc_pages(unsigned int order)
  * static-call site (IBT builds). No stub has an indirect branch or loads the handler's address.
  * The type is that of the kernel's asm_exc_* entry points (idtentry.h), not called from C.
  */
-void lbr_dump_entry(void);
-#define LBR_DUMP_VECTORS(X) X(0) X(1) X(2) X(6) X(8) X(11) X(12) X(13) X(14) X(17) X(21) X(248)
-#define LBR_DUMP_DEFINE(v) DEFINE_STATIC_CALL_NULL(lbr_dump_orig_##v, lbr_dump_entry);
-LBR_DUMP_VECTORS(LBR_DUMP_DEFINE)
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_0, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_1, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_2, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_6, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_8, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_11, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_12, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_13, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_14, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_17, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_21, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_248, lbr_dump_entry);
 
 /* Points vector's trampoline at handler; -EINVAL for a vector without one. */
 int lbr_dump_set_handler(unsigned int vector, unsigned long handler)
 {
+	void (*h)(void) = (void (*)(void))handler;
+
 	switch (vector) {
-#define LBR_DUMP_UPDATE(v)							\
-	case v:									\
-		static_call_update(lbr_dump_orig_##v, (void (*)(void))handler);	\
-		return 0;
-	LBR_DUMP_VECTORS(LBR_DUMP_UPDATE)
+	case 0:
+		static_call_update(lbr_dump_orig_0, h);
+		break;
+	case 1:
+		static_call_update(lbr_dump_orig_1, h);
+		break;
+	case 2:
+		static_call_update(lbr_dump_orig_2, h);
+		break;
+	case 6:
+		static_call_update(lbr_dump_orig_6, h);
+		break;
+	case 8:
+		static_call_update(lbr_dump_orig_8, h);
+		break;
+	case 11:
+		static_call_update(lbr_dump_orig_11, h);
+		break;
+	case 12:
+		static_call_update(lbr_dump_orig_12, h);
+		break;
+	case 13:
+		static_call_update(lbr_dump_orig_13, h);
+		break;
+	case 14:
+		static_call_update(lbr_dump_orig_14, h);
+		break;
+	case 17:
+		static_call_update(lbr_dump_orig_17, h);
+		break;
+	case 21:
+		static_call_update(lbr_dump_orig_21, h);
+		break;
+	case 248:
+		static_call_update(lbr_dump_orig_248, h);
+		break;
+	default:
+		return -EINVAL;
 	}
-	return -EINVAL;
+	return 0;
 }
 #else
 /*
@@ -454,21 +450,46 @@ int lbr_dump_set_handler(unsigned int vector, unsigned long handler)
 	unsigned long kernel;
 
 	switch (vector) {
-	case X86_TRAP_DE: kernel = (unsigned long)asm_exc_divide_error; break;
-	case X86_TRAP_DB: kernel = (unsigned long)asm_exc_debug; break;
-	case X86_TRAP_NMI: kernel = (unsigned long)asm_exc_nmi; break;
-	case X86_TRAP_UD: kernel = (unsigned long)asm_exc_invalid_op; break;
-	case X86_TRAP_DF: kernel = (unsigned long)asm_exc_double_fault; break;
-	case X86_TRAP_NP: kernel = (unsigned long)asm_exc_segment_not_present; break;
-	case X86_TRAP_SS: kernel = (unsigned long)asm_exc_stack_segment; break;
-	case X86_TRAP_GP: kernel = (unsigned long)asm_exc_general_protection; break;
-	case X86_TRAP_PF: kernel = (unsigned long)asm_exc_page_fault; break;
-	case X86_TRAP_AC: kernel = (unsigned long)asm_exc_alignment_check; break;
+	case X86_TRAP_DE:
+		kernel = (unsigned long)asm_exc_divide_error;
+		break;
+	case X86_TRAP_DB:
+		kernel = (unsigned long)asm_exc_debug;
+		break;
+	case X86_TRAP_NMI:
+		kernel = (unsigned long)asm_exc_nmi;
+		break;
+	case X86_TRAP_UD:
+		kernel = (unsigned long)asm_exc_invalid_op;
+		break;
+	case X86_TRAP_DF:
+		kernel = (unsigned long)asm_exc_double_fault;
+		break;
+	case X86_TRAP_NP:
+		kernel = (unsigned long)asm_exc_segment_not_present;
+		break;
+	case X86_TRAP_SS:
+		kernel = (unsigned long)asm_exc_stack_segment;
+		break;
+	case X86_TRAP_GP:
+		kernel = (unsigned long)asm_exc_general_protection;
+		break;
+	case X86_TRAP_PF:
+		kernel = (unsigned long)asm_exc_page_fault;
+		break;
+	case X86_TRAP_AC:
+		kernel = (unsigned long)asm_exc_alignment_check;
+		break;
 #ifdef CONFIG_X86_CET
-	case X86_TRAP_CP: kernel = (unsigned long)asm_exc_control_protection; break;
+	case X86_TRAP_CP:
+		kernel = (unsigned long)asm_exc_control_protection;
+		break;
 #endif
-	case REBOOT_VECTOR: kernel = (unsigned long)asm_sysvec_reboot; break;
-	default: return -EINVAL;
+	case REBOOT_VECTOR:
+		kernel = (unsigned long)asm_sysvec_reboot;
+		break;
+	default:
+		return -EINVAL;
 	}
 	return handler == kernel ? 0 : -EXDEV;
 }
@@ -511,6 +532,7 @@ static const struct syscore_ops lbr_dump_syscore_ops = {
 	.resume = lbr_dump_syscore_resume,
 	.shutdown = lbr_dump_syscore_shutdown,
 };
+
 static struct syscore lbr_dump_syscore = { .ops = &lbr_dump_syscore_ops };
 
 void lbr_dump_syscore_register(void (*resume)(void), void (*shutdown)(void), void (*suspend)(void))
@@ -685,7 +707,8 @@ static void (*lbr_dump_lend_fn)(bool lent);
 static bool lbr_dump_is_guest_lbr(struct ftrace_regs *fregs)
 {
 	/* void intel_pmu_lbr_add(struct perf_event *event), and _del */
-	struct perf_event *event = fregs ? (struct perf_event *)ftrace_regs_get_argument(fregs, 0) : NULL;
+	struct perf_event *event =
+		fregs ? (struct perf_event *)ftrace_regs_get_argument(fregs, 0) : NULL;
 
 	return event && READ_ONCE(event->owner) == (void *)-1L && event->attr.exclude_host &&
 	       (event->attr.config & INTEL_ARCH_EVENT_MASK) == INTEL_FIXED_VLBR_EVENT;
@@ -714,6 +737,7 @@ static notrace void lbr_dump_vlbr_del_callback(unsigned long ip, unsigned long p
 static struct ftrace_ops lbr_dump_vlbr_add_ops = {
 	.func = lbr_dump_vlbr_add_callback,
 };
+
 static struct ftrace_ops lbr_dump_vlbr_del_ops = {
 	.func = lbr_dump_vlbr_del_callback,
 };
@@ -736,7 +760,8 @@ int lbr_dump_vlbr_watch(void (*lend)(bool lent))
 		if (!ret)
 			return 0;
 		if (unregister_ftrace_function(&lbr_dump_vlbr_del_ops)) {
-			__module_get(THIS_MODULE);	/* a callback may stay: pinned, filters kept */
+			/* A callback may stay: pinned, filters kept. */
+			__module_get(THIS_MODULE);
 			return ret;
 		}
 	}
@@ -778,7 +803,7 @@ void lbr_dump_vlbr_unwatch(void)
 static notrace void lbr_dump_die_chain_callback(unsigned long ip, unsigned long parent_ip,
 						struct ftrace_ops *op, struct ftrace_regs *fregs)
 {
-	/* int hw_breakpoint_exceptions_notify(struct notifier_block *, unsigned long val, void *) */
+	/* hw_breakpoint_exceptions_notify(struct notifier_block *, unsigned long val, void *) */
 	if (fregs && ftrace_regs_get_argument(fregs, 1) == DIE_DEBUG)
 		lbr_dump_rearm_after_db();
 }
@@ -905,6 +930,7 @@ static struct kretprobe lbr_dump_warn_probes[] = {
 		.data_size = sizeof(struct pt_regs *),
 	},
 };
+
 static bool lbr_dump_warn_probed[ARRAY_SIZE(lbr_dump_warn_probes)];
 
 unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs),
@@ -918,7 +944,7 @@ unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs),
 	for (i = 0; i < ARRAY_SIZE(lbr_dump_warn_probes); i++) {
 		struct kretprobe *rp = &lbr_dump_warn_probes[i];
 
-		/* A kprobe found by name must come with no address (one left from a former arming). */
+		/* Found by name: no address (not one left from a former arming). */
 		rp->kp.addr = NULL;
 		rp->kp.flags = 0;
 		/*
@@ -950,7 +976,6 @@ void lbr_dump_warn_unwatch(void)
 		unregister_kretprobes(rps, n);
 }
 
-
 /*
  * The panic trampoline (asm/stubs.S lbr_dump_panic_entry) at the entry of panic() and vpanic(),
  * and its twin lbr_dump_kexec_entry at crash_kexec()'s, as ftrace direct calls: the fentry call
@@ -962,9 +987,6 @@ void lbr_dump_warn_unwatch(void)
  * Returns 0 or -errno (-ENODEV: the kernel has no DYNAMIC_FTRACE_WITH_DIRECT_CALLS; -EBUSY:
  * another direct call is attached to panic() or vpanic()). Serialized by lbr-dump's state lock.
  */
-void lbr_dump_panic_entry(void);	/* asm/stubs.S */
-void lbr_dump_kexec_entry(void);	/* asm/stubs.S */
-void lbr_dump_reset_entry(void);	/* asm/stubs.S */
 static struct ftrace_ops lbr_dump_panic_ops;
 static struct ftrace_ops lbr_dump_kexec_ops;
 static struct ftrace_ops lbr_dump_reset_ops;
@@ -1019,7 +1041,8 @@ static int lbr_dump_kexec_attach(void)
 	lbr_dump_reset_attached = true;
 	ret = lbr_dump_filter_crash_kexec(&lbr_dump_kexec_ops);
 	if (!ret)
-		ret = register_ftrace_direct(&lbr_dump_kexec_ops, (unsigned long)lbr_dump_kexec_entry);
+		ret = register_ftrace_direct(&lbr_dump_kexec_ops,
+					     (unsigned long)lbr_dump_kexec_entry);
 	if (!ret) {
 		lbr_dump_kexec_attached = true;
 		return 0;
@@ -1086,7 +1109,6 @@ int lbr_dump_panic_detach(void)
  * it switches the NMI and REBOOT_VECTOR gates to the stop stubs then. Returns 0, or -errno if
  * neither function can be traced (-ENOENT then: the kernel inlined them or has no such function).
  */
-void lbr_dump_stop_entry(void);	/* asm/stubs.S */
 static struct ftrace_ops lbr_dump_stop_ops;
 
 int lbr_dump_stop_attach(void)
@@ -1099,7 +1121,8 @@ int lbr_dump_stop_attach(void)
 	found += !ftrace_set_filter(&lbr_dump_stop_ops, shootdown, sizeof(shootdown) - 1, 0);
 	if (found < 2)
 		pr_warn("lbr_dump: panic path: %s cannot be traced: CPUs stopped through it are not captured\n",
-			found ? "one of native_stop_other_cpus() and nmi_shootdown_cpus()" : "neither of native_stop_other_cpus() and nmi_shootdown_cpus()");
+			found ? "one of native_stop_other_cpus() and nmi_shootdown_cpus()"
+			      : "neither of native_stop_other_cpus() and nmi_shootdown_cpus()");
 	if (!found) {
 		ftrace_free_filter(&lbr_dump_stop_ops);
 		return -ENOENT;
@@ -1125,8 +1148,6 @@ int lbr_dump_stop_detach(void)
  * stays frozen on that CPU until its next NMI that does (whose thaw restores the value kept), or
  * the next capture re-arms it (README). register_nmi_handler() is a macro.
  */
-void lbr_dump_nmi_thaw(void);	/* asm/stubs.S */
-
 static int lbr_dump_nmi(unsigned int type, struct pt_regs *regs)
 {
 	lbr_dump_nmi_thaw();
@@ -1167,14 +1188,6 @@ void lbr_dump_panic_notifier(struct notifier_block *nb, bool on)
  */
 #include <linux/kobject.h>
 #include <linux/sysfs.h>
-
-int lbr_dump_set_enabled(bool on);	/* src/control.rs */
-bool lbr_dump_is_enabled(void);		/* src/control.rs */
-u64 lbr_dump_captures(void);		/* src/control.rs */
-u64 lbr_dump_rearms(void);		/* src/control.rs */
-int lbr_dump_show_vectors(char *buf);	/* src/control.rs: at most PAGE_SIZE bytes */
-int lbr_dump_sysfs_create(const char *facility);
-void lbr_dump_sysfs_remove(void);
 
 static struct kobject *lbr_dump_kobj;
 static char lbr_dump_facility[256];
@@ -1227,6 +1240,7 @@ static struct attribute *lbr_dump_attrs[] = {
 	&enabled_attr.attr, &facility_attr.attr, &vectors_attr.attr, &captures_attr.attr,
 	&rearms_attr.attr, NULL
 };
+
 static const struct attribute_group lbr_dump_group = { .attrs = lbr_dump_attrs };
 
 int lbr_dump_sysfs_create(const char *facility)
@@ -1259,9 +1273,6 @@ void lbr_dump_sysfs_remove(void)
  * (src/control.rs); this is only the kernel_param_ops around them. Read-only once loaded: it
  * applies when arming, so it is chosen at load or boot.
  */
-int lbr_dump_filter_set(const char *val);	/* src/control.rs: 0 or -EINVAL (and says why) */
-int lbr_dump_filter_get(char *buf);		/* src/control.rs: writes the name and a newline */
-
 static int lbr_dump_param_filter_set(const char *val, const struct kernel_param *kp)
 {
 	return lbr_dump_filter_set(val);
@@ -1277,17 +1288,14 @@ static const struct kernel_param_ops lbr_dump_filter_ops = {
 	.get = lbr_dump_param_filter_get,
 };
 module_param_cb(filter, &lbr_dump_filter_ops, NULL, 0444);
-MODULE_PARM_DESC(filter, "Which branches are recorded: all (default), functions (no conditional "
-		 "branches or relative jumps: calls, returns, indirect jumps), calls (calls and "
-		 "returns); far branches always. Refused where the recorder has no filter");
+MODULE_PARM_DESC(filter,
+		 "Which branches are recorded: all (default), functions (no conditional branches or relative jumps: calls, returns, indirect jumps), calls (calls and returns); far branches always. Refused where the recorder has no filter");
 
 /*
  * lbr_dump=on|off on the kernel command line, for the built-in driver. The kernel crate has no
  * __setup(); this is the C macro. -1 means "not given" (Kconfig's LBR_DUMP_DEFAULT_ON decides).
  * A loadable module uses its `enable` parameter instead.
  */
-int lbr_dump_boot_choice(void);
-
 #ifndef MODULE
 static int lbr_dump_boot = -1;
 

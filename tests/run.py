@@ -158,6 +158,17 @@ def builds(r: harness.Results) -> bool:
         ok &= good
     if not ok:
         return False
+    # The kernel's checkpatch.pl --strict from the kernel source just built (scripts/checkpatch.py):
+    # no error or warning in src/, asm/ and tests/modules/ but scripts/checkpatch-exceptions; and
+    # it refuses a file with one (an extern in a .c file), so a run that checked nothing fails.
+    p = run(["scripts/checkpatch.py"])
+    probe = REPO / "out" / "checkpatch-probe.c"
+    probe.parent.mkdir(exist_ok=True)
+    probe.write_text("// SPDX-License-Identifier: GPL-2.0\nextern int lbr_dump_probe;\n")
+    q = run(["scripts/checkpatch.py", str(probe.relative_to(REPO))])
+    r.record("checkpatch --strict: no error or warning in src/, asm/, tests/modules/ but the listed exceptions",
+             p.returncode == 0 and q.returncode == 1 and "WARNING:AVOID_EXTERNS" in q.stdout,
+             p.stdout[-3000:] + "\n(the probe with an extern:)\n" + q.stdout[-1000:])
     # Three module builds from clean, each mostly one compiler process, run side by side: the
     # ordinary one (every compiler and objtool message is in its log), the kernel's CLIPPY=1
     # one, and one against Debian's GCC-built kernel.

@@ -31,6 +31,8 @@
 #include <linux/vmalloc.h>
 #include <asm/msr.h>
 
+#include "seq.h"
+
 /* MSR numbers are the kernel's (asm/msr-index.h). */
 
 static char *flavour = "legacy";
@@ -54,9 +56,6 @@ module_param(select, bool, 0);
 static uint records = 64;
 module_param(records, uint, 0);
 
-void lbr_check_sequence(u32 msr, u64 on, u64 off);
-/* Offsets of seq.S's labels from lbr_check_sequence, in this order (see seq.S). */
-extern const u64 lbr_check_offsets[];
 static const char *const label_names[] = { "nt", "j1", "t1", "j2", "t2", "c3", "leaf", "r3", "a3" };
 
 static u64 show(u32 msr)
@@ -82,7 +81,7 @@ static int bts_check(void)
 
 	if (!records)
 		return -EINVAL;
-	ds = kzalloc(sizeof(*ds), GFP_KERNEL);
+	ds = kzalloc_obj(*ds, GFP_KERNEL);
 	buf = vzalloc(records * 24);
 	if (!ds || !buf) {
 		kfree(ds);

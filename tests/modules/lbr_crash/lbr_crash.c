@@ -338,6 +338,8 @@
 #include <asm/sync_core.h>
 #include <asm/tsc.h>
 
+#include "lbr_crash.h"
+
 static char *crash = "";
 module_param(crash, charp, 0);
 static unsigned long capture_cfg;
@@ -388,32 +390,31 @@ module_param(race, bool, 0);
  * not a user access the kernel fixes up: lbr_dump must capture it. Never returns. objtool is told
  * to leave it alone: an indirect jump to user memory with AC set is what it exists to refuse.
  */
-void lbr_crash_exec_user_ac(unsigned long addr);
 asm(".pushsection .text, \"ax\"\n"
-    ".type lbr_crash_exec_user_ac, @function\n"
-    "lbr_crash_exec_user_ac:\n"
-    ASM_ENDBR
-    "	stac\n"
-    ANNOTATE_RETPOLINE_SAFE "\n"
-    "	jmp *%rdi\n"
-    ".size lbr_crash_exec_user_ac, . - lbr_crash_exec_user_ac\n"
-    ".popsection\n");
+	".type lbr_crash_exec_user_ac, @function\n"
+	"lbr_crash_exec_user_ac:\n"
+	ASM_ENDBR
+	"	stac\n"
+	ANNOTATE_RETPOLINE_SAFE "\n"
+	"	jmp *%rdi\n"
+	".size lbr_crash_exec_user_ac, . - lbr_crash_exec_user_ac\n"
+	".popsection\n");
 STACK_FRAME_NON_STANDARD(lbr_crash_exec_user_ac);
 
-/* Volatile so the compiler cannot see through them. */
-static volatile unsigned long divisor;
-static volatile unsigned long bad_pointer = 0xdead000000000000UL;	/* non-canonical */
+/* Read with READ_ONCE() so the compiler cannot see through them. */
+static unsigned long divisor;
+static unsigned long bad_pointer = 0xdead000000000000UL;	/* non-canonical */
 /* An unmapped address in the kernel half, below the direct map. */
-static volatile unsigned long nowhere = 0xffff800000001000UL;
+static unsigned long nowhere = 0xffff800000001000UL;
 
 static noinline int lbr_crash_de(void)
 {
-	return 1000 / divisor;
+	return 1000 / READ_ONCE(divisor);
 }
 
 static noinline int lbr_crash_gp(void)
 {
-	return *(volatile int *)bad_pointer;
+	return READ_ONCE(*(int *)READ_ONCE(bad_pointer));
 }
 
 static noinline int lbr_crash_owner(void)
@@ -428,7 +429,8 @@ static noinline int lbr_crash_owner(void)
 
 static noinline int lbr_crash_jump(void)
 {
-	int (*fn)(void) = (int (*)(void))nowhere;
+	unsigned long target = READ_ONCE(nowhere);
+	int (*fn)(void) = (int (*)(void))target;
 
 	return fn();
 }
@@ -525,12 +527,12 @@ static noinline int lbr_crash_same_frame(bool crash)
 	int v = 0;
 
 	if (!crash) {
-		__get_kernel_nofault(&v, (int *)nowhere, int, fixed);
+		__get_kernel_nofault(&v, (int *)READ_ONCE(nowhere), int, fixed);
 		return v;
 fixed:
 		return -EFAULT;
 	}
-	return *(volatile int *)bad_pointer;
+	return READ_ONCE(*(int *)READ_ONCE(bad_pointer));
 }
 
 static struct task_struct *migrating;
@@ -636,7 +638,7 @@ static noinline int lbr_crash_gp_fixed(void)
 		     "2:\n"
 		     _ASM_EXTABLE(1b, 2b)
 		     : [v] "=r" (v), [f] "+r" (faulted)
-		     : [p] "r" (bad_pointer));
+		     : [p] "r" (READ_ONCE(bad_pointer)));
 	return faulted ? 0 : -EIO;
 }
 
@@ -777,7 +779,7 @@ static noinline int lbr_crash_gp_ac(void)
 		     "2:	" ASM_CLAC "\n"
 		     _ASM_EXTABLE(1b, 2b)
 		     : [v] "=r" (v), [f] "+r" (faulted)
-		     : [p] "r" (bad_pointer));
+		     : [p] "r" (READ_ONCE(bad_pointer)));
 	return faulted;
 }
 
@@ -927,7 +929,7 @@ static int lbr_crash_sysrq_c(void *unused)
 	unsigned long ms;
 
 	while (atomic_read(&spinning) < num_online_cpus() - 1)
-		msleep(1);	/* CPU 0 stays free for the threads still to be created */
+		usleep_range(1000, 2000);	/* CPU 0 stays free for the threads still to be created */
 	/* Nothing else runs on CPU 0 from here: no cross-call of its waits for the spinners. */
 	preempt_disable();
 	atomic_set(&spin_go, 1);
@@ -1182,7 +1184,7 @@ static int lbr_crash_stalled_sysrq_c(void *unused)
 	unsigned long ms;
 
 	for (ms = 0; !atomic_read(&spinning) && ms < 5000; ms++)
-		msleep(1);
+		usleep_range(1000, 2000);
 	if (!atomic_read(&spinning)) {
 		pr_info("stop_stalled: CPU 1 does not spin\n");
 		return 0;
@@ -1329,20 +1331,18 @@ static int lbr_crash_fred_set(void)
  * writes the kernel's value back where this module's is still in place.
  */
 #ifdef CONFIG_X86_FRED
-void lbr_crash_fred_none(void);	/* the static calls' type only */
 DEFINE_STATIC_CALL_NULL(lbr_crash_fred_user, lbr_crash_fred_none);
 DEFINE_STATIC_CALL_NULL(lbr_crash_fred_kernel, lbr_crash_fred_none);
 
-void lbr_crash_fred_page(void);
 asm(".pushsection .text, \"ax\"\n"
-    ".balign 4096\n"
-    ".type lbr_crash_fred_page, @function\n"
-    "lbr_crash_fred_page:\n"
-    "	jmp __SCT__lbr_crash_fred_user\n"
-    "	.org lbr_crash_fred_page + 256, 0xcc\n"
-    "	jmp __SCT__lbr_crash_fred_kernel\n"
-    ".size lbr_crash_fred_page, . - lbr_crash_fred_page\n"
-    ".popsection\n");
+	".balign 4096\n"
+	".type lbr_crash_fred_page, @function\n"
+	"lbr_crash_fred_page:\n"
+	"	jmp __SCT__lbr_crash_fred_user\n"
+	"	.org lbr_crash_fred_page + 256, 0xcc\n"
+	"	jmp __SCT__lbr_crash_fred_kernel\n"
+	".size lbr_crash_fred_page, . - lbr_crash_fred_page\n"
+	".popsection\n");
 STACK_FRAME_NON_STANDARD(lbr_crash_fred_page);
 ANNOTATE_NOENDBR_SYM(lbr_crash_fred_page);
 
@@ -1451,7 +1451,7 @@ static noinline void lbr_crash_fixed_pf_here(void *faults)
 	int i, v;
 
 	for (i = 0; i < rounds; i++) {
-		__get_kernel_nofault(&v, (int *)nowhere, int, fixed);
+		__get_kernel_nofault(&v, (int *)READ_ONCE(nowhere), int, fixed);
 		continue;
 fixed:
 		(*(int *)faults)++;
@@ -1694,8 +1694,8 @@ static int lbr_crash_mid_perf(void *unused)
 
 static int lbr_crash_perf_mid_arm(void)
 {
-	static char rd[] = "rdmsrq_safe_on_cpu", wr[] = "wrmsrq_safe_on_cpu",
-		    call[] = "smp_call_function_single";
+	unsigned char rd[] = "rdmsrq_safe_on_cpu", wr[] = "wrmsrq_safe_on_cpu",
+		      call[] = "smp_call_function_single";
 	int r;
 
 	if (!target)
@@ -1818,7 +1818,7 @@ static int lbr_crash_irqs_off_waiter(void *unused)
 static int lbr_crash_irqs_off_releaser(void *unused)
 {
 	while (!atomic_read(&irqs_off_waiting))
-		msleep(1);
+		usleep_range(1000, 2000);
 	msleep(3000);
 	atomic_set(&irqs_off_release, 1);
 	complete(&irqs_off_released);
@@ -2203,7 +2203,7 @@ static void lbr_crash_gates_stop(void)
 {
 	int c;
 
-	for (c = 0; c < NR_CPUS; c++)
+	for_each_possible_cpu(c)
 		if (gate_threads[c])
 			kthread_stop(gate_threads[c]);
 	pr_info("gates: %lld reads of every gate, %lld changes seen, %lld torn\n",
@@ -2386,7 +2386,7 @@ static int lbr_crash_race_sysrq_c(void *unused)
 	unsigned long ms;
 
 	for (ms = 0; atomic_read(&kexec_race_stage) < RACE_HELD && ms < 5000; ms++)
-		msleep(1);
+		usleep_range(1000, 2000);
 	if (atomic_read(&kexec_race_stage) < RACE_HELD) {
 		pr_info("kexec_return: race: CPU %d not held at __crash_kexec()\n", cpu);
 		return 0;
@@ -2491,19 +2491,19 @@ static int lbr_crash_kexec_return(void)
 /*
  * crash=warn_*: warnings. WARN_ON() is a ud2 (x86), reported by report_bug() and __warn() from
  * the #UD handler, which then goes on after the ud2; each site is a noinline function of its
- * own, so that a test can place the #UD by its symbol. The condition is a volatile read: the
- * compiler must keep the branch to the ud2.
+ * own, so that a test can place the #UD by its symbol. The condition is read with READ_ONCE():
+ * the compiler must keep the branch to the ud2.
  */
-static volatile int lbr_crash_warn_cond = 1;
+static int lbr_crash_warn_cond = 1;
 
 static noinline void lbr_crash_warn(void)
 {
-	WARN_ON(lbr_crash_warn_cond);
+	WARN_ON(READ_ONCE(lbr_crash_warn_cond));
 }
 
 static noinline void lbr_crash_warn_once(void)
 {
-	WARN_ON_ONCE(lbr_crash_warn_cond);
+	WARN_ON_ONCE(READ_ONCE(lbr_crash_warn_cond));
 }
 
 static int lbr_crash_warn_once_twice(void)
@@ -2653,7 +2653,7 @@ struct lbr_crash_type {
 	const char *help;
 };
 
-#define LBR_CRASH_TYPE(name, fn, help) { #name, fn, help },
+#define LBR_CRASH_TYPE(n, f, h) { .name = #n, .fn = f, .help = h },
 static const struct lbr_crash_type lbr_crash_types[] __initconst = {
 	LBR_CRASH_TYPES(LBR_CRASH_TYPE)
 };

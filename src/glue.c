@@ -1146,7 +1146,8 @@ int lbr_dump_stop_detach(void)
  * claims nothing (NMI_DONE). Some NMIs never reach the NMI_LOCAL handlers (late microcode
  * loading's rendezvous, an emergency handler at reboot or kdump, an offline CPU): recording then
  * stays frozen on that CPU until its next NMI that does (whose thaw restores the value kept), or
- * the next capture re-arms it (README). register_nmi_handler() is a macro.
+ * the next capture re-arms it (Documentation/admin-guide/lbr-dump.rst, nmi_freeze).
+ * register_nmi_handler() is a macro.
  */
 static int lbr_dump_nmi(unsigned int type, struct pt_regs *regs)
 {

@@ -188,9 +188,9 @@ def bench_line(what: str, s: tuple[int, int, int, int]) -> str:
 
 
 def test_output_size_per_crash(r):
-    """What lbr-dump prints per crash by default (README "Crash output"), counted on real
-    output: an oops on 1 CPU and a panic on 2 (crashed()), and a panic on 8 vCPUs (the harness
-    checks that 8 were brought up); each with BTS (bts=4 bts_print=8) and, from the same
+    """What lbr-dump prints per crash by default (Documentation/lbr-dump/formats.rst "How much a
+    crash prints"), counted on real output: an oops on 1 CPU and a panic on 2 (crashed()), and a
+    panic on 8 vCPUs (the harness checks that 8 were brought up); each with BTS (bts=4 bts_print=8) and, from the same
     output, without its BTS lines. Reported, and one bound asserted: a panic prints at most
     print_records + 4 + N lines besides BTS's on N CPUs (the panicking CPU's header, records,
     ler, end and `kept:` lines, one `kept:` line per other CPU and a last one), 28 on 8."""

@@ -533,7 +533,7 @@ enum Open {
 /// (`pstore`), if it is one.
 fn pstore_note(pstore: bool) -> &'static str {
     if pstore {
-        " (a pstore record holds only the newest text of the log that fits its size: see the README for record sizes that hold whole snapshots)"
+        " (a pstore record holds only the newest text of the log that fits its size: see Documentation/lbr-dump/formats.rst \"How much a crash prints\" for record sizes that hold whole snapshots)"
     } else {
         ""
     }

@@ -255,3 +255,50 @@ def assert_decoded_equals_freeze(events, snap, newest=None):
         assert len(got) == newest and len(want) > newest, (len(got), len(want))
         want = want[:newest]
     assert got == want, f"cpu {snap['cpu']}: decoded {got[:3]}..., ground truth {want[:3]}..."
+
+
+def heads(text):
+    """The snapshot header lines of `text` (not its `none:` or `kept:` lines)."""
+    from harness import snapshot_heads
+    return [h for h in snapshot_heads(text) if " vector=" in h]
+
+
+def snapshot_in(report):
+    """The one snapshot lbr-dump printed in a report: (header line, its block up to
+    its end line, the printed records)."""
+    found = heads(report)
+    assert len(found) == 1, f"{len(found)} snapshots in the report, not 1:\n{report[:4000]}"
+    head = found[0]
+    block = report[report.index(head):]
+    assert "lbr_dump: end " in block, "the snapshot has no end line in the report:\n" + block[:4000]
+    block = block[:block.index("lbr_dump: end ")]
+    return head, block, printed_records(block)
+
+
+class Freezes:
+    """The emulator's freezes made by a stub (cause wrmsr), taken in order: each printed snapshot
+    is matched with the first freeze not yet matched, on its CPU, whose record stack's newest
+    records equal its printed ones (a storm's warnings at one site have the same newest record,
+    and a bounded snapshot shows the newest `print_records` only)."""
+
+    def __init__(self, events):
+        self.events = events
+        self.flavour, self.fmt = emulated(events)
+        self.used = set()
+
+    def match(self, head, printed, bounded=False):
+        cpu = int(re.search(r" cpu=(\d+) ", head)[1])
+        want = [(p["from"], p["to"], p.get("mispred", 0), p.get("cycles")) for p in printed]
+        for i, e in enumerate(self.events):
+            if i in self.used or e["event"] != "freeze" or e["cause"] != "wrmsr" or e["cpu"] != cpu:
+                continue
+            truth = [(t["from"], t["to"], t.get("mispred", 0), t.get("cycles"))
+                     for t in freeze_records(e, self.flavour, self.fmt)]
+            if (truth[:len(want)] if bounded else truth) == want:
+                self.used.add(i)
+                # Field by field, with the flags, as every ground-truth comparison does.
+                assert_equals_freeze(self.events[:i + 1], head, printed,
+                                     count=len(printed) if bounded and len(truth) > len(printed) else None)
+                return e
+        raise AssertionError(f"cpu {cpu}: no freeze of the emulator's (not matched before) holds the printed "
+                             f"records of {head}:\n  " + "\n  ".join(map(str, want[:4])))

@@ -19,18 +19,13 @@ import re
 
 from harness import (ARM, CRASH, LKDTM, MODULE_KO, SYSFS, boot, decode, kernel_lines, snapshot_heads, symbols,
                      tail)
-from records import assert_equals_freeze, emulated, freeze_records, printed_records
+from records import Freezes, emulated, freeze_records, heads, printed_records, snapshot_in
 
 # The test kernel's emulated recorder: Intel legacy LBR, format 5 (32 records with LBR_INFO).
 EMU = "model=skylake"
 CPU = "Skylake-Client"
 REPORT_START = re.compile(r"^(?:\[\s*\d+\.\d+\]\s)?WARNING: .*$", re.M)
 END_TRACE = "---[ end trace"
-
-
-def heads(text):
-    """The snapshot header lines of `text` (not its `none:` or `kept:` lines)."""
-    return [h for h in snapshot_heads(text) if " vector=" in h]
 
 
 def reports(con):
@@ -44,18 +39,6 @@ def reports(con):
     return out
 
 
-def snapshot_in(report):
-    """The one snapshot lbr-dump printed in a warning's report: (header line, its block up to
-    its end line, the printed records)."""
-    found = heads(report)
-    assert len(found) == 1, f"{len(found)} snapshots in the warning's report, not 1:\n{report[:4000]}"
-    head = found[0]
-    block = report[report.index(head):]
-    assert "lbr_dump: end " in block, "the snapshot has no end line in the report:\n" + block[:4000]
-    block = block[:block.index("lbr_dump: end ")]
-    return head, block, printed_records(block)
-
-
 def assert_is_the_ud(head, printed, site):
     """The snapshot is a complete #UD capture whose newest record is the #UD itself: from the
     faulting instruction (the header's rip, in function `site`: a name or a tuple of names) into
@@ -67,35 +50,6 @@ def assert_is_the_ud(head, printed, site):
     sites = (site,) if isinstance(site, str) else site
     assert any(printed[0]["from_sym"].startswith(s + "+") for s in sites), \
         f"the #UD is at {printed[0]['from_sym']}, not in {sites}"
-
-
-class Freezes:
-    """The emulator's freezes made by a stub (cause wrmsr), taken in order: each printed snapshot
-    is matched with the first freeze not yet matched, on its CPU, whose record stack's newest
-    records equal its printed ones (a storm's warnings at one site have the same newest record,
-    and a bounded snapshot shows the newest `print_records` only)."""
-
-    def __init__(self, events):
-        self.events = events
-        self.flavour, self.fmt = emulated(events)
-        self.used = set()
-
-    def match(self, head, printed, bounded=False):
-        cpu = int(re.search(r" cpu=(\d+) ", head)[1])
-        want = [(p["from"], p["to"], p.get("mispred", 0), p.get("cycles")) for p in printed]
-        for i, e in enumerate(self.events):
-            if i in self.used or e["event"] != "freeze" or e["cause"] != "wrmsr" or e["cpu"] != cpu:
-                continue
-            truth = [(t["from"], t["to"], t.get("mispred", 0), t.get("cycles"))
-                     for t in freeze_records(e, self.flavour, self.fmt)]
-            if (truth[:len(want)] if bounded else truth) == want:
-                self.used.add(i)
-                # Field by field, with the flags, as every ground-truth comparison does.
-                assert_equals_freeze(self.events[:i + 1], head, printed,
-                                     count=len(printed) if bounded and len(truth) > len(printed) else None)
-                return e
-        raise AssertionError(f"cpu {cpu}: no freeze of the emulator's (not matched before) holds the printed "
-                             f"records of {head}:\n  " + "\n  ".join(map(str, want[:4])))
 
 
 def warn_run(name, script, timeout=240, **kw):

@@ -424,10 +424,14 @@ SYM_DATA_END(lbr_dump_live)
  * holding the control MSR's value at entry (the recorder is frozen). Reads the MSR list into
  * the snapshot, re-reads the control MSR, restores (or re-arms) it unless another owner changed
  * it (re-arming it if \rearm, see below), publishes the snapshot (its state OR \state_or, a
- * register or immediate, if given) and clears busy. \sfx makes the labels unique. Clobbers rax, rcx,
- * rdx, rdi, r8, r10 and flags; keeps rsi, r9, r11 and the stack.
+ * register or immediate, if given) and clears busy. \sfx makes the labels unique. With
+ * \provisional 1 (the report trampoline) the capture keeps no BTS buffer (the caller zeroed the
+ * snapshot's BTS fields) and does not advance the CPU's count: the slot stays the CPU's next,
+ * so the next capture there takes it again unless the printer makes this one permanent
+ * (src/capture/report.rs). Clobbers rax, rcx, rdx, rdi, r8, r10 and flags; keeps rsi, r9, r11
+ * and the stack.
  */
-.macro LBR_RECORD entry:req sfx:req rearm=1 state_or
+.macro LBR_RECORD entry:req sfx:req rearm=1 state_or provisional=0
 	movq	\entry, %rax
 	movq	%rax, LBR_SNAP_CTL_ENTRY(%rsi)
 	/*
@@ -450,10 +454,12 @@ SYM_DATA_END(lbr_dump_live)
 	decq	%r8
 	jnz	.Lread_\sfx
 .Lread_done_\sfx:
+.if !\provisional
 	cmpq	$0, lbr_dump_capture+LBR_CFG_BTS_POOL(%rip)
 	je	.Lbts_done_\sfx			/* no BTS */
 	LBR_BTS_KEEP \sfx
 .Lbts_done_\sfx:
+.endif
 
 	/* Did anyone change the control MSR under us? rax = after, r8 = frozen value we wrote. */
 	movl	lbr_dump_capture+LBR_CFG_CTL_MSR(%rip), %ecx
@@ -522,7 +528,9 @@ SYM_DATA_END(lbr_dump_live)
 	movq	%rax, LBR_BTS_OWNER(%rcx)
 .Lowner_done_\sfx:
 	movq	%rax, LBR_SNAP_SEQ(%rsi)
+.if !\provisional
 	incq	LBR_CPU_COUNT(%r9)
+.endif
 	movl	$0, LBR_CPU_BUSY(%r9)
 .endm
 
@@ -1118,6 +1126,99 @@ _ASM_NOKPROBE(\sym)
 
 LBR_PANIC_ENTRY lbr_dump_panic_entry, panic, 0		/* panic(), vpanic() */
 LBR_PANIC_ENTRY lbr_dump_kexec_entry, kexec, 1		/* crash_kexec() */
+
+/*
+ * Report entry: lbr_dump_report_hook is attached to the fentry call site of each report
+ * function the `reports` parameter names (src/reports.rs: kasan_report(), kfence_report_error(),
+ * the UBSAN handlers, the hardened list checks, by default), as ftrace direct calls
+ * (src/glue.c lbr_dump_report_attach(), only while armed). Those functions are where the
+ * kernel's checks that do not oops report what they found: the call into one is the check that
+ * fired. Its first instruction after ENDBR is `call lbr_dump_report_hook`: one taken branch of
+ * lbr-dump's own, the newest record, and the one before it is the call of the report function
+ * at the check. No exception: the snapshot's vector is LBR_VECTOR_REPORT, its RIP the return
+ * address into the report function's caller (the check site), its frame the address of that
+ * return address (active while the report runs: the printer finds it there), its error code
+ * the trampoline's call site in the report function (the return address into it less 5), which
+ * names the function.
+ *
+ * The capture is provisional (LBR_RECORD provisional=1): it keeps no BTS buffer and does not
+ * advance the CPU's count, so that the next capture on the CPU takes the same slot again. The
+ * printer makes it permanent when it prints it inside the kernel's report
+ * (src/capture/report.rs); a report the kernel suppresses (KASAN after its first without
+ * kasan_multi_shot, UBSAN at a location reported before) is never printed, and a storm of
+ * them cycles through one slot, evicting nothing.
+ *
+ * A function called from C, where every register is live (the report function's arguments),
+ * so each one used is pushed and popped, RFLAGS too: IRQs are off during the capture, and
+ * RFLAGS.AC, which KASAN's and UBSAN's reports may be entered with (objtool's uaccess-safe
+ * list), comes back with it. Stack after the pushes (as the panic trampoline's):
+ *   0 r11, 8 r10, 16 r9, 24 r8, 32 rdi, 40 rsi, 48 control value at entry (R_ENTRY), 56 rdx,
+ *   64 rcx, 72 rax, 80 RFLAGS, 88 return address into the report function (R_FN), 96 return
+ *   address into its caller (R_CALLER).
+ * If another ftrace user traces the function too, ftrace calls this through its list
+ * trampoline with the same stack, and the records begin with ftrace's branches.
+ */
+#define R_ENTRY		48
+#define R_FN		88
+#define R_CALLER	96
+
+SYM_FUNC_START(lbr_dump_report_hook)
+	ENDBR
+	pushfq
+	cli
+	pushq	%rax
+	pushq	%rcx
+	pushq	%rdx
+	LBR_FREEZE push				/* R_ENTRY; no taken branch before this */
+	pushq	%rsi
+	pushq	%rdi
+	pushq	%r8
+	pushq	%r9
+	pushq	%r10
+	pushq	%r11
+	CALL_DEPTH_ACCOUNT			/* ftrace's call into here was not accounted */
+
+	LBR_THIS_CPU %r9
+	LBR_CLAIM_SLOT .Lreport_put_back	/* r9 = CPU block, rsi = snapshot */
+	movl	$LBR_VECTOR_REPORT, LBR_SNAP_VECTOR(%rsi)
+	movq	R_FN(%rsp), %rax
+	subq	$5, %rax			/* the call of this trampoline */
+	movq	%rax, LBR_SNAP_ERROR(%rsi)
+	leaq	R_CALLER(%rsp), %rax
+	movq	%rax, LBR_SNAP_FRAME(%rsi)
+	movq	R_CALLER(%rsp), %rax
+	movq	%rax, LBR_SNAP_RIP(%rsi)	/* where the report function was called from */
+	leaq	R_CALLER+8(%rsp), %rax
+	movq	%rax, LBR_SNAP_RSP(%rsi)	/* the caller's stack pointer after the return */
+	movq	%cr2, %rax
+	movq	%rax, LBR_SNAP_CR2(%rsi)
+	/* No BTS buffer kept (see above): the BTS fields say so, as without BTS. */
+	xorl	%eax, %eax
+	movq	%rax, LBR_SNAP_DS_AREA(%rsi)
+	movq	%rax, LBR_SNAP_BTS_INDEX(%rsi)
+	movq	%rax, LBR_SNAP_BTS_BASE(%rsi)
+	movl	%eax, LBR_SNAP_BTS_SLOT(%rsi)
+	movl	%eax, LBR_SNAP_BTS_STATE(%rsi)
+	LBR_RECORD R_ENTRY(%rsp), report, provisional=1
+	jmp	.Lreport_done
+
+.Lreport_put_back:
+	LBR_PUT_BACK R_ENTRY(%rsp)
+.Lreport_done:
+	popq	%r11
+	popq	%r10
+	popq	%r9
+	popq	%r8
+	popq	%rdi
+	popq	%rsi
+	addq	$8, %rsp			/* R_ENTRY */
+	popq	%rdx
+	popq	%rcx
+	popq	%rax
+	popfq
+	RET
+SYM_FUNC_END(lbr_dump_report_hook)
+_ASM_NOKPROBE(lbr_dump_report_hook)
 
 /*
  * Reset entry: lbr_dump_reset_entry is attached (ftrace direct call, only while armed, and

@@ -252,6 +252,29 @@ pub(crate) unsafe extern "C" fn lbr_dump_filter_get(buf: *mut c_char) -> c_int {
     (name.len() + 1) as c_int
 }
 
+/// Called by glue.c's `reports` param set with the value as given (NUL-terminated): 0 if
+/// src/reports.rs takes it, or -EINVAL with a line that says why.
+///
+/// # Safety
+///
+/// `val` points at a NUL-terminated string, valid for the call.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn lbr_dump_reports_check(val: *const c_char) -> c_int {
+    // SAFETY: the caller passes a NUL-terminated string (the kernel's parameter parser does).
+    let given = unsafe { CStr::from_char_ptr(val) };
+    let Ok(text) = given.to_str() else {
+        pr_err!("reports: not UTF-8\n");
+        return EINVAL.to_errno();
+    };
+    match crate::reports::parse(text) {
+        Ok(_) => 0,
+        Err(why) => {
+            pr_err!("reports={}: {}\n", text.trim_end(), format_args!("{why}"));
+            EINVAL.to_errno()
+        }
+    }
+}
+
 /// Called by glue.c's `enabled` store with a validated value.
 #[no_mangle]
 pub(crate) extern "C" fn lbr_dump_set_enabled(on: bool) -> c_int {

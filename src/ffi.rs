@@ -23,6 +23,9 @@ pub(crate) const DIE_OOPS: c_ulong = 1;
 pub(crate) const DIE_DEBUG: c_ulong = 3;
 /// `NOTIFY_DONE` (include/linux/notifier.h).
 pub(crate) const NOTIFY_DONE: c_int = 0;
+/// `ERROR_DETECTOR_KFENCE` of enum error_detector (include/trace/events/error_report.h), as
+/// `lbr_dump_report_watch` passes it (KASAN's is 1, UBSAN's glue.h LBR_DUMP_DETECTOR_UBSAN).
+pub(crate) const DETECTOR_KFENCE: c_uint = 0;
 
 /// `struct capture_config` of asm/stubs.S: what the entry stubs read and never write. It begins
 /// [`ConfigPage`], read-only once init is done, written only through a window (src/window.rs
@@ -260,6 +263,11 @@ unsafe extern "C" {
     /// `name.cold` part (GCC), by kallsyms; callable in the panic path.
     pub(crate) fn lbr_dump_in_function(addr: c_ulong, name: *const c_char) -> bool;
 
+    /// src/glue.c: whether `addr` lies in a report function that calls check_panic_on_warn()
+    /// (a UBSAN handler or ubsan_epilogue(), KASAN's end_report(), kfence_report_error());
+    /// callable in the panic path.
+    pub(crate) fn lbr_dump_in_report(addr: c_ulong) -> bool;
+
     /// src/glue.c: undoes [`lbr_dump_panic_attach`], waiting until no CPU is in a trampoline;
     /// 0, or -errno when ftrace cannot detach one (the module is then pinned).
     pub(crate) fn lbr_dump_panic_detach() -> c_int;
@@ -352,6 +360,35 @@ unsafe extern "C" {
 
     /// src/glue.c: undoes [`lbr_dump_warn_watch`], waiting until no CPU is in a handler.
     pub(crate) fn lbr_dump_warn_unwatch();
+
+    /// src/glue.c: adds the functions ftrace's filter pattern `name` (`len` bytes) matches to
+    /// the report trampoline's filter; 0 or -errno (-EINVAL: nothing ftrace can trace has that
+    /// name). May sleep.
+    pub(crate) fn lbr_dump_report_filter(name: *const c_char, len: usize) -> c_int;
+
+    /// src/glue.c: attaches the report trampoline (asm/stubs.S `lbr_dump_report_hook`) to every
+    /// function filtered, as one ftrace direct call; 0 or -errno (-ENOENT none filtered, -EBUSY
+    /// another direct call is attached to one of them, -ENODEV no direct calls). May sleep.
+    pub(crate) fn lbr_dump_report_attach() -> c_int;
+
+    /// src/glue.c: undoes [`lbr_dump_report_attach`], waiting until no CPU is in the
+    /// trampoline; nonzero when ftrace cannot detach one (the module is then pinned).
+    pub(crate) fn lbr_dump_report_detach() -> c_int;
+
+    /// src/glue.c: the report print points: `print(detector, id)` at the error_report_end
+    /// tracepoint (KASAN, KFENCE: enum error_detector and the reported address) and when the
+    /// dump_stack() of UBSAN's report is called (glue.h LBR_DUMP_DETECTOR_UBSAN, 0). Bit 0 of the result: the
+    /// tracepoint cannot be registered; bit 1: the kprobe cannot be placed. May sleep.
+    pub(crate) fn lbr_dump_report_watch(
+        print: unsafe extern "C" fn(detector: c_uint, id: c_ulong),
+    ) -> c_uint;
+
+    /// src/glue.c: undoes [`lbr_dump_report_watch`], waiting until no CPU is in a handler.
+    pub(crate) fn lbr_dump_report_unwatch();
+
+    /// src/glue.c: the `reports` parameter's text (NUL-terminated, checked by
+    /// `lbr_dump_reports_check` when set; changes only at load or boot).
+    pub(crate) fn lbr_dump_reports_text() -> *const c_char;
 
     /// asm/stubs.S: the NMI watch stub of `nmi_freeze` (an IDT entry point).
     pub(crate) fn lbr_dump_nmi_watch();

@@ -39,6 +39,7 @@
 #include <linux/stop_machine.h>
 #include <linux/syscore_ops.h>
 #include <linux/vmalloc.h>
+#include <trace/events/error_report.h>
 #include <asm/cpufeature.h>
 #include <asm/desc.h>
 #include <asm/fred.h>
@@ -1139,6 +1140,182 @@ int lbr_dump_stop_detach(void)
 }
 
 /*
+ * Reports that are calls (Documentation/lbr-dump/admin-guide.rst "Reports"): the report
+ * trampoline (asm/stubs.S lbr_dump_report_hook) at the entry of the report functions the
+ * `reports` parameter names, all in one ftrace_ops: a module's ftrace_ops is dynamic, and each
+ * costs two RCU-tasks grace periods when it is unregistered, at every disarming. Attached while
+ * armed, detached when disarming: nothing is attached, and nothing costs, while disarmed.
+ * Serialized by lbr-dump's state lock.
+ */
+static struct ftrace_ops lbr_dump_report_ops;
+static bool lbr_dump_report_filtered, lbr_dump_report_attached;
+
+/*
+ * Adds the functions `name` matches (`len` bytes, an ftrace filter pattern) to the report
+ * trampoline's filter: 0 or -errno (-EINVAL: nothing of that name ftrace can trace, such as a
+ * function this kernel lacks, inlined, or built without fentry).
+ */
+int lbr_dump_report_filter(const char *name, size_t len)
+{
+	unsigned char pattern[256];
+	int ret;
+
+	if (lbr_dump_report_attached || len >= sizeof(pattern))
+		return -EINVAL;
+	memcpy(pattern, name, len);
+	pattern[len] = '\0';
+	ret = ftrace_set_filter(&lbr_dump_report_ops, pattern, len, 0);
+	if (!ret)
+		lbr_dump_report_filtered = true;
+	return ret;
+}
+
+/*
+ * Attaches the trampoline to every function filtered: 0 or -errno (-ENOENT: none filtered;
+ * -EBUSY: another direct call is attached to one of them; -ENODEV: no
+ * DYNAMIC_FTRACE_WITH_DIRECT_CALLS). On failure the filter is emptied.
+ */
+int lbr_dump_report_attach(void)
+{
+	int ret = -ENOENT;
+
+	if (lbr_dump_report_filtered)
+		ret = register_ftrace_direct(&lbr_dump_report_ops,
+					     (unsigned long)lbr_dump_report_hook);
+	if (ret) {
+		ftrace_free_filter(&lbr_dump_report_ops);
+		lbr_dump_report_filtered = false;
+		return ret;
+	}
+	lbr_dump_report_attached = true;
+	return 0;
+}
+
+/* Undoes lbr_dump_report_attach(); nonzero if ftrace could not detach it (pinned). */
+int lbr_dump_report_detach(void)
+{
+	int ret = 0;
+
+	if (lbr_dump_report_attached)
+		ret = lbr_dump_detach(&lbr_dump_report_ops, (unsigned long)lbr_dump_report_hook);
+	lbr_dump_report_attached = false;
+	lbr_dump_report_filtered = false;
+	return ret;
+}
+
+/*
+ * Where a report's snapshot is printed, inside the report (src/printer.rs print_report):
+ *  - KASAN and KFENCE: their error_report_end tracepoint, which each fires just before the
+ *    report's closing line of '=' (mm/kasan/report.c end_report(), mm/kfence/report.c);
+ *  - UBSAN: the entry of its ubsan_epilogue()'s dump_stack() (lib/ubsan.c), after the
+ *    report's lines and before its stack and `---[ end trace`, by a kprobe that prints only
+ *    when the caller is ubsan_epilogue() or a __ubsan_handle_*() it is inlined into.
+ * `print` gets the detector (enum error_detector, or LBR_DUMP_DETECTOR_UBSAN) and the
+ * tracepoint's id (the address KASAN or KFENCE reports; 0 for UBSAN). The result has bit 0 set
+ * if the tracepoint cannot be registered, bit 1 for the kprobe.
+ */
+static void (*lbr_dump_report_print_fn)(unsigned int detector, unsigned long id);
+
+static void lbr_dump_error_report_end(void *data, enum error_detector detector,
+				      unsigned long id)
+{
+	unsigned long flags;
+
+	if (detector != ERROR_DETECTOR_KASAN && detector != ERROR_DETECTOR_KFENCE)
+		return;
+	local_irq_save(flags);
+	lbr_dump_report_print_fn(detector, id);
+	local_irq_restore(flags);
+}
+
+/*
+ * Whether `addr` lies in a function that calls check_panic_on_warn() or dump_stack() for a
+ * report: __ubsan_handle_*() or ubsan_epilogue() (UBSAN), end_report() (KASAN),
+ * kfence_report_error() (KFENCE); by kallsyms, callable in the panic path.
+ */
+bool lbr_dump_in_report(unsigned long addr)
+{
+	char sym[KSYM_SYMBOL_LEN];
+
+	sprint_symbol(sym, addr);
+	return !strncmp(sym, "__ubsan_handle_", 15) ||
+	       lbr_dump_in_function(addr, "ubsan_epilogue") ||
+	       lbr_dump_in_function(addr, "end_report") ||
+	       lbr_dump_in_function(addr, "kfence_report_error");
+}
+
+/*
+ * dump_stack() (a kprobe, not a kretprobe: a return address swapped for the kretprobe
+ * trampoline would add a line to the call trace that dump_stack() prints): when UBSAN's report
+ * calls it, the snapshot is printed just before the report's stack.
+ */
+static int lbr_dump_dump_stack_pre(struct kprobe *kp, struct pt_regs *regs)
+{
+	/* At the entry, the return address is on top of the stack; the call is the byte before. */
+	unsigned long caller = regs_get_kernel_stack_nth(regs, 0);
+	char sym[KSYM_SYMBOL_LEN];
+	unsigned long flags;
+
+	sprint_symbol(sym, caller - 1);
+	if (strncmp(sym, "__ubsan_handle_", 15) &&
+	    !lbr_dump_in_function(caller - 1, "ubsan_epilogue"))
+		return 0;
+	local_irq_save(flags);
+	lbr_dump_report_print_fn(LBR_DUMP_DETECTOR_UBSAN, 0);
+	local_irq_restore(flags);
+	return 0;
+}
+NOKPROBE_SYMBOL(lbr_dump_dump_stack_pre);
+
+/*
+ * A post handler keeps the kprobe an int3: an optimized kprobe (a jump) costs an RCU-tasks
+ * grace period to place and to remove, at every arming and disarming.
+ */
+static void lbr_dump_dump_stack_post(struct kprobe *kp, struct pt_regs *regs,
+				     unsigned long flags)
+{
+}
+NOKPROBE_SYMBOL(lbr_dump_dump_stack_post);
+
+static struct kprobe lbr_dump_dump_stack_probe = {
+	.symbol_name = "dump_stack",
+	.pre_handler = lbr_dump_dump_stack_pre,
+	.post_handler = lbr_dump_dump_stack_post,
+};
+
+static bool lbr_dump_report_traced, lbr_dump_dump_stack_probed;
+
+unsigned int lbr_dump_report_watch(void (*print)(unsigned int detector, unsigned long id))
+{
+	unsigned int gaps = 0;
+
+	lbr_dump_report_print_fn = print;
+	lbr_dump_report_traced =
+		!register_trace_error_report_end(lbr_dump_error_report_end, NULL);
+	if (!lbr_dump_report_traced)
+		gaps |= 1;
+	lbr_dump_dump_stack_probe.addr = NULL;
+	lbr_dump_dump_stack_probe.flags = 0;
+	lbr_dump_dump_stack_probed = !register_kprobe(&lbr_dump_dump_stack_probe);
+	if (!lbr_dump_dump_stack_probed)
+		gaps |= 2;
+	return gaps;
+}
+
+/* Undoes lbr_dump_report_watch(), waiting until no CPU is in a handler. */
+void lbr_dump_report_unwatch(void)
+{
+	if (lbr_dump_dump_stack_probed)
+		unregister_kprobe(&lbr_dump_dump_stack_probe);
+	lbr_dump_dump_stack_probed = false;
+	if (lbr_dump_report_traced) {
+		unregister_trace_error_report_end(lbr_dump_error_report_end, NULL);
+		tracepoint_synchronize_unregister();
+	}
+	lbr_dump_report_traced = false;
+}
+
+/*
  * nmi_freeze: lbr-dump's NMI handler thaws the recorder that the NMI watch stub froze at this
  * NMI's entry (asm/stubs.S). NMI_LOCAL handlers run in registration order, all of them for an
  * NMI that reaches them; this one is registered when arming, after perf's (registered at boot),
@@ -1291,6 +1468,41 @@ static const struct kernel_param_ops lbr_dump_filter_ops = {
 module_param_cb(filter, &lbr_dump_filter_ops, NULL, 0444);
 MODULE_PARM_DESC(filter,
 		 "Which branches are recorded: all (default), functions (no conditional branches or relative jumps: calls, returns, indirect jumps), calls (calls and returns); far branches always. Refused where the recorder has no filter");
+
+/*
+ * The `reports` parameter (Documentation/lbr-dump/admin-guide.rst "Reports"): the report
+ * functions that get the report trampoline when arming, a list of names. Parsing is Rust's
+ * (src/reports.rs, through src/control.rs); this keeps the text, which is read when arming
+ * (under lbr-dump's state lock). Read-only once loaded, as `filter`.
+ */
+static char lbr_dump_reports[256] = "default";
+
+static int lbr_dump_param_reports_set(const char *val, const struct kernel_param *kp)
+{
+	int ret = lbr_dump_reports_check(val);
+
+	if (!ret)
+		strscpy(lbr_dump_reports, val);
+	return ret;
+}
+
+static int lbr_dump_param_reports_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%s\n", lbr_dump_reports);
+}
+
+const char *lbr_dump_reports_text(void)
+{
+	return lbr_dump_reports;
+}
+
+static const struct kernel_param_ops lbr_dump_reports_ops = {
+	.set = lbr_dump_param_reports_set,
+	.get = lbr_dump_param_reports_get,
+};
+module_param_cb(reports, &lbr_dump_reports_ops, NULL, 0444);
+MODULE_PARM_DESC(reports,
+		 "The report functions whose entry freezes the recorder (KASAN, KFENCE, UBSAN, list checks): a comma list of function names or ftrace globs, 'default' for the kernel's report functions (the default), 'none' for none");
 
 /*
  * lbr_dump=on|off on the kernel command line, for the built-in driver. The kernel crate has no

@@ -20,6 +20,9 @@ struct lbr_dump_window {
 	u64 rw;			/* and writable (RW and Dirty set) */
 };
 
+/* The detector lbr_dump_report_watch() passes for UBSAN (past enum error_detector's values). */
+#define LBR_DUMP_DETECTOR_UBSAN	0x100
+
 /* src/glue.c, called from Rust only (src/ffi.rs). */
 unsigned long lbr_dump_idt_address(void);
 int lbr_dump_window_map(struct lbr_dump_window *w, unsigned long target);
@@ -51,6 +54,7 @@ void lbr_dump_vlbr_unwatch(void);
 int lbr_dump_panic_attach(bool *kexec);
 unsigned long lbr_dump_iret_address(void);
 bool lbr_dump_in_function(unsigned long addr, const char *name);
+bool lbr_dump_in_report(unsigned long addr);
 int lbr_dump_panic_detach(void);
 int lbr_dump_stop_attach(void);
 int lbr_dump_stop_detach(void);
@@ -61,6 +65,12 @@ void lbr_dump_die_chain_unwatch(void);
 unsigned int lbr_dump_warn_watch(void (*print)(struct pt_regs *regs),
 				 void (*done)(struct pt_regs *regs));
 void lbr_dump_warn_unwatch(void);
+int lbr_dump_report_filter(const char *name, size_t len);
+int lbr_dump_report_attach(void);
+int lbr_dump_report_detach(void);
+unsigned int lbr_dump_report_watch(void (*print)(unsigned int detector, unsigned long id));
+void lbr_dump_report_unwatch(void);
+const char *lbr_dump_reports_text(void);
 int lbr_dump_sysfs_create(const char *facility);
 void lbr_dump_sysfs_remove(void);
 int lbr_dump_boot_choice(void);
@@ -74,6 +84,7 @@ u64 lbr_dump_rearms(void);			/* src/control.rs */
 int lbr_dump_show_vectors(char *buf);		/* src/control.rs: at most PAGE_SIZE bytes */
 int lbr_dump_filter_set(const char *val);	/* src/control.rs: 0 or -EINVAL, and says why */
 int lbr_dump_filter_get(char *buf);		/* src/control.rs: the name and a newline */
+int lbr_dump_reports_check(const char *val);	/* src/control.rs: 0 or -EINVAL, and says why */
 
 /*
  * asm/stubs.S. Code, not called from C: the type is that of the kernel's entry points
@@ -85,6 +96,7 @@ void lbr_dump_panic_entry(void);	/* the panic path's trampolines */
 void lbr_dump_kexec_entry(void);
 void lbr_dump_reset_entry(void);
 void lbr_dump_stop_entry(void);
+void lbr_dump_report_hook(void);	/* the report trampoline */
 void lbr_dump_nmi_thaw(void);
 
 /* The kernel's IRET (arch/x86/entry/entry_64.S; declared in traps.c, in no header). */

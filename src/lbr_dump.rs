@@ -32,6 +32,7 @@ mod printer;
 mod probe;
 pub mod record;
 pub mod report;
+pub mod reports;
 mod window;
 
 module! {

@@ -55,7 +55,7 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{
     bindings,
-    ffi::{c_int, c_ulong, c_void},
+    ffi::{c_int, c_uint, c_ulong, c_void},
     prelude::*,
 };
 
@@ -312,9 +312,73 @@ fn print_warning(a: &Armed, regs: *const bindings::pt_regs) {
     }
 }
 
-/// Whether the panic snapshot `s` is a warning's `panic_on_warn` (or `kernel.warn_limit`):
+/// The #PF vector: KFENCE reports a fault in its pool from the #PF handler.
+const KFENCE_PF: u32 = 14;
+
+/// Prints the snapshot of the report being printed (src/glue.c's print points: its detector,
+/// and for KASAN and KFENCE the reported address `id`), inside it: the newest snapshot, in every
+/// CPU's ring, of a capture that is still active on this stack (its frame between this stack
+/// pointer and [`STACK_SPAN`] above it, and the word there still its RIP): the report
+/// trampoline's capture at the report function's entry, or for KFENCE a #PF's whose CR2 is
+/// the reported address (KFENCE reports a fault in its pool from the #PF handler). Printed, the
+/// report trampoline's provisional capture becomes permanent. A sealed one was printed before
+/// (an earlier report from the same place and stack depth): this report was not captured, and
+/// one line says so, as for warnings.
+#[inline(never)]
+fn print_report(a: &Armed, detector: u32, id: u64) {
+    // SAFETY: reads a segment limit; callable anywhere.
+    let cpu = unsafe { ffi::lbr_dump_cpu_number() } as usize;
+    let here = 0u8;
+    let sp = ptr::addr_of!(here) as u64;
+    let active = |s: &Snap<'_>| {
+        if !(s.frame > sp && s.frame - sp < STACK_SPAN) {
+            return false;
+        }
+        let mut word = 0u64;
+        // SAFETY: reads 8 bytes of this stack; copy_from_kernel_nofault handles faults and
+        // writes into the local.
+        let r = unsafe {
+            bindings::copy_from_kernel_nofault(
+                ptr::addr_of_mut!(word).cast(),
+                s.frame as *const c_void,
+                8,
+            )
+        };
+        r == 0 && word == s.rip
+    };
+    let pf = if detector == ffi::DETECTOR_KFENCE {
+        newest(a, u64::MAX, |s| {
+            s.vector == KFENCE_PF && s.cr2 == id && active(s)
+        })
+    } else {
+        None
+    };
+    match pf.or_else(|| newest(a, u64::MAX, |s| s.vector == layout::VECTOR_REPORT && active(s))) {
+        Some(s) if s.sealed() != Some(true) => {
+            print_snapshot(a, &s, Some(0));
+            if s.vector == layout::VECTOR_REPORT && s.cpu == cpu {
+                // SAFETY: glue.c calls the print points with interrupts off, on this CPU.
+                unsafe { a.keep_report(s.cpu, s.off, s.seq) };
+            }
+        }
+        Some(s) => none(
+            cpu,
+            format_args!(
+                "no snapshot of this report (nested in a capture): the newest at its frame, seq={}, was printed with an earlier report",
+                s.seq
+            ),
+        ),
+        None => none(
+            cpu,
+            "no snapshot of this report (its report function is not hooked: see the reports parameter; or nested in a capture)",
+        ),
+    }
+}
+
+/// Whether the panic snapshot `s` is a report's `panic_on_warn` (or `kernel.warn_limit`):
 /// panic() called from check_panic_on_warn() (the snapshot's RIP is the return address there;
-/// its byte before, the call), which __warn() called: the return address at the snapshot's RSP,
+/// its byte before, the call), which __warn() or a report function called (src/glue.c
+/// `lbr_dump_in_report`): the return address at the snapshot's RSP,
 /// the caller's stack pointer after panic() returns (check_panic_on_warn() keeps no frame of its
 /// own), or one of the next words (a compiler that gives it one).
 fn from_warning(s: &Snap<'_>) -> bool {
@@ -336,7 +400,10 @@ fn from_warning(s: &Snap<'_>) -> bool {
                 8,
             )
         };
-        r == 0 && within(word, c"__warn")
+        // SAFETY: kallsyms' lookup is safe in the panic path.
+        r == 0
+            && (within(word, c"__warn")
+                || unsafe { ffi::lbr_dump_in_report(word.wrapping_sub(1) as c_ulong) })
     })
 }
 
@@ -466,7 +533,7 @@ fn print_panicking(a: &Armed, this: usize, panic_cpu: usize, claimed: bool) {
         Some(s) if from_warning(&s) => none(
             this,
             format_args!(
-                "this panic is panic_on_warn's (or kernel.warn_limit's) for the warning above, whose report has its #UD's snapshot (or says why there is none); this panic's own snapshot seq={}, the printing of that report, is only kept in memory",
+                "this panic is panic_on_warn's (or kernel.warn_limit's) for the report above (a warning's, UBSAN's, KASAN's or KFENCE's), which has its snapshot (or says why there is none); this panic's own snapshot seq={}, the printing of that report, is only kept in memory",
                 s.seq
             ),
         ),
@@ -889,6 +956,43 @@ unsafe extern "C" fn on_warning_done(regs: *mut bindings::pt_regs) {
     }
 }
 
+/// A report is about to print its end (src/glue.c's print points): its snapshot next.
+///
+/// # Safety
+///
+/// Called only by those print points, interrupts off, while they are registered.
+unsafe extern "C" fn on_report(detector: c_uint, id: c_ulong) {
+    // SAFETY: a callback unregistered before the armed state it reads is dropped.
+    if let Some(a) = unsafe { ARMED.get() } {
+        print_report(a, detector, id as u64);
+    }
+}
+
+/// glue.c's report print points (`on_report`); removed on drop.
+struct ReportWatch;
+
+impl ReportWatch {
+    /// Registers them; one that cannot be placed is left out, and a line says what that costs.
+    fn register() -> Self {
+        // SAFETY: `on_report` only reads the armed state through `ARMED`; unregistered in drop.
+        let gaps = unsafe { ffi::lbr_dump_report_watch(on_report) };
+        if gaps & 1 != 0 {
+            pr_warn!("cannot register at the error_report_end tracepoint: KASAN's and KFENCE's reports do not print their snapshots (they stay in memory)\n");
+        }
+        if gaps & 2 != 0 {
+            pr_warn!("cannot put a kprobe at dump_stack(): UBSAN's reports do not print their snapshots (they stay in memory)\n");
+        }
+        ReportWatch
+    }
+}
+
+impl Drop for ReportWatch {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`; waits until no CPU is in a handler.
+        unsafe { ffi::lbr_dump_report_unwatch() };
+    }
+}
+
 /// glue.c's warning hooks (`on_warning`, `on_warning_done`); removed on drop.
 struct WarnWatch;
 
@@ -929,6 +1033,7 @@ pub(crate) struct Notifier {
     panic: KBox<bindings::notifier_block>,
     /// Dropped after `drop` has unregistered the notifiers (a field's drop follows its owner's).
     _warn: WarnWatch,
+    _reports: ReportWatch,
 }
 
 // SAFETY: the notifier block is only touched by register/unregister, which serialize on the
@@ -956,6 +1061,7 @@ impl Notifier {
             GFP_KERNEL,
         )?;
         let warn = WarnWatch::register();
+        let reports = ReportWatch::register();
         // SAFETY: `nb` lives in a box that outlives the registration (unregistered in drop).
         let r = unsafe { ffi::register_die_notifier(&mut *nb) };
         if r != 0 {
@@ -967,6 +1073,7 @@ impl Notifier {
             nb,
             panic,
             _warn: warn,
+            _reports: reports,
         })
     }
 }

@@ -83,9 +83,11 @@ pub const VECTORS: [(u32, &str); 10] = [
 pub const REARM_ONLY: u32 = 1;
 
 /// The snapshots that are not an exception's, with their names: a capture at the entry of
-/// panic(), and a CPU stopped in a panic by an NMI or by the stop IPI (layout.rs VECTOR_*).
-pub const KINDS: [(u32, &str); 3] = [
+/// panic(), one at the entry of a report function, and a CPU stopped in a panic by an NMI or by
+/// the stop IPI (layout.rs VECTOR_*).
+pub const KINDS: [(u32, &str); 4] = [
     (crate::layout::VECTOR_PANIC, "panic"),
+    (crate::layout::VECTOR_REPORT, "report"),
     (crate::layout::VECTOR_NMI, "NMI"),
     (crate::layout::VECTOR_REBOOT, "REBOOT_VECTOR"),
 ];
@@ -97,6 +99,8 @@ pub enum Kind {
     Exception,
     /// The entry of panic() or vpanic() (the panic trampoline).
     Panic,
+    /// The entry of a report function (the report trampoline: the `reports` parameter).
+    Report,
     /// Another CPU, as a panic stopped it (NMI or REBOOT_VECTOR).
     Stop,
 }
@@ -106,6 +110,7 @@ impl Kind {
     pub fn of(vector: u32) -> Self {
         match vector {
             crate::layout::VECTOR_PANIC => Kind::Panic,
+            crate::layout::VECTOR_REPORT => Kind::Report,
             crate::layout::VECTOR_NMI | crate::layout::VECTOR_REBOOT => Kind::Stop,
             _ => Kind::Exception,
         }
@@ -116,6 +121,7 @@ impl Kind {
         match self {
             Kind::Exception => "exception",
             Kind::Panic => "panic",
+            Kind::Report => "report",
             Kind::Stop => "stop",
         }
     }

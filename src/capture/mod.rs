@@ -60,6 +60,7 @@ mod bts;
 mod cpu;
 mod debug;
 mod panic;
+mod report;
 mod stubcfg;
 mod warn;
 
@@ -148,7 +149,7 @@ impl Drop for Armed {
     fn drop(&mut self) {
         // The trampolines, then the entry (the fields' comment above); whether the entry leaves
         // a CPU at lbr-dump's FRED page decides what the rest may free.
-        detach_panic_path(&mut self.panic.attached);
+        detach_panic_path(&mut self.panic);
         self.entry = None;
         if crate::fred::kept() {
             // A CPU still enters at lbr-dump's FRED page, and reads the configuration at each
@@ -401,6 +402,7 @@ pub(crate) fn arm(
     armed.debug = Some(DebugWatch::register()?);
     hook_gates(&mut armed, vectors)?;
     attach_panic_path(&mut armed, nmi_freeze)?;
+    report::attach_reports(&mut armed)?;
     if bts.is_some() && !armed.panic_complete() {
         // The panic path is what switches BTS off before kdump's kexec (the panic entry and the
         // stop stubs, asm/stubs.S LBR_BTS_OFF): without all of it, a crash kernel could start

@@ -25,11 +25,14 @@ pub(crate) struct PanicPath {
 #[derive(Default)]
 pub(super) struct Trampolines {
     pub(super) attached: PanicPath,
+    /// The report trampoline is attached to at least one report function
+    /// (src/capture/report.rs).
+    pub(super) reports: bool,
 }
 
 impl Drop for Trampolines {
     fn drop(&mut self) {
-        detach_panic_path(&mut self.attached);
+        detach_panic_path(self);
     }
 }
 
@@ -138,13 +141,20 @@ pub(super) fn freeze_at_nmi(armed: &mut Armed, refusal: Option<entry::Refusal>) 
     })
 }
 
-/// Detaches the panic path's trampolines. If ftrace cannot (it was shut down after an ftrace
-/// bug: the call sites stay patched), glue.c pinned the module, and the trampolines are made
-/// inert: the panic is marked claimed (the panic trampoline only freezes and puts the recorder
-/// back) and the gate addresses cleared (the stop trampoline writes nothing), since the IDT alias
-/// and the save areas go away with the rest of the armed state.
-pub(super) fn detach_panic_path(path: &mut PanicPath) {
+/// Detaches the report trampoline and the panic path's trampolines. If ftrace cannot (it was
+/// shut down after an ftrace bug: the call sites stay patched), glue.c pinned the module, and
+/// the trampolines are made inert: no CPU has a block (the report trampoline only freezes and
+/// puts the recorder back), the panic is marked claimed (the panic trampoline likewise) and the
+/// gate addresses cleared (the stop trampoline writes nothing), since the IDT alias and the save
+/// areas go away with the rest of the armed state.
+pub(super) fn detach_panic_path(t: &mut Trampolines) {
     let mut failed = false;
+    if t.reports {
+        // SAFETY: attached in `report::attach_reports`.
+        failed |= unsafe { ffi::lbr_dump_report_detach() } != 0;
+        t.reports = false;
+    }
+    let path = &mut t.attached;
     if path.stop {
         // SAFETY: attached in `attach_panic_path`.
         failed |= unsafe { ffi::lbr_dump_stop_detach() } != 0;

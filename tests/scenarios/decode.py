@@ -488,7 +488,7 @@ def test_straight_line_check_finds_the_crash_consistent(r):
     code, out, err = decode(*symbols(), res.log)
     assert code == 0, err
     doc = json.loads(out)
-    assert (doc["version"], doc["minor_version"]) == (1, 9), doc["minor_version"]
+    assert (doc["version"], doc["minor_version"]) == (1, 10), doc["minor_version"]
     [s] = doc["snapshots"]
     recs = s["records"]
     assert len(recs) == 32

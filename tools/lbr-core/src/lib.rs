@@ -22,3 +22,5 @@ pub mod plan;
 pub mod record;
 #[path = "../../../src/report.rs"]
 pub mod report;
+#[path = "../../../src/reports.rs"]
+pub mod reports;

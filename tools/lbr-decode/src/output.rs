@@ -32,7 +32,7 @@ pub const VERSION: u32 = 1;
 /// [`SnapshotOut::straight_line`]; 4: [`SnapshotOut::last_exception`]; 5:
 /// [`SnapshotOut::filter`]; 6: [`SnapshotOut::bts`]; 7: [`GroupOut::return_thunk`]; 8:
 /// [`Output::kept`]).
-pub const MINOR_VERSION: u32 = 9;
+pub const MINOR_VERSION: u32 = 10;
 
 /// One branch record, both ends symbolized.
 #[derive(Serialize)]

@@ -150,7 +150,7 @@ fn a_loop_is_folded_in_text_and_compact() {
 fn json_keeps_every_record() {
     let input = Temp::new("json.log", log(&looping(), 5000).as_bytes());
     let v: Value = serde_json::from_str(&decode(&input, &["--format", "json"])).unwrap();
-    assert_eq!(v["minor_version"], 9);
+    assert_eq!(v["minor_version"], 10);
     let b = &v["snapshots"][0]["bts"];
     assert_eq!(b["state"], "kept");
     assert_eq!(b["wrapped"], true);

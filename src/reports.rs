@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The `reports` parameter: which of the kernel's report functions get the report trampoline.
+//!
+//! Pure code: the parameter's text goes in, the list of function names (ftrace filter patterns,
+//! as `set_ftrace_filter` takes them) comes out, or why the text is refused. The module attaches
+//! one ftrace direct call per name when it arms (src/capture/report.rs).
+//!
+//! Syntax: a comma-separated list of names. `default` stands for [`DEFAULT`]; `none` alone
+//! hooks nothing. A name is a function name as in `available_filter_functions`, or an ftrace
+//! glob (`__ubsan_handle_*`) whose part before the first wildcard is at least
+//! [`MIN_PREFIX`] characters long (so that no pattern can put a trampoline on most of the
+//! kernel). A trailing newline, as `echo` writes, is accepted.
+
+/// What `default` stands for: every report function of the kernel's checks that report by a
+/// call (KASAN, KFENCE's calls from kfree(), UBSAN, the hardened list checks). A function this
+/// kernel does not have, or that ftrace cannot trace (KASAN's reports are built without
+/// fentry; the list checks are `notrace` under clang), is left out with one line at arming.
+pub const DEFAULT: [&str; 6] = [
+    "kasan_report",
+    "kasan_report_invalid_free",
+    "kfence_report_error",
+    "__ubsan_handle_*",
+    "__list_add_valid_or_report",
+    "__list_del_entry_valid_or_report",
+];
+
+/// The most names a list holds (after `default` is expanded).
+pub const MAX_NAMES: usize = 16;
+
+/// The longest parameter text.
+pub const MAX_TEXT: usize = 255;
+
+/// The shortest literal prefix of a glob.
+pub const MIN_PREFIX: usize = 4;
+
+/// Why a parameter text is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal<'a> {
+    /// Longer than [`MAX_TEXT`].
+    TooLong,
+    /// An empty name (two commas, or a comma at an end).
+    Empty,
+    /// A character other than letters, digits, `_`, `.` and the wildcard `*`.
+    BadChar(&'a str),
+    /// A glob whose literal prefix is shorter than [`MIN_PREFIX`].
+    ShortGlob(&'a str),
+    /// `none` beside other names.
+    NoneWithOthers,
+    /// A name given twice (`default` counts as its names).
+    Twice(&'a str),
+    /// More than [`MAX_NAMES`] names.
+    TooMany,
+}
+
+impl core::fmt::Display for Refusal<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::TooLong => write!(f, "longer than {MAX_TEXT} characters"),
+            Self::Empty => write!(f, "an empty name"),
+            Self::BadChar(n) => write!(
+                f,
+                "{n}: not a function name (letters, digits, '_', '.', and '*' as a wildcard)"
+            ),
+            Self::ShortGlob(n) => write!(
+                f,
+                "{n}: a wildcard needs at least {MIN_PREFIX} characters before it"
+            ),
+            Self::NoneWithOthers => write!(f, "'none' with other names"),
+            Self::Twice(n) => write!(f, "{n} named twice"),
+            Self::TooMany => write!(f, "more than {MAX_NAMES} names"),
+        }
+    }
+}
+
+/// A parsed list: the names, each with whether it came from `default` (absent from this kernel
+/// is then not an error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reports<'a> {
+    names: [(&'a str, bool); MAX_NAMES],
+    len: usize,
+}
+
+impl<'a> Reports<'a> {
+    /// The names, in the order given (`default`'s in [`DEFAULT`]'s order where it stands), each
+    /// with whether it came from `default`.
+    pub fn names(&self) -> &[(&'a str, bool)] {
+        &self.names[..self.len]
+    }
+
+    fn push(&mut self, name: &'a str, default: bool) -> Result<(), Refusal<'a>> {
+        if self.names().iter().any(|(n, _)| *n == name) {
+            return Err(Refusal::Twice(name));
+        }
+        if self.len == MAX_NAMES {
+            return Err(Refusal::TooMany);
+        }
+        self.names[self.len] = (name, default);
+        self.len += 1;
+        Ok(())
+    }
+}
+
+/// Parses the parameter's text.
+pub fn parse(text: &str) -> Result<Reports<'_>, Refusal<'_>> {
+    if text.len() > MAX_TEXT {
+        return Err(Refusal::TooLong);
+    }
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    let mut r = Reports {
+        names: [("", false); MAX_NAMES],
+        len: 0,
+    };
+    if text == "none" {
+        return Ok(r);
+    }
+    for name in text.split(',') {
+        match name {
+            "" => return Err(Refusal::Empty),
+            "none" => return Err(Refusal::NoneWithOthers),
+            "default" => {
+                for d in DEFAULT {
+                    r.push(d, true)?;
+                }
+            }
+            _ => {
+                let ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '*';
+                if !name.chars().all(ok) {
+                    return Err(Refusal::BadChar(name));
+                }
+                if name.find('*').is_some_and(|i| i < MIN_PREFIX) {
+                    return Err(Refusal::ShortGlob(name));
+                }
+                r.push(name, false)?;
+            }
+        }
+    }
+    Ok(r)
+}

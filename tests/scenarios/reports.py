@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Reports that are calls: the snapshot of a report function's entry, printed inside the report.
+
+UBSAN, KFENCE's reports from kfree(), KASAN and the hardened list checks do not oops: the check
+calls a report function, which prints a report and returns. lbr-dump's report trampoline, an
+ftrace direct call at that function's entry (the `reports` parameter), freezes the recorder with
+one record of its own, and the snapshot is printed inside the report, before its end line
+(Documentation/lbr-dump/admin-guide.rst "Reports"). Each printed snapshot equals the emulator's
+record stack at that freeze; its newest record is the trampoline's call, from the report
+function's entry, and the one before it the call of the report function at the check that fired.
+"""
+
+import json
+import re
+
+from harness import ARM, LKDTM, MODULE_KO, SYSFS, boot, decode, kernel_lines, symbols, tail
+from records import Freezes, emulated, freeze_records, heads, snapshot_in
+
+# The test kernel's emulated recorder: Intel legacy LBR, format 5 (32 records with LBR_INFO).
+EMU = "model=skylake"
+CPU = "Skylake-Client"
+
+UBSAN_START = re.compile(r"^(?:\[\s*\d+\.\d+\]\s)?UBSAN: .*$", re.M)
+KFENCE_START = re.compile(r"^(?:\[\s*\d+\.\d+\]\s)?BUG: KFENCE: .*$", re.M)
+END_TRACE = "---[ end trace"
+KFENCE_END = "=" * 60
+
+
+def report_run(name, script, timeout=240, **kw):
+    return boot(finish=False, name=f"reports-{name}", cpu=CPU, accel="tcg", emulate=EMU, timeout=timeout,
+                script=script, **kw)
+
+
+def blocks(con, start, end):
+    """Each report of a console: from its first line to its end line."""
+    out = []
+    for m in start.finditer(con):
+        e = con.find(end, m.end())
+        assert e >= 0, "a report has no end line:\n" + con[m.start():m.start() + 3000]
+        out.append(con[m.start():e])
+    return out
+
+
+def test_ubsan_report_without_a_hook_says_so_and_keeps_its_lines(r):
+    # lkdtm ARRAY_BOUNDS: an out-of-bounds index that UBSAN_BOUNDS checks, reported by
+    # __ubsan_handle_out_of_bounds(). In 7.3, lib/ (UBSAN's handlers, the list checks) is built
+    # without ftrace's fentry, so no default name of UBSAN's can take the trampoline: arming
+    # says so in one line, and the report says in one line, inside it (before its stack and
+    # end line), that its function is not hooked. The report's own lines are as the kernel
+    # prints them: its stack begins dump_stack_lvl, ubsan_epilogue,
+    # __ubsan_handle_out_of_bounds, lkdtm_ARRAY_BOUNDS (the print point, a kprobe at
+    # dump_stack(), adds no frame; a kretprobe there showed its trampoline in ubsan_epilogue's
+    # place).
+    res = report_run("ubsan", ARM + f"echo ARRAY_BOUNDS > {LKDTM}\necho captures=$(cat {SYSFS}/captures)\n")
+    con = res.console
+    assert "lbr_dump: armed" in con, tail(con)
+    assert re.search(r"lbr_dump: reports: not hooked \(nothing ftrace can trace has that name here\): "
+                     r".*__ubsan_handle_\*", con), tail(con)
+    reps = blocks(con, UBSAN_START, END_TRACE)
+    assert len(reps) == 1, f"{len(reps)} UBSAN reports:\n" + tail(con)
+    rep = reps[0]
+    assert "array-index-out-of-bounds" in rep, rep[:400]
+    nones = [ln for ln in kernel_lines(rep, "lbr_dump: v2 ") if " none: " in ln]
+    assert len(nones) == 1 and "its report function is not hooked" in nones[0], nones
+    assert not heads(con), heads(con)
+    assert rep.index(nones[0]) < rep.index("Call Trace:"), rep
+    frames = re.findall(r"^(?:\[\s*\d+\.\d+\]\s)?\s+(\S+)\+0x", rep[rep.index("<TASK>"):], re.M)
+    assert frames[:4] == ["dump_stack_lvl", "ubsan_epilogue", "__ubsan_handle_out_of_bounds",
+                          "lkdtm_ARRAY_BOUNDS"], frames
+    assert re.search(r"captures=0\b", con), re.findall(r"captures=\d+", con)
+
+
+def test_kfence_fault_report_prints_the_snapshot_of_its_fault(r):
+    # lkdtm KFENCE_READ_AFTER_FREE with KFENCE sampling switched on at run time: the read of a
+    # freed KFENCE object faults, and KFENCE reports it from the #PF handler. The report holds
+    # one snapshot, before its closing line: the #PF's (the stub's capture at the fault), whose
+    # CR2 is the address KFENCE reports, equal to the ground truth, whose newest record is the
+    # fault itself, from lkdtm_KFENCE_READ_AFTER_FREE into the #PF stub. kfence_report_error()
+    # is hooked too (the trampoline captures its entry), but the fault's snapshot is the one
+    # printed.
+    res = report_run("kfence", "echo 1 > /sys/module/kfence/parameters/sample_interval\n" + ARM +
+                     f"echo KFENCE_READ_AFTER_FREE > {LKDTM}\necho kfence-done\n", timeout=300)
+    con = res.console
+    assert "kfence-done" in con, tail(con)
+    assert re.search(r"lbr_dump: reports: hooked: .*kfence_report_error", con), tail(con)
+    reps = blocks(con, KFENCE_START, KFENCE_END)
+    assert len(reps) == 1, f"{len(reps)} KFENCE reports:\n" + tail(con)
+    rep = reps[0]
+    assert "use-after-free read in lkdtm_KFENCE_READ_AFTER_FREE" in rep, rep[:400]
+    head, block, printed = snapshot_in(rep)
+    # (The report hashes the address it names; the printer chose the #PF snapshot whose CR2 is
+    # the address the tracepoint passed, over the trampoline's newer capture.)
+    assert " vector=14 (#PF) " in head and "state=complete" in head, head
+    assert re.match(r"lkdtm_KFENCE_READ_AFTER_FREE\+", printed[0]["from_sym"]), printed[0]
+    assert re.match(r"lbr_dump_stub_14\+0x0/", printed[0]["to_sym"]), printed[0]
+    Freezes(res.emu_events()).match(head, printed)
+    assert len(heads(con)) == 1, heads(con)
+
+
+def test_a_storm_of_reports_never_printed_keeps_one_slot_per_cpu(r):
+    # reports= names a function of the user's choice (lkdtm_do_action, which every lkdtm write
+    # calls, and no report prints): 150 calls, more than a CPU's ring of 64 holds, each a
+    # capture of its entry. None is printed, so none becomes permanent: each takes its CPU's
+    # next slot again, and a memory dump after the storm holds at most one report snapshot per
+    # CPU, the newest of them all among them, equal to the emulator's last freeze on its CPU.
+    res = report_run("storm", f"insmod {MODULE_KO} enable=1 reports=lkdtm_do_action\n"
+                     f"for i in $(seq 150); do echo REPORT_STACK > {LKDTM}; done 2>/dev/null\n"
+                     f"echo captures=$(cat {SYSFS}/captures)\necho cpus=$(nproc)\necho storm-done\nsleep 600\n",
+                     dump_after="storm-done", timeout=400)
+    con = res.console
+    assert "lbr_dump: reports: hooked: lkdtm_do_action" in con, tail(con)
+    assert re.search(r"captures=150\b", con), re.findall(r"captures=\d+", con)
+    cpus = int(re.search(r"^cpus=(\d+)\s*$", con, re.M)[1])
+    code, out, err = decode(*symbols(), res.dump)
+    assert code == 0, err
+    snaps = [s for s in json.loads(out)["snapshots"] if s["kind"] == "report"]
+    assert 1 <= len(snaps) <= cpus, [(s["cpu"], s["seq"]) for s in snaps]
+    newest = max(snaps, key=lambda s: s["seq"])
+    assert newest["seq"] == 150, [(s["cpu"], s["seq"]) for s in snaps]
+    assert newest["records"][1]["to"]["symbol"].startswith("lkdtm_do_action+0x0"), newest["records"][:2]
+    events = res.emu_events()
+    last = [e for e in events if e["event"] == "freeze" and e["cause"] == "wrmsr" and e["cpu"] == newest["cpu"]][-1]
+    flavour, fmt = emulated(events)
+    want = [(t["from"], t["to"]) for t in freeze_records(last, flavour, fmt)]
+    got = [(int(x["from"]["addr"], 16), int(x["to"]["addr"], 16)) for x in newest["records"]]
+    assert got == want, f"the newest report snapshot is not the last freeze: {got[:3]} / {want[:3]}"
+
+
+def test_reports_parameter_refusals_and_disarm(r):
+    # A bad list is refused by the parameter (insmod fails, nothing loaded); a name the user
+    # gave that ftrace cannot trace refuses arming with the reason. Armed, the trampoline is
+    # a direct call at kfence_report_error()'s entry (enabled_functions) and UBSAN's print
+    # point a kprobe at dump_stack() that stays an int3 (kprobes/list: `k`, not OPTIMIZED);
+    # disarmed, nothing of either.
+    script = (f"insmod {MODULE_KO} 'reports=default,*' || echo glob=$?\n"
+              f"insmod {MODULE_KO} reports=none,kasan_report || echo none=$?\n"
+              f"insmod {MODULE_KO} enable=1 reports=no_such_report_function || echo unknown=$?\n"
+              f"echo loaded=$(grep -c ^lbr_dump /proc/modules)\n"
+              "mount -t tracefs none /sys/kernel/tracing 2>/dev/null || true\n"
+              f"insmod {MODULE_KO} enable=1\n"
+              "echo armed: $(grep -c 'kfence_report_error.*direct' /sys/kernel/tracing/enabled_functions)\n"
+              "echo ==probes==; grep dump_stack /sys/kernel/debug/kprobes/list; echo ==\n"
+              f"echo 0 > {SYSFS}/enabled\n"
+              "echo disarmed: $(grep -c . /sys/kernel/tracing/enabled_functions)"
+              " $(grep -c dump_stack /sys/kernel/debug/kprobes/list)\n")
+    res = report_run("param", script)
+    con = res.console
+    lines = kernel_lines(con, "lbr_dump")
+    assert re.search(r"glob=[1-9]", con) and any(
+        "reports=default,*: *: a wildcard needs at least 4 characters before it" in ln for ln in lines), "\n".join(lines)
+    assert re.search(r"none=[1-9]", con) and any("'none' with other names" in ln for ln in lines), "\n".join(lines)
+    assert any("refusing to arm: reports: no_such_report_function: nothing ftrace can trace has that name" in ln
+               for ln in lines), "\n".join(lines)
+    assert re.search(r"unknown=[1-9]", con) and re.search(r"^loaded=0\s*$", con, re.M), tail(con)
+    assert re.search(r"^armed: 1\s*$", con, re.M), tail(con)
+    probes = con.split("==probes==")[1].split("==")[0]
+    assert re.search(r" k +dump_stack\+0x", probes) and "OPTIMIZED" not in probes, probes
+    assert re.search(r"^disarmed: 0 0\s*$", con, re.M), tail(con)

@@ -38,6 +38,10 @@
  *    or (with AC set) at a user signal frame's FXRSTOR or XRSTOR, which the kernel fixes up;
  *  - #DF runs on its IST stack and its saved CS:RIP is architecturally undefined: it is always
  *    captured but for espfix's, the CS test is not made;
+ *  - #BP (gate 3 hooked only while kprobes of lbr-dump's sit at report functions' entry,
+ *    src/capture/report.rs) is captured only at those int3s, by their address in a table
+ *    compared without a branch; every other int3 (text patching, other kprobes) goes straight
+ *    on;
  *  - a capture that faults, or a nested exception during a capture, finds this CPU's busy flag
  *    set and does not capture (the test falls through in the usual case);
  *  - the control MSR is re-read after the capture: if it is not the frozen value we wrote,
@@ -104,6 +108,8 @@
 	jmp	asm_exc_debug
 .elseif \vec == 2
 	jmp	asm_exc_nmi
+.elseif \vec == 3
+	jmp	asm_exc_int3
 .elseif \vec == 6
 	jmp	asm_exc_invalid_op
 .elseif \vec == 8
@@ -300,14 +306,22 @@ SYM_DATA_END(lbr_dump_live)
 .endm
 
 /*
- * LBR_CLAIM_SLOT fail: with r9 = this CPU's number, makes r9 = its block in the snapshot area,
- * marked busy, and rsi = the snapshot slot this capture fills (count % ring), invalidated (seq 0)
- * until it is complete, and unsealed (checksum 0: the seal of a snapshot printed from this slot
- * before, such as a warning's given back, is not this one's). Goes to \fail, changing nothing,
- * if the CPU has no block or a capture is running on it (a fault or a nested exception inside a
- * capture). Both tests fall through in the usual case. Uses only r9, rsi and flags.
+ * LBR_CLAIM_SLOT fail, provisional: with r9 = this CPU's number, makes r9 = its block in the
+ * snapshot area, marked busy, and rsi = the snapshot slot this capture fills (count % ring),
+ * invalidated (seq 0) until it is complete, and unsealed (checksum 0: the seal of a snapshot
+ * printed from this slot before, such as a warning's given back, is not this one's). Goes to
+ * \fail, changing nothing, if the CPU has no block or a capture is running on it (a fault or a
+ * nested exception inside a capture). Both tests fall through in the usual case.
+ *
+ * A report function's capture (\provisional 1, the report trampoline and the #BP stub) does not
+ * advance the count (LBR_RECORD), so its slot stays the CPU's next, and is marked
+ * LBR_SNAP_PROVISIONAL until the printer keeps it (src/capture/report.rs). Any other capture
+ * (\provisional 0) that finds such a snapshot in the CPU's next slot keeps it, clearing its mark
+ * and advancing the count past it first: the exception that follows a report (KASAN's #GP after its report, a
+ * list check's WARN or BUG inside its report) does not take the report's snapshot. Uses only
+ * r9, rsi, and with \provisional 0 rdi, r8 and flags.
  */
-.macro LBR_CLAIM_SLOT fail:req
+.macro LBR_CLAIM_SLOT fail:req provisional=0
 	cmpq	lbr_dump_capture+LBR_CFG_NR_CPUS(%rip), %r9
 	jae	\fail
 	imulq	lbr_dump_capture+LBR_CFG_BLOCK_SIZE(%rip), %r9
@@ -316,6 +330,20 @@ SYM_DATA_END(lbr_dump_live)
 	jne	\fail				/* nested in a capture: no capture */
 	movl	$1, LBR_CPU_BUSY(%r9)
 	movq	LBR_CPU_COUNT(%r9), %rsi
+.if !\provisional
+	movq	%rsi, %rdi
+	andq	lbr_dump_capture+LBR_CFG_RING_MASK(%rip), %rdi
+	imulq	lbr_dump_capture+LBR_CFG_SNAP_SIZE(%rip), %rdi
+	leaq	LBR_CPU_HEADER_SIZE(%r9,%rdi), %rdi	/* rdi = the next slot */
+	cmpq	$0, LBR_SNAP_SEQ(%rdi)
+	je	.Lclaim_\@			/* never written */
+	testl	$LBR_SNAP_PROVISIONAL, LBR_SNAP_STATE(%rdi)
+	jz	.Lclaim_\@
+	andl	$~LBR_SNAP_PROVISIONAL, LBR_SNAP_STATE(%rdi)	/* kept: no longer provisional */
+	incq	%rsi				/* keep the report's capture */
+	movq	%rsi, LBR_CPU_COUNT(%r9)
+.Lclaim_\@:
+.endif
 	andq	lbr_dump_capture+LBR_CFG_RING_MASK(%rip), %rsi
 	imulq	lbr_dump_capture+LBR_CFG_SNAP_SIZE(%rip), %rsi
 	leaq	LBR_CPU_HEADER_SIZE(%r9,%rsi), %rsi
@@ -425,10 +453,10 @@ SYM_DATA_END(lbr_dump_live)
  * the snapshot, re-reads the control MSR, restores (or re-arms) it unless another owner changed
  * it (re-arming it if \rearm, see below), publishes the snapshot (its state OR \state_or, a
  * register or immediate, if given) and clears busy. \sfx makes the labels unique. With
- * \provisional 1 (the report trampoline) the capture keeps no BTS buffer (the caller zeroed the
- * snapshot's BTS fields) and does not advance the CPU's count: the slot stays the CPU's next,
- * so the next capture there takes it again unless the printer makes this one permanent
- * (src/capture/report.rs). Clobbers rax, rcx, rdx, rdi, r8, r10 and flags; keeps rsi, r9, r11
+ * \provisional 1 (the report trampoline, the #BP stub) the capture keeps no BTS buffer (the
+ * caller zeroed the snapshot's BTS fields), is marked LBR_SNAP_PROVISIONAL and does not advance
+ * the CPU's count: the slot stays the CPU's next (LBR_CLAIM_SLOT says who takes it) until the
+ * printer keeps it (src/capture/report.rs). Clobbers rax, rcx, rdx, rdi, r8, r10 and flags; keeps rsi, r9, r11
  * and the stack.
  */
 .macro LBR_RECORD entry:req sfx:req rearm=1 state_or provisional=0
@@ -513,6 +541,9 @@ SYM_DATA_END(lbr_dump_live)
 .Lnot_lent_\sfx:
 .ifnb \state_or
 	orl	\state_or, %edi		/* more state bits from the caller */
+.endif
+.if \provisional
+	orl	$LBR_SNAP_PROVISIONAL, %edi	/* until the printer keeps it */
 .endif
 	movl	%edi, LBR_SNAP_STATE(%rsi)
 	/* Publish: the sequence number is written last; then the CPU's count, then not busy. */
@@ -729,7 +760,12 @@ SYM_DATA_END(lbr_dump_live)
 	.set	.Lcr2_\vec, 0
 .endif
 SYM_CODE_START(lbr_dump_stub_\vec)
+.if \vec == 3
+	/* As the kernel's #BP entry: the saved RIP is after the int3, not a faulting insn. */
+	UNWIND_HINT_IRET_ENTRY offset=\err*8 signal=0
+.else
 	UNWIND_HINT_IRET_ENTRY offset=\err*8
+.endif
 	ENDBR
 .if \vec != 8
 	testb	$3, \err*8+8(%rsp)		/* CS.RPL: user mode? */
@@ -790,6 +826,27 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	sete	%dl
 	andb	%dl, %cl			/* ZF clear: espfix's IRET fault */
 	jnz	.Lpass_\vec
+.elseif \vec == 3
+	/*
+	 * #BP: captured only at the int3 of a kprobe of lbr-dump's at a report function's entry
+	 * (src/capture/report.rs: a report function ftrace cannot trace), whose address after the
+	 * int3 (the saved RIP) is in the configuration's table (LBR_CFG_REPORT_IPS, unused slots 0,
+	 * which no saved RIP is). Every other int3 (text patching, other kprobes, kgdb) goes
+	 * straight on. The table is compared whole without a branch: the jump below is taken only
+	 * when no slot matched. The stack now: 0 rdx, 8 rcx, 16 rax, 24 RIP, 32 CS, 40 RFLAGS,
+	 * 48 RSP (no error code).
+	 */
+	movq	24(%rsp), %rax			/* saved RIP: after the int3 */
+	xorl	%edx, %edx
+	.set	.Lslot, 0
+	.rept	LBR_CFG_REPORT_SLOTS
+	cmpq	lbr_dump_capture+LBR_CFG_REPORT_IPS+8*.Lslot(%rip), %rax
+	sete	%cl
+	orb	%cl, %dl
+	.set	.Lslot, .Lslot + 1
+	.endr
+	testb	%dl, %dl
+	jz	.Lpass_\vec			/* no report int3 of ours: straight on */
 .endif
 .if \vec == 14
 	/*
@@ -826,7 +883,35 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 
 	/* This CPU's block, found without %gs (see asm/cpu.S). */
 	LBR_THIS_CPU %r9
-	LBR_CLAIM_SLOT .Lunfreeze_\vec
+	LBR_CLAIM_SLOT .Lunfreeze_\vec, provisional=(\vec == 3)
+.if \vec == 3
+	/*
+	 * A report function's entry, as the report trampoline captures it (lbr_dump_report_hook,
+	 * below): the int3 is its first instruction after ENDBR, so the interrupted RSP points at
+	 * the return address into its caller (the check). Vector LBR_VECTOR_REPORT, error code the
+	 * int3's address (the saved RIP less 1), frame the address of that return address, RIP the
+	 * return address, RSP the caller's after the return; provisional, without a BTS buffer.
+	 */
+	movl	$LBR_VECTOR_REPORT, LBR_SNAP_VECTOR(%rsi)
+	movq	S_FRAME(%rsp), %rax
+	decq	%rax
+	movq	%rax, LBR_SNAP_ERROR(%rsi)
+	movq	S_FRAME+24(%rsp), %rax		/* interrupted RSP */
+	movq	%rax, LBR_SNAP_FRAME(%rsi)
+	leaq	8(%rax), %rcx
+	movq	%rcx, LBR_SNAP_RSP(%rsi)
+	movq	(%rax), %rax			/* the return address into the caller */
+	movq	%rax, LBR_SNAP_RIP(%rsi)
+	movq	%cr2, %rax
+	movq	%rax, LBR_SNAP_CR2(%rsi)
+	xorl	%eax, %eax
+	movq	%rax, LBR_SNAP_DS_AREA(%rsi)
+	movq	%rax, LBR_SNAP_BTS_INDEX(%rsi)
+	movq	%rax, LBR_SNAP_BTS_BASE(%rsi)
+	movl	%eax, LBR_SNAP_BTS_SLOT(%rsi)
+	movl	%eax, LBR_SNAP_BTS_STATE(%rsi)
+	LBR_RECORD S_ENTRY(%rsp), \vec, provisional=1
+.else
 	movl	$\vec, LBR_SNAP_VECTOR(%rsi)
 .if \err
 	movq	S_FRAME+.Lcr2_\vec(%rsp), %rax
@@ -848,6 +933,7 @@ SYM_CODE_START(lbr_dump_stub_\vec)
 	movq	%rax, LBR_SNAP_CR2(%rsi)
 
 	LBR_RECORD S_ENTRY(%rsp), \vec
+.endif
 	jmp	.Lpop_\vec
 
 .Lunfreeze_\vec:
@@ -950,6 +1036,7 @@ LBR_NOKPROBE_WAY_ON 1
 
 /* The hooked vectors and whether the CPU pushes an error code. */
 LBR_STUB 0 0		/* #DE */
+LBR_STUB 3 0		/* #BP: report functions' int3s only */
 LBR_STUB 6 0		/* #UD */
 LBR_STUB 8 1		/* #DF (IST) */
 LBR_STUB 11 1		/* #NP */
@@ -1141,12 +1228,12 @@ LBR_PANIC_ENTRY lbr_dump_kexec_entry, kexec, 1		/* crash_kexec() */
  * the trampoline's call site in the report function (the return address into it less 5), which
  * names the function.
  *
- * The capture is provisional (LBR_RECORD provisional=1): it keeps no BTS buffer and does not
- * advance the CPU's count, so that the next capture on the CPU takes the same slot again. The
- * printer makes it permanent when it prints it inside the kernel's report
- * (src/capture/report.rs); a report the kernel suppresses (KASAN after its first without
- * kasan_multi_shot, UBSAN at a location reported before) is never printed, and a storm of
- * them cycles through one slot, evicting nothing.
+ * The capture is provisional (LBR_CLAIM_SLOT and LBR_RECORD provisional=1): it keeps no BTS
+ * buffer and does not advance the CPU's count, so that the next report capture on the CPU takes
+ * the same slot again, and any other capture keeps it and takes the next. The printer keeps it
+ * when it prints it inside the kernel's report (src/capture/report.rs); a report the kernel
+ * suppresses (KASAN after its first without kasan_multi_shot, UBSAN at a location reported
+ * before) is never printed, and a storm of them cycles through one slot.
  *
  * A function called from C, where every register is live (the report function's arguments),
  * so each one used is pushed and popped, RFLAGS too: IRQs are off during the capture, and
@@ -1179,7 +1266,7 @@ SYM_FUNC_START(lbr_dump_report_hook)
 	CALL_DEPTH_ACCOUNT			/* ftrace's call into here was not accounted */
 
 	LBR_THIS_CPU %r9
-	LBR_CLAIM_SLOT .Lreport_put_back	/* r9 = CPU block, rsi = snapshot */
+	LBR_CLAIM_SLOT .Lreport_put_back, provisional=1	/* r9 = CPU block, rsi = snapshot */
 	movl	$LBR_VECTOR_REPORT, LBR_SNAP_VECTOR(%rsi)
 	movq	R_FN(%rsp), %rax
 	subq	$5, %rax			/* the call of this trampoline */
@@ -1946,7 +2033,7 @@ _ASM_NOKPROBE(__SCT__lbr_dump_fred_kernel)
 	.section .rodata
 	.balign 8
 SYM_DATA_START(lbr_dump_stubs)
-	.quad lbr_dump_stub_0, lbr_dump_rearm_1, 0, 0, 0, 0, lbr_dump_stub_6, 0
+	.quad lbr_dump_stub_0, lbr_dump_rearm_1, 0, lbr_dump_stub_3, 0, 0, lbr_dump_stub_6, 0
 	.quad lbr_dump_stub_8, 0, 0, lbr_dump_stub_11, lbr_dump_stub_12, lbr_dump_stub_13
 	.quad lbr_dump_stub_14, 0, 0, lbr_dump_stub_17, 0, 0, 0, LBR_STUB_21
 	.fill 10, 8, 0

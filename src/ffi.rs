@@ -23,6 +23,10 @@ pub(crate) const DIE_OOPS: c_ulong = 1;
 pub(crate) const DIE_DEBUG: c_ulong = 3;
 /// `NOTIFY_DONE` (include/linux/notifier.h).
 pub(crate) const NOTIFY_DONE: c_int = 0;
+/// glue.h LBR_DUMP_REPORT_KPROBES: the report kprobes glue.c has room for, one per slot of the
+/// #BP stub's table.
+pub(crate) const REPORT_KPROBES: usize = 32;
+const _: () = assert!(REPORT_KPROBES == crate::layout::cfg::REPORT_SLOTS);
 /// `ERROR_DETECTOR_KFENCE` of enum error_detector (include/trace/events/error_report.h), as
 /// `lbr_dump_report_watch` passes it (KASAN's is 1, UBSAN's glue.h LBR_DUMP_DETECTOR_UBSAN).
 pub(crate) const DETECTOR_KFENCE: c_uint = 0;
@@ -63,12 +67,14 @@ pub(crate) struct CaptureConfig {
 }
 
 /// The page asm/stubs.S `lbr_dump_capture` fills (in `.data..ro_after_init`): the
-/// configuration, then the MSR list the stubs read (`cfg.msrs` points at it).
+/// configuration, then the MSR list the stubs read (`cfg.msrs` points at it), then the #BP
+/// stub's table of report int3 addresses.
 #[repr(C, align(4096))]
 pub(crate) struct ConfigPage {
     pub(crate) cfg: CaptureConfig,
     _pad: [u8; crate::layout::cfg::MSR_LIST - crate::layout::cfg::SIZE],
     pub(crate) msrs: [u32; crate::layout::cfg::MSR_MAX],
+    pub(crate) report_ips: [u64; crate::layout::cfg::REPORT_SLOTS],
 }
 
 /// `struct capture_live` of asm/stubs.S: the counters the stubs write ([`crate::layout::live`]).
@@ -110,6 +116,7 @@ const _: () = {
     assert!(offset_of!(CaptureConfig, fred_vectors) == cfg::FRED_VECTORS);
     assert!(size_of::<CaptureConfig>() == cfg::SIZE);
     assert!(offset_of!(ConfigPage, msrs) == cfg::MSR_LIST);
+    assert!(offset_of!(ConfigPage, report_ips) == cfg::REPORT_IPS);
     assert!(size_of::<ConfigPage>() == cfg::PAGE);
     assert!(offset_of!(CaptureLive, seq) == live::SEQ);
     assert!(offset_of!(CaptureLive, panic_cpu) == live::PANIC_CPU);
@@ -268,6 +275,13 @@ unsafe extern "C" {
     /// callable in the panic path.
     pub(crate) fn lbr_dump_in_report(addr: c_ulong) -> bool;
 
+    /// src/glue.c: whether `a` and `b` lie in the same function, by kallsyms.
+    pub(crate) fn lbr_dump_same_function(a: c_ulong, b: c_ulong) -> bool;
+
+    /// src/glue.c: whether the 8 bytes at `frame` may be read as a frame above `sp` on the
+    /// stack `sp` is on, without a fault.
+    pub(crate) fn lbr_dump_frame_on_stack(frame: c_ulong, sp: c_ulong) -> bool;
+
     /// src/glue.c: undoes [`lbr_dump_panic_attach`], waiting until no CPU is in a trampoline;
     /// 0, or -errno when ftrace cannot detach one (the module is then pinned).
     pub(crate) fn lbr_dump_panic_detach() -> c_int;
@@ -370,6 +384,24 @@ unsafe extern "C" {
     /// function filtered, as one ftrace direct call; 0 or -errno (-ENOENT none filtered, -EBUSY
     /// another direct call is attached to one of them, -ENODEV no direct calls). May sleep.
     pub(crate) fn lbr_dump_report_attach() -> c_int;
+
+    /// src/glue.c: places a kprobe (an int3, never optimized) at the entry of the function
+    /// `name` (`len` bytes); 0 and `*ip` = the address after its int3, or -errno (-ENOENT no
+    /// such symbol, -EINVAL kprobes refuse it, -EBUSY an ftrace site, -EAGAIN kprobes disarmed, -ENOSPC
+    /// [`REPORT_KPROBES`] placed, -ENODEV no kprobes). May sleep.
+    pub(crate) fn lbr_dump_report_kprobe(
+        name: *const c_char,
+        len: usize,
+        ip: *mut c_ulong,
+    ) -> c_int;
+
+    /// src/glue.c: removes every kprobe [`lbr_dump_report_kprobe`] placed, waiting until no CPU
+    /// is in its handlers.
+    pub(crate) fn lbr_dump_report_unkprobe();
+
+    /// src/glue.c: whether the list checks' report functions run at every list operation
+    /// (CONFIG_DEBUG_LIST).
+    pub(crate) fn lbr_dump_list_checks_always_called() -> bool;
 
     /// src/glue.c: undoes [`lbr_dump_report_attach`], waiting until no CPU is in the
     /// trampoline; nonzero when ftrace cannot detach one (the module is then pinned).

@@ -34,6 +34,8 @@
 #include <linux/pgtable.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/sched/task_stack.h>
+#include <linux/sizes.h>
 #include <linux/smp.h>
 #include <linux/static_call.h>
 #include <linux/stop_machine.h>
@@ -47,6 +49,7 @@
 #include <asm/idtentry.h>
 #include <asm/msr.h>
 #include <asm/set_memory.h>
+#include <asm/text-patching.h>
 #include <asm/irq_vectors.h>
 #include <asm/trapnr.h>
 #include <asm/nmi.h>
@@ -150,17 +153,24 @@ void lbr_dump_window_write(const struct lbr_dump_window *w,
  * there): for the printers, which run in the panic path (kallsyms' lookup takes no lock; a
  * module's symbols are read under RCU, as %pS does).
  */
-bool lbr_dump_in_function(unsigned long addr, const char *name)
+/* Whether kallsyms' `sym` ("name+0xoff/0xsize") names the function `name` or its .cold part. */
+static bool lbr_dump_sym_is(const char *sym, const char *name)
 {
-	char sym[KSYM_SYMBOL_LEN];
 	size_t n = strlen(name);
 
-	sprint_symbol(sym, addr);
 	if (strncmp(sym, name, n))
 		return false;
 	if (!strncmp(sym + n, ".cold+", 6))
 		return true;
 	return sym[n] == '+';
+}
+
+bool lbr_dump_in_function(unsigned long addr, const char *name)
+{
+	char sym[KSYM_SYMBOL_LEN];
+
+	sprint_symbol(sym, addr);
+	return lbr_dump_sym_is(sym, name);
 }
 
 /*
@@ -382,6 +392,7 @@ unsigned long lbr_dump_alloc_pages(unsigned int order)
 DEFINE_STATIC_CALL_NULL(lbr_dump_orig_0, lbr_dump_entry);
 DEFINE_STATIC_CALL_NULL(lbr_dump_orig_1, lbr_dump_entry);
 DEFINE_STATIC_CALL_NULL(lbr_dump_orig_2, lbr_dump_entry);
+DEFINE_STATIC_CALL_NULL(lbr_dump_orig_3, lbr_dump_entry);
 DEFINE_STATIC_CALL_NULL(lbr_dump_orig_6, lbr_dump_entry);
 DEFINE_STATIC_CALL_NULL(lbr_dump_orig_8, lbr_dump_entry);
 DEFINE_STATIC_CALL_NULL(lbr_dump_orig_11, lbr_dump_entry);
@@ -406,6 +417,9 @@ int lbr_dump_set_handler(unsigned int vector, unsigned long handler)
 		break;
 	case 2:
 		static_call_update(lbr_dump_orig_2, h);
+		break;
+	case 3:
+		static_call_update(lbr_dump_orig_3, h);
 		break;
 	case 6:
 		static_call_update(lbr_dump_orig_6, h);
@@ -459,6 +473,9 @@ int lbr_dump_set_handler(unsigned int vector, unsigned long handler)
 		break;
 	case X86_TRAP_NMI:
 		kernel = (unsigned long)asm_exc_nmi;
+		break;
+	case X86_TRAP_BP:
+		kernel = (unsigned long)asm_exc_int3;
 		break;
 	case X86_TRAP_UD:
 		kernel = (unsigned long)asm_exc_invalid_op;
@@ -884,7 +901,11 @@ NOKPROBE_SYMBOL(lbr_dump_show_regs_entry);
 
 static int lbr_dump_show_regs_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
+	unsigned long flags;
+
+	local_irq_save(flags);
 	lbr_dump_warn_print_fn(*(struct pt_regs **)ri->data);
+	local_irq_restore(flags);
 	return 0;
 }
 NOKPROBE_SYMBOL(lbr_dump_show_regs_return);
@@ -1191,16 +1212,111 @@ int lbr_dump_report_attach(void)
 	return 0;
 }
 
-/* Undoes lbr_dump_report_attach(); nonzero if ftrace could not detach it (pinned). */
+/*
+ * Undoes lbr_dump_report_attach(), or empties the filter of a plan that was not attached;
+ * nonzero if ftrace could not detach it (pinned).
+ */
 int lbr_dump_report_detach(void)
 {
 	int ret = 0;
 
 	if (lbr_dump_report_attached)
 		ret = lbr_dump_detach(&lbr_dump_report_ops, (unsigned long)lbr_dump_report_hook);
+	else if (lbr_dump_report_filtered)
+		ftrace_free_filter(&lbr_dump_report_ops);
 	lbr_dump_report_attached = false;
 	lbr_dump_report_filtered = false;
 	return ret;
+}
+
+/*
+ * Report functions ftrace cannot trace (7.3 builds lib/ and mm/kasan's reports without fentry):
+ * a kprobe at each one's entry, an int3 after ENDBR that lbr-dump's #BP stub captures
+ * (asm/stubs.S lbr_dump_stub_3) when its address is in the configuration's table, and passes
+ * on to the kernel, whose kprobe handler runs these empty handlers and goes on. The post handler
+ * keeps the kprobe an int3: an optimized kprobe is a jump, which the #BP stub never sees. Placed
+ * while armed, before gate 3 points at the stub, and removed before it is restored.
+ */
+static struct kprobe lbr_dump_report_kprobes[LBR_DUMP_REPORT_KPROBES];
+static char lbr_dump_report_kprobe_names[LBR_DUMP_REPORT_KPROBES][KSYM_NAME_LEN];
+static unsigned int lbr_dump_report_nr_kprobes;
+
+static int lbr_dump_report_kprobe_pre(struct kprobe *kp, struct pt_regs *regs)
+{
+	return 0;
+}
+NOKPROBE_SYMBOL(lbr_dump_report_kprobe_pre);
+
+static void lbr_dump_report_kprobe_post(struct kprobe *kp, struct pt_regs *regs,
+					unsigned long flags)
+{
+}
+NOKPROBE_SYMBOL(lbr_dump_report_kprobe_post);
+
+/*
+ * Places a kprobe at the entry of `name` (`len` bytes, a function name): 0 and *ip = the
+ * address after its int3, or -errno (-ENOENT: no such symbol; -EINVAL: kprobes refuse it, such as
+ * a NOKPROBE function; -EBUSY: the entry is an ftrace site, where a kprobe is no int3; -EAGAIN:
+ * kprobes are disarmed; -ENOSPC: LBR_DUMP_REPORT_KPROBES placed already; -ENODEV: no
+ * CONFIG_KPROBES). (Kprobes disarmed later through debugfs take the int3s away: no capture.)
+ */
+int lbr_dump_report_kprobe(const char *name, size_t len, unsigned long *ip)
+{
+	struct kprobe *kp;
+	u8 op;
+	int ret;
+
+	if (!IS_ENABLED(CONFIG_KPROBES))
+		return -ENODEV;
+	if (lbr_dump_report_nr_kprobes == LBR_DUMP_REPORT_KPROBES)
+		return -ENOSPC;
+	if (len >= KSYM_NAME_LEN)
+		return -ENOENT;
+	kp = &lbr_dump_report_kprobes[lbr_dump_report_nr_kprobes];
+	memset(kp, 0, sizeof(*kp));
+	memcpy(lbr_dump_report_kprobe_names[lbr_dump_report_nr_kprobes], name, len);
+	lbr_dump_report_kprobe_names[lbr_dump_report_nr_kprobes][len] = '\0';
+	kp->symbol_name = lbr_dump_report_kprobe_names[lbr_dump_report_nr_kprobes];
+	kp->pre_handler = lbr_dump_report_kprobe_pre;
+	kp->post_handler = lbr_dump_report_kprobe_post;
+	ret = register_kprobe(kp);
+	if (ret)
+		return ret;
+	if (kp->flags & KPROBE_FLAG_FTRACE) {
+		unregister_kprobe(kp);
+		return -EBUSY;
+	}
+	/* Registered but not armed: kprobes are disarmed (debugfs kprobes/enabled 0). */
+	if (copy_from_kernel_nofault(&op, kp->addr, 1) || op != INT3_INSN_OPCODE) {
+		unregister_kprobe(kp);
+		return -EAGAIN;
+	}
+	*ip = (unsigned long)kp->addr + INT3_INSN_SIZE;
+	lbr_dump_report_nr_kprobes++;
+	return 0;
+}
+
+/*
+ * Whether the kernel calls the list checks' report functions at every list operation
+ * (CONFIG_DEBUG_LIST: include/linux/list.h skips the inline check and calls them): an int3
+ * there would cost every list_add() and list_del() a #BP and a capture.
+ */
+bool lbr_dump_list_checks_always_called(void)
+{
+	return IS_ENABLED(CONFIG_DEBUG_LIST);
+}
+
+/* Removes every kprobe lbr_dump_report_kprobe() placed, all at once (one RCU grace period). */
+void lbr_dump_report_unkprobe(void)
+{
+	struct kprobe *kps[LBR_DUMP_REPORT_KPROBES];
+	unsigned int i;
+
+	for (i = 0; i < lbr_dump_report_nr_kprobes; i++)
+		kps[i] = &lbr_dump_report_kprobes[i];
+	if (lbr_dump_report_nr_kprobes)
+		unregister_kprobes(kps, lbr_dump_report_nr_kprobes);
+	lbr_dump_report_nr_kprobes = 0;
 }
 
 /*
@@ -1229,6 +1345,48 @@ static void lbr_dump_error_report_end(void *data, enum error_detector detector,
 }
 
 /*
+ * Whether the 8 bytes at `frame` may be read as a frame of the stack `sp` is on (the printer's
+ * test that a capture is still active, src/printer.rs `active`), without a fault: on the
+ * task's stack, both inside it; on another stack (IRQ, exception), `frame` within 32 KiB above
+ * `sp` and mapped (a vmalloc'ed stack has unmapped guard pages around it). A fault there would
+ * be a capture of its own on this CPU.
+ */
+bool lbr_dump_frame_on_stack(unsigned long frame, unsigned long sp)
+{
+	unsigned long top = (unsigned long)task_stack_page(current) + THREAD_SIZE;
+
+	if (frame <= sp || frame - sp >= SZ_32K)
+		return false;
+	if (object_is_on_stack((void *)sp))
+		return frame + 8 <= top;
+	if (is_vmalloc_addr((void *)frame))
+		return vmalloc_to_page((void *)frame) != NULL;
+	return virt_addr_valid((void *)frame);
+}
+
+/* The start of the function `addr` lies in (`addr` less its offset, by kallsyms), 0 if none. */
+static unsigned long lbr_dump_function_start(unsigned long addr)
+{
+	char sym[KSYM_SYMBOL_LEN];
+	unsigned long off;
+	char *plus;
+
+	sprint_symbol(sym, addr);
+	plus = strchr(sym, '+');
+	if (!plus || sscanf(plus, "+%lx", &off) != 1)
+		return 0;
+	return addr - off;
+}
+
+/* Whether `a` and `b` lie in the same function, by kallsyms; callable where a warning is. */
+bool lbr_dump_same_function(unsigned long a, unsigned long b)
+{
+	unsigned long start = lbr_dump_function_start(a);
+
+	return start && start == lbr_dump_function_start(b);
+}
+
+/*
  * Whether `addr` lies in a function that calls check_panic_on_warn() or dump_stack() for a
  * report: __ubsan_handle_*() or ubsan_epilogue() (UBSAN), end_report() (KASAN),
  * kfence_report_error() (KFENCE); by kallsyms, callable in the panic path.
@@ -1238,10 +1396,8 @@ bool lbr_dump_in_report(unsigned long addr)
 	char sym[KSYM_SYMBOL_LEN];
 
 	sprint_symbol(sym, addr);
-	return !strncmp(sym, "__ubsan_handle_", 15) ||
-	       lbr_dump_in_function(addr, "ubsan_epilogue") ||
-	       lbr_dump_in_function(addr, "end_report") ||
-	       lbr_dump_in_function(addr, "kfence_report_error");
+	return !strncmp(sym, "__ubsan_handle_", 15) || lbr_dump_sym_is(sym, "ubsan_epilogue") ||
+	       lbr_dump_sym_is(sym, "end_report") || lbr_dump_sym_is(sym, "kfence_report_error");
 }
 
 /*
@@ -1257,8 +1413,7 @@ static int lbr_dump_dump_stack_pre(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long flags;
 
 	sprint_symbol(sym, caller - 1);
-	if (strncmp(sym, "__ubsan_handle_", 15) &&
-	    !lbr_dump_in_function(caller - 1, "ubsan_epilogue"))
+	if (strncmp(sym, "__ubsan_handle_", 15) && !lbr_dump_sym_is(sym, "ubsan_epilogue"))
 		return 0;
 	local_irq_save(flags);
 	lbr_dump_report_print_fn(LBR_DUMP_DETECTOR_UBSAN, 0);

@@ -20,6 +20,8 @@ struct lbr_dump_window {
 	u64 rw;			/* and writable (RW and Dirty set) */
 };
 
+/* The most report kprobes (src/layout.rs cfg::REPORT_SLOTS; src/ffi.rs checks they agree). */
+#define LBR_DUMP_REPORT_KPROBES	32
 /* The detector lbr_dump_report_watch() passes for UBSAN (past enum error_detector's values). */
 #define LBR_DUMP_DETECTOR_UBSAN	0x100
 
@@ -55,6 +57,8 @@ int lbr_dump_panic_attach(bool *kexec);
 unsigned long lbr_dump_iret_address(void);
 bool lbr_dump_in_function(unsigned long addr, const char *name);
 bool lbr_dump_in_report(unsigned long addr);
+bool lbr_dump_same_function(unsigned long a, unsigned long b);
+bool lbr_dump_frame_on_stack(unsigned long frame, unsigned long sp);
 int lbr_dump_panic_detach(void);
 int lbr_dump_stop_attach(void);
 int lbr_dump_stop_detach(void);
@@ -68,6 +72,9 @@ void lbr_dump_warn_unwatch(void);
 int lbr_dump_report_filter(const char *name, size_t len);
 int lbr_dump_report_attach(void);
 int lbr_dump_report_detach(void);
+int lbr_dump_report_kprobe(const char *name, size_t len, unsigned long *ip);
+void lbr_dump_report_unkprobe(void);
+bool lbr_dump_list_checks_always_called(void);
 unsigned int lbr_dump_report_watch(void (*print)(unsigned int detector, unsigned long id));
 void lbr_dump_report_unwatch(void);
 const char *lbr_dump_reports_text(void);

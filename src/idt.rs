@@ -526,7 +526,8 @@ mod tests {
         // SAFETY: `lbr_dump_stubs` is an immutable table of 32 entries in asm/stubs.S.
         let table = unsafe { &*core::ptr::addr_of!(crate::ffi::lbr_dump_stubs) };
         for (v, &stub) in table.iter().enumerate() {
-            let listed = crate::report::VECTORS.iter().any(|&(l, _)| l as usize == v);
+            // #BP (3) has a stub for the report functions' int3s, and is no choosable vector.
+            let listed = crate::report::VECTORS.iter().any(|&(l, _)| l as usize == v) || v == 3;
             let has_stub = stub != 0;
             assert_eq!(has_stub, listed);
         }

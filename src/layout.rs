@@ -274,7 +274,14 @@ pub mod cfg {
     /// Offset of the MSR list in the page.
     pub const MSR_LIST: usize = 0x100;
     /// Entries the MSR list has room for.
-    pub const MSR_MAX: usize = (PAGE - MSR_LIST) / 4;
+    pub const MSR_MAX: usize = (REPORT_IPS - MSR_LIST) / 4;
+    /// Offset of the report int3 table in the page: for each report function whose entry has
+    /// an int3 of lbr-dump's (a kprobe), the address after that int3, which the #BP stub
+    /// compares the saved RIP with (0: an unused slot). Written while no gate points at a
+    /// stub.
+    pub const REPORT_IPS: usize = 0xf00;
+    /// Entries of that table.
+    pub const REPORT_SLOTS: usize = 32;
     /// The page the configuration and the MSR list fill.
     pub const PAGE: usize = 0x1000;
 }
@@ -354,6 +361,9 @@ pub const SNAP_NMI_ENTRY: u32 = 0x8;
 /// Snapshot state: the LBR was lent to a KVM guest on this CPU (vLBR): host recording was off
 /// and the records, if any, are the guest's.
 pub const SNAP_LENT: u32 = 0x10;
+/// Snapshot state: a report function's capture not kept yet (its slot is still its CPU's next:
+/// the next report's capture there takes it, any other capture keeps it and takes the next).
+pub const SNAP_PROVISIONAL: u32 = 0x20;
 
 /// BTS state: the capture kept this CPU's BTS buffer (its owner is this snapshot) and swapped a
 /// spare one into the debug store before recording went on.

@@ -285,7 +285,9 @@ const CP: u32 = 21;
 /// one: a warning prints at most one snapshot, bounded as every printed snapshot is. A
 /// snapshot already sealed was printed before (an earlier warning at the same place and stack
 /// depth of this task): if that is the newest match, this #UD was not captured, and one line
-/// says so.
+/// says so. A warning inside a report function hooked by `reports` (the list checks'
+/// CHECK_DATA_CORRUPTION(): its records are the report's printing) prints that report
+/// function's entry snapshot instead, which it makes permanent.
 #[inline(never)]
 fn print_warning(a: &Armed, regs: *const bindings::pt_regs) {
     // SAFETY: reads a segment limit; callable anywhere.
@@ -293,6 +295,20 @@ fn print_warning(a: &Armed, regs: *const bindings::pt_regs) {
     let frame = regs as u64 + offset_of!(bindings::pt_regs, ip) as u64;
     // SAFETY: __warn()'s `regs` is the #UD's register frame, on the stack of its handler.
     let ip = unsafe { (*regs).ip } as u64;
+    // A warning inside a hooked report function (the list checks' CHECK_DATA_CORRUPTION(), a
+    // WARN_ON() of KASAN's): the report function's entry snapshot is the one that shows how the
+    // code got to the check; the #UD's records are the report's own printing.
+    // SAFETY: kallsyms lookups, safe where a warning is reported.
+    let inside =
+        |r: &Snap<'_>| unsafe { ffi::lbr_dump_same_function(r.error as c_ulong, ip as c_ulong) };
+    if let Some(r) = active_report(a).filter(|r| r.sealed() != Some(true) && inside(r)) {
+        if r.cpu == cpu {
+            // SAFETY: glue.c calls the warning printer with interrupts off, on this CPU.
+            unsafe { a.keep_report(r.cpu, r.off, r.seq) };
+        }
+        print_snapshot(a, &r, Some(0));
+        return;
+    }
     let vector = |v| v == UD || v == CP;
     match newest(a, u64::MAX, |s| vector(s.vector) && s.frame == frame && s.rip == ip) {
         // A seal that does not verify is a stale one (a printer's, written after this capture
@@ -312,6 +328,39 @@ fn print_warning(a: &Armed, regs: *const bindings::pt_regs) {
     }
 }
 
+/// Whether the capture `s` is still active on this stack: its frame lies on this stack above
+/// this stack pointer (src/glue.c `lbr_dump_frame_on_stack`: never a read that could fault),
+/// and the word there is still its RIP (the function it entered, or the exception it took, has
+/// not returned).
+fn active(s: &Snap<'_>) -> bool {
+    let here = 0u8;
+    let sp = ptr::addr_of!(here) as u64;
+    // SAFETY: page-table and stack-bound lookups only.
+    if !unsafe { ffi::lbr_dump_frame_on_stack(s.frame as c_ulong, sp as c_ulong) } {
+        return false;
+    }
+    let mut word = 0u64;
+    // SAFETY: reads 8 bytes of this stack; copy_from_kernel_nofault handles faults and writes
+    // into the local.
+    let r = unsafe {
+        bindings::copy_from_kernel_nofault(
+            ptr::addr_of_mut!(word).cast(),
+            s.frame as *const c_void,
+            8,
+        )
+    };
+    r == 0 && word == s.rip
+}
+
+/// The newest report function's entry capture, in every CPU's ring, still active on this stack:
+/// the report running here.
+#[inline(never)]
+fn active_report(a: &Armed) -> Option<Snap<'_>> {
+    newest(a, u64::MAX, |s| {
+        s.vector == layout::VECTOR_REPORT && active(s)
+    })
+}
+
 /// The #PF vector: KFENCE reports a fault in its pool from the #PF handler.
 const KFENCE_PF: u32 = 14;
 
@@ -328,24 +377,6 @@ const KFENCE_PF: u32 = 14;
 fn print_report(a: &Armed, detector: u32, id: u64) {
     // SAFETY: reads a segment limit; callable anywhere.
     let cpu = unsafe { ffi::lbr_dump_cpu_number() } as usize;
-    let here = 0u8;
-    let sp = ptr::addr_of!(here) as u64;
-    let active = |s: &Snap<'_>| {
-        if !(s.frame > sp && s.frame - sp < STACK_SPAN) {
-            return false;
-        }
-        let mut word = 0u64;
-        // SAFETY: reads 8 bytes of this stack; copy_from_kernel_nofault handles faults and
-        // writes into the local.
-        let r = unsafe {
-            bindings::copy_from_kernel_nofault(
-                ptr::addr_of_mut!(word).cast(),
-                s.frame as *const c_void,
-                8,
-            )
-        };
-        r == 0 && word == s.rip
-    };
     let pf = if detector == ffi::DETECTOR_KFENCE {
         newest(a, u64::MAX, |s| {
             s.vector == KFENCE_PF && s.cr2 == id && active(s)
@@ -353,13 +384,13 @@ fn print_report(a: &Armed, detector: u32, id: u64) {
     } else {
         None
     };
-    match pf.or_else(|| newest(a, u64::MAX, |s| s.vector == layout::VECTOR_REPORT && active(s))) {
+    match pf.or_else(|| active_report(a)) {
         Some(s) if s.sealed() != Some(true) => {
-            print_snapshot(a, &s, Some(0));
             if s.vector == layout::VECTOR_REPORT && s.cpu == cpu {
                 // SAFETY: glue.c calls the print points with interrupts off, on this CPU.
                 unsafe { a.keep_report(s.cpu, s.off, s.seq) };
             }
+            print_snapshot(a, &s, Some(0));
         }
         Some(s) => none(
             cpu,

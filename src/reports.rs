@@ -7,26 +7,39 @@
 //! one ftrace direct call per name when it arms (src/capture/report.rs).
 //!
 //! Syntax: a comma-separated list of names. `default` stands for [`DEFAULT`]; `none` alone
-//! hooks nothing. A name is a function name as in `available_filter_functions`, or an ftrace
-//! glob (`__ubsan_handle_*`) whose part before the first wildcard is at least
-//! [`MIN_PREFIX`] characters long (so that no pattern can put a trampoline on most of the
-//! kernel). A trailing newline, as `echo` writes, is accepted.
+//! hooks nothing. A name is a function name, or an ftrace glob (`__ubsan_handle_*`) whose part
+//! before the first wildcard is at least [`MIN_PREFIX`] characters long (so that no pattern can
+//! put a trampoline on most of the kernel). A function ftrace can trace gets the report
+//! trampoline as a direct call; one it cannot gets an int3 (a kprobe), by its exact name only:
+//! a glob reaches traceable functions alone. A trailing newline, as `echo` writes, is
+//! accepted.
 
 /// What `default` stands for: every report function of the kernel's checks that report by a
-/// call (KASAN, KFENCE's calls from kfree(), UBSAN, the hardened list checks). A function this
-/// kernel does not have, or that ftrace cannot trace (KASAN's reports are built without
-/// fentry; the list checks are `notrace` under clang), is left out with one line at arming.
-pub const DEFAULT: [&str; 6] = [
+/// call (KASAN, KFENCE's calls from kfree(), UBSAN, the hardened list checks; not UBSAN's
+/// `__ubsan_handle_builtin_unreachable`, which panics: the panic trampoline captures it). A
+/// function this kernel does not have is left out with one line at arming.
+pub const DEFAULT: [&str; 17] = [
     "kasan_report",
     "kasan_report_invalid_free",
     "kfence_report_error",
-    "__ubsan_handle_*",
+    "__ubsan_handle_add_overflow",
+    "__ubsan_handle_sub_overflow",
+    "__ubsan_handle_mul_overflow",
+    "__ubsan_handle_negate_overflow",
+    "__ubsan_handle_implicit_conversion",
+    "__ubsan_handle_divrem_overflow",
+    "__ubsan_handle_type_mismatch",
+    "__ubsan_handle_type_mismatch_v1",
+    "__ubsan_handle_out_of_bounds",
+    "__ubsan_handle_shift_out_of_bounds",
+    "__ubsan_handle_load_invalid_value",
+    "__ubsan_handle_alignment_assumption",
     "__list_add_valid_or_report",
     "__list_del_entry_valid_or_report",
 ];
 
 /// The most names a list holds (after `default` is expanded).
-pub const MAX_NAMES: usize = 16;
+pub const MAX_NAMES: usize = 32;
 
 /// The longest parameter text.
 pub const MAX_TEXT: usize = 255;

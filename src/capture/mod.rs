@@ -400,9 +400,10 @@ pub(crate) fn arm(
     }
     // Once the stubs' configuration is written: the re-arm reads it.
     armed.debug = Some(DebugWatch::register()?);
-    hook_gates(&mut armed, vectors)?;
+    let reports = report::prepare_reports(&mut armed)?;
+    hook_gates(&mut armed, vectors, reports.needs_int3())?;
     attach_panic_path(&mut armed, nmi_freeze)?;
-    report::attach_reports(&mut armed)?;
+    report::attach_reports(reports)?;
     if bts.is_some() && !armed.panic_complete() {
         // The panic path is what switches BTS off before kdump's kexec (the panic entry and the
         // stop stubs, asm/stubs.S LBR_BTS_OFF): without all of it, a crash kernel could start
@@ -413,12 +414,29 @@ pub(crate) fn arm(
     Ok(armed)
 }
 
-/// Points the gates of `vectors` at their stubs, skipping (and saying so) vectors the kernel has
-/// no gate for; refuses if that leaves no captured vector.
-fn hook_gates(armed: &mut Armed, vectors: Vectors) -> Result {
-    let mut list = [0; HOOKABLE.len()];
-    let n = vectors.list(&mut list);
-    let mask = |l: &[usize]| l.iter().fold(0u32, |m, &v| m | 1 << v);
+/// The #BP vector, hooked only for the report functions' int3s.
+const BP: usize = 3;
+
+/// Points the gates of `vectors` (and #BP's, if `int3`) at their stubs, skipping (and saying
+/// so) vectors the kernel has no gate for; refuses if that leaves no captured vector.
+fn hook_gates(armed: &mut Armed, vectors: Vectors, int3: bool) -> Result {
+    let mut chosen = [0; HOOKABLE.len()];
+    let mut n = vectors.list(&mut chosen);
+    let mut list = [0; HOOKABLE.len() + 1];
+    for (to, &v) in list.iter_mut().zip(chosen.iter()) {
+        *to = v;
+    }
+    if int3 {
+        // The #BP stub, for the report kprobes' int3s (src/capture/report.rs); not one of the
+        // chosen vectors (`vectors`, the `hooked` set), which it does not count in.
+        list[n] = BP;
+        n += 1;
+    }
+    let mask = |l: &[usize]| {
+        l.iter()
+            .filter(|&&v| v != BP)
+            .fold(0u32, |m, &v| m | 1 << v)
+    };
     if crate::fred::active() {
         // Before any CPU's IA32_FRED_CONFIG points at the page: the vectors it captures.
         configure_fred(u64::from(mask(&list[..n])));
@@ -426,11 +444,14 @@ fn hook_gates(armed: &mut Armed, vectors: Vectors) -> Result {
     let (entry, list) =
         Entry::arm(&list[..n], |l| Vectors::new(mask(l)).is_some()).map_err(|e| {
             match e {
-                ArmRefusal::Vector(v, why) => pr_err!(
-                    "refusing to arm: vector {v} ({}): {}\n",
-                    vector_name(v as u32),
-                    why.reason()
-                ),
+                ArmRefusal::Vector(v, why) => {
+                    let name = if v == BP {
+                        "#BP, for the report functions' int3s"
+                    } else {
+                        vector_name(v as u32)
+                    };
+                    pr_err!("refusing to arm: vector {v} ({name}): {}\n", why.reason())
+                }
                 ArmRefusal::NotAccepted => {
                     pr_err!("refusing to arm: none of the chosen vectors has a gate to hook\n")
                 }

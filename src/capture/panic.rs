@@ -25,9 +25,11 @@ pub(crate) struct PanicPath {
 #[derive(Default)]
 pub(super) struct Trampolines {
     pub(super) attached: PanicPath,
-    /// The report trampoline is attached to at least one report function
-    /// (src/capture/report.rs).
+    /// The report trampoline's ftrace filter holds functions, or the trampoline is attached
+    /// to them (src/capture/report.rs).
     pub(super) reports: bool,
+    /// Kprobes of lbr-dump's are at report functions' entry (src/capture/report.rs).
+    pub(super) kprobes: bool,
 }
 
 impl Drop for Trampolines {
@@ -149,8 +151,14 @@ pub(super) fn freeze_at_nmi(armed: &mut Armed, refusal: Option<entry::Refusal>) 
 /// areas go away with the rest of the armed state.
 pub(super) fn detach_panic_path(t: &mut Trampolines) {
     let mut failed = false;
+    if t.kprobes {
+        // SAFETY: placed in `report::prepare_reports`; the #BP gate still points at its stub,
+        // which passes every other int3 on, until the entry is dropped after this.
+        unsafe { ffi::lbr_dump_report_unkprobe() };
+        t.kprobes = false;
+    }
     if t.reports {
-        // SAFETY: attached in `report::attach_reports`.
+        // SAFETY: filtered in `report::prepare_reports`, attached in `report::attach_reports`.
         failed |= unsafe { ffi::lbr_dump_report_detach() } != 0;
         t.reports = false;
     }

@@ -17,17 +17,15 @@
 //! report (src/printer.rs `print_report`), [`Armed::keep_report`] advances the count past it.
 //! A report the kernel suppresses is never printed: a storm of them cycles through one slot.
 
-use core::fmt::Write;
-
-use kernel::str::CStr;
+use kernel::{ffi::c_ulong, str::CStr};
 
 use super::*;
-use crate::printer::LineBuf;
 
 impl Armed {
     /// Makes the report capture `seq`, the snapshot at area offset `off` in `cpu`'s ring,
-    /// permanent, if it is still in the CPU's next slot: the CPU's count goes past it. Returns
-    /// whether it did.
+    /// permanent, if it is still in the CPU's next slot: its provisional mark goes, and the
+    /// CPU's count goes past it. Returns whether it did. Called before the snapshot is printed
+    /// (and sealed).
     ///
     /// # Safety
     ///
@@ -52,6 +50,11 @@ impl Armed {
         let s = area.snapshot(cpu, next);
         let kept = s.off == off && s.seq == seq;
         if kept {
+            // Not provisional any more (before the printer seals it), then past the count.
+            area.store_u32(
+                off + layout::snap::STATE,
+                s.state & !layout::SNAP_PROVISIONAL,
+            );
             area.store_u64(block + layout::cpu::COUNT, count + 1);
         }
         busy.store(0, Ordering::Release);
@@ -59,11 +62,62 @@ impl Armed {
     }
 }
 
-/// Attaches the report trampoline to the functions of the `reports` parameter, as one ftrace
-/// direct call. A name of `default` that ftrace cannot trace is left out, one line saying
-/// which; a name the user gave refuses arming, as does a failed attachment if the user named
-/// any function.
-pub(super) fn attach_reports(armed: &mut Armed) -> Result {
+/// What [`prepare_reports`] did, for [`attach_reports`] to finish and say.
+pub(super) struct ReportPlan {
+    /// Names in the report trampoline's ftrace filter.
+    direct: KVec<u8>,
+    /// Names that got an int3 (a kprobe), and how many.
+    int3: KVec<u8>,
+    nr_int3: usize,
+    /// Names of `default` this kernel cannot hook, with the reason.
+    left: KVec<u8>,
+    /// Whether the user named any function (then a failure to attach refuses arming).
+    user: bool,
+}
+
+impl ReportPlan {
+    /// Whether the #BP gate must point at its stub.
+    pub(super) fn needs_int3(&self) -> bool {
+        self.nr_int3 > 0
+    }
+}
+
+/// Appends `name` (and `note`) to a comma list.
+fn add(list: &mut KVec<u8>, name: &str, note: &str) -> Result {
+    if !list.is_empty() {
+        list.extend_from_slice(b", ", GFP_KERNEL)?;
+    }
+    list.extend_from_slice(name.as_bytes(), GFP_KERNEL)?;
+    list.extend_from_slice(note.as_bytes(), GFP_KERNEL)?;
+    Ok(())
+}
+
+/// Why a kprobe could not be placed, as a note after the name.
+fn kprobe_refusal(errno: c_int) -> &'static str {
+    match errno {
+        -2 => " (not in this kernel)",
+        -16 => " (an ftrace site)",
+        -28 => " (more than 32 int3s)",
+        -11 => " (kprobes are disarmed: debugfs kprobes/enabled)",
+        -19 => " (no kprobes)",
+        _ => " (kprobes refuse it)",
+    }
+}
+
+/// Before the gates are hooked: the names of the `reports` parameter that ftrace can trace go
+/// into the report trampoline's filter; each other one gets a kprobe whose int3 the #BP stub
+/// will capture (with the IDT: FRED delivers #BP as a software exception, which lbr-dump's FRED
+/// entry does not capture), and the #BP stub's table is written. A name of `default` that can
+/// be hooked neither way is left out, one line saying so at [`attach_reports`]; a name the user
+/// gave refuses arming.
+pub(super) fn prepare_reports(armed: &mut Armed) -> Result<ReportPlan> {
+    let mut plan = ReportPlan {
+        direct: KVec::new(),
+        int3: KVec::new(),
+        nr_int3: 0,
+        left: KVec::new(),
+        user: false,
+    };
     // SAFETY: glue.c's parameter text: NUL-terminated, set only at load or boot.
     let text = unsafe { CStr::from_char_ptr(ffi::lbr_dump_reports_text()) };
     let Ok(list) = text
@@ -75,42 +129,77 @@ pub(super) fn attach_reports(armed: &mut Armed) -> Result {
         pr_err!("refusing to arm: reports: the parameter does not parse\n");
         return Err(EINVAL);
     };
-    if list.names().is_empty() {
-        return Ok(());
-    }
-    let mut hooked = LineBuf::new();
-    let mut left = LineBuf::new();
-    let mut user = false;
+    let mut ips = [0u64; ffi::REPORT_KPROBES];
     for &(name, default) in list.names() {
+        plan.user |= !default;
         // SAFETY: `name` is `name.len()` bytes; sleeps (ftrace), under the state lock.
-        let r = unsafe { ffi::lbr_dump_report_filter(name.as_ptr().cast(), name.len()) };
-        user |= !default;
-        let line = if r == 0 { &mut hooked } else { &mut left };
-        let sep = if line.as_bytes().is_empty() { "" } else { ", " };
-        let _ = write!(line, "{sep}{name}");
-        if r != 0 && !default {
-            pr_err!(
-                "refusing to arm: reports: {name}: nothing ftrace can trace has that name (not in this kernel, inlined, or built without fentry)\n"
-            );
-            // SAFETY: empties the filter set above (nothing is attached).
-            unsafe { ffi::lbr_dump_report_detach() };
+        if unsafe { ffi::lbr_dump_report_filter(name.as_ptr().cast(), name.len()) } == 0 {
+            // The filter is emptied, or the trampoline detached, by `detach_panic_path`.
+            armed.panic.reports = true;
+            add(&mut plan.direct, name, "")?;
+            continue;
+        }
+        // SAFETY: no preconditions.
+        let every_list_op = unsafe { ffi::lbr_dump_list_checks_always_called() };
+        let note = if crate::fred::active() {
+            " (FRED: no int3 hook)"
+        } else if default && every_list_op && name.starts_with("__list_") {
+            // An int3 at every list operation: left out of `default`.
+            " (CONFIG_DEBUG_LIST calls it at every list operation)"
+        } else if name.contains('*') {
+            // Kprobes take exact names.
+            " (a glob matching nothing ftrace can trace)"
+        } else {
+            let mut ip: c_ulong = 0;
+            // SAFETY: `name` is `name.len()` bytes, `ip` is writable; sleeps, under the state
+            // lock; removed by `detach_panic_path` (the `kprobes` flag, set below).
+            let r =
+                unsafe { ffi::lbr_dump_report_kprobe(name.as_ptr().cast(), name.len(), &mut ip) };
+            if r == 0 {
+                armed.panic.kprobes = true;
+                ips[plan.nr_int3] = ip as u64;
+                plan.nr_int3 += 1;
+                add(&mut plan.int3, name, "")?;
+                continue;
+            }
+            kprobe_refusal(r)
+        };
+        if !default {
+            pr_err!("refusing to arm: reports: {name}{note}\n");
             return Err(ENODEV);
         }
+        add(&mut plan.left, name, note)?;
     }
-    if !left.as_bytes().is_empty() {
+    if plan.nr_int3 > 0 {
+        configure_report_ips(&ips[..plan.nr_int3]);
+    }
+    Ok(plan)
+}
+
+/// After the gates are hooked (the #BP gate too if int3s were placed): attaches the report
+/// trampoline to the functions filtered, as one ftrace direct call, and says in one line each
+/// what is hooked and how, and what is not. A failed attachment refuses arming if the user
+/// named any function.
+pub(super) fn attach_reports(plan: ReportPlan) -> Result {
+    if !plan.left.is_empty() {
+        pr_info!("reports: not hooked: {}\n", text_of(&plan.left));
+    }
+    if plan.nr_int3 > 0 {
         pr_info!(
-            "reports: not hooked (nothing ftrace can trace has that name here): {}\n",
-            text_of(&left)
+            "reports: hooked by int3 (vector 3 hooked for them): {}\n",
+            text_of(&plan.int3)
         );
     }
-    if hooked.as_bytes().is_empty() {
+    if plan.direct.is_empty() {
         return Ok(());
     }
     // SAFETY: sleeps (ftrace), under the state lock; detached by `detach_panic_path`.
     let r = unsafe { ffi::lbr_dump_report_attach() };
     if r == 0 {
-        armed.panic.reports = true;
-        pr_info!("reports: hooked: {}\n", text_of(&hooked));
+        pr_info!(
+            "reports: hooked by direct call: {}\n",
+            text_of(&plan.direct)
+        );
         return Ok(());
     }
     let why = match r {
@@ -118,15 +207,18 @@ pub(super) fn attach_reports(armed: &mut Armed) -> Result {
         -19 => "the kernel has no DYNAMIC_FTRACE_WITH_DIRECT_CALLS",
         _ => "ftrace refused the direct call",
     };
-    if user {
-        pr_err!("refusing to arm: reports: {}: {why}\n", text_of(&hooked));
+    if plan.user {
+        pr_err!(
+            "refusing to arm: reports: {}: {why}\n",
+            text_of(&plan.direct)
+        );
         return Err(ENODEV);
     }
-    pr_warn!("reports: none hooked: {}: {why}\n", text_of(&hooked));
+    pr_warn!("reports: not hooked: {}: {why}\n", text_of(&plan.direct));
     Ok(())
 }
 
-/// A line's text (ASCII: names and fixed words).
-fn text_of(l: &LineBuf) -> &str {
-    core::str::from_utf8(l.as_bytes()).unwrap_or("")
+/// A list's text (ASCII: names and fixed words).
+fn text_of(l: &[u8]) -> &str {
+    core::str::from_utf8(l).unwrap_or("")
 }

@@ -89,6 +89,10 @@ pub(super) fn configure_stubs(
             for (i, &m) in msrs.iter().enumerate() {
                 list.add(i).write_volatile(m);
             }
+            let ips = ptr::addr_of_mut!((*page).report_ips).cast::<u64>();
+            for i in 0..layout::cfg::REPORT_SLOTS {
+                ips.add(i).write_volatile(0);
+            }
         })
     };
     // SAFETY: the stubs' counters (they change them with locked instructions); none runs now.
@@ -100,6 +104,21 @@ pub(super) fn configure_stubs(
             .store(0, Ordering::SeqCst);
     }
     Ok(())
+}
+
+/// The #BP stub's table of report int3s: for each kprobe of lbr-dump's at a report function's
+/// entry, the address after its int3 (at most `REPORT_SLOTS`; the rest stay 0).
+pub(super) fn configure_report_ips(ips: &[u64]) {
+    // SAFETY: called before `hook_gates`: no gate points at a stub (see `configure_stubs`);
+    // the stores stay within the table (`take`).
+    unsafe {
+        window::write_config(|page| {
+            let table = ptr::addr_of_mut!((*page).report_ips).cast::<u64>();
+            for (i, &ip) in ips.iter().take(layout::cfg::REPORT_SLOTS).enumerate() {
+                table.add(i).write_volatile(ip);
+            }
+        })
+    };
 }
 
 /// The panic path's fields: the stop stubs' save areas (`save`), the stop switch's window (its

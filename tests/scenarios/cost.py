@@ -166,3 +166,52 @@ def test_capture_cost_with_bts(r):
           f"{t['insns'] / t['records']:.1f} guest instructions per stored branch, {t['stores'] / t['records']:.2f} "
           f"stores ({t['bytes'] / t['records']:.0f} bytes) and {t['reads'] / t['records']:.2f} DS save area reads "
           f"per stored branch", flush=True)
+
+
+INT3_SCRIPT = f"""insmod {MODULE} enable=1
+grep -E 'lbr_dump_stub_3[[:space:]]| asm_exc_int3$' /proc/kallsyms
+T=/sys/kernel/debug/tracing
+echo 'p:lbrbench getname_flags+9' > $T/kprobe_events && echo 1 > $T/events/kprobes/lbrbench/enable
+lbr-marker 1; for i in 1 2 3 4 5 6 7 8; do cat /dev/null; done; lbr-marker 2
+lbr-marker 3; echo ARRAY_BOUNDS > {LKDTM}; lbr-marker 4
+echo 0 > {SYSFS}/enabled
+lbr-marker 5; for i in 1 2 3 4 5 6 7 8; do cat /dev/null; done; lbr-marker 6
+"""
+
+
+def test_entry_cost_of_int3(r):
+    # Armed with the report functions' int3s (the test kernel's UBSAN handlers, lib/ without
+    # fentry), gate 3 points at lbr-dump's #BP stub, which every kernel int3 now passes: here a
+    # kprobe event of the user's inside getname_flags() (past its fentry site: an int3; kprobe
+    # events refuse lib/'s notrace functions), hit by every path lookup.
+    # What the stub adds to such an int3 (no MSR access: it is not captured), against the
+    # kernel's own handling of the same int3 disarmed; and a UBSAN report's capture at its
+    # handler's int3. Disarmed, no int3 enters lbr-dump's code.
+    vm = boot(name="cost-int3", cpu="Skylake-Client", accel="tcg", emulate="model=skylake,cost=on", timeout=300,
+              script=INT3_SCRIPT)
+    syms = {n: int(a, 16) for a, n in re.findall(r"^([0-9a-f]{16}) [tT] (\w+)", vm.console, re.M)}
+    assert "lbr_dump_stub_3" in syms and "asm_exc_int3" in syms, vm.console[-2000:]
+    stub, kernel = syms["lbr_dump_stub_3"], syms["asm_exc_int3"]
+    events = vm.emu_events()
+    marks = {e["value"]: i for i, e in enumerate(events) if e["event"] == "marker"}
+    assert sorted(marks) == [1, 2, 3, 4, 5, 6], f"markers seen: {sorted(marks)}"
+
+    def entries(a, b, to):
+        return [e for e in events[marks[a]:marks[b]]
+                if e["event"] == "entry" and int(e["to"], 16) == to and int(e["from"], 16) >> 63]
+
+    passed, report, disabled = entries(1, 2, stub), entries(3, 4, stub), entries(5, 6, kernel)
+    assert len(passed) >= 8, f"{len(passed)} kernel int3s through the #BP stub for 8 runs of cat"
+    assert all(e["rdmsr"] == 0 and e["wrmsr"] == 0 for e in passed), \
+        f"an int3 not lbr-dump's touched an MSR: {[e for e in passed if e['rdmsr'] or e['wrmsr']][:2]}"
+    caps = [e for e in report if e["wrmsr"]]
+    assert len(caps) == 1, f"{len(caps)} captures at the UBSAN handler's int3: {report[:3]}"
+    assert len(disabled) >= 8, f"{len(disabled)} kernel int3s disarmed for 8 runs of cat"
+    stray = [e for e in events[marks[5]:marks[6]] if e["event"] == "entry" and int(e["to"], 16) == stub]
+    assert not stray, f"disarmed, yet {len(stray)} int3s entered lbr-dump's #BP stub"
+    base = [e["total"] for e in disabled if e["end"] == "return"]
+    print(added(passed, base, "Skylake, a kernel int3 not lbr-dump's (another kprobe), armed"), flush=True)
+    c = caps[0]
+    print(f"BENCH entry cost, Skylake (LBR depth 32 + LBR_INFO), capture at a UBSAN handler's int3: "
+          f"{c['insns']} instructions, {c['rdmsr']} rdmsr and {c['wrmsr']} wrmsr, then the kernel's kprobe "
+          f"handling (without lbr-dump armed there is no int3 there)", flush=True)

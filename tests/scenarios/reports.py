@@ -41,33 +41,70 @@ def blocks(con, start, end):
     return out
 
 
-def test_ubsan_report_without_a_hook_says_so_and_keeps_its_lines(r):
+def assert_is_the_entry(head, printed, function, caller, via):
+    """The snapshot is a complete report capture whose newest record goes from `function`'s
+    entry (past ENDBR: the header's error) into lbr-dump's `via` (the #BP stub for an int3, the
+    report trampoline for a direct call), and whose next is the call of `function` in
+    `caller`."""
+    assert " vector=257 (report) " in head and "state=complete" in head, head
+    error = int(re.search(r" error=0x([0-9a-f]+) ", head)[1], 16)
+    assert len(printed) > 1, "fewer than two record lines: " + head
+    first, second = printed[0], printed[1]
+    assert first["from"] == error and re.match(rf"{function}\+0x4/", first["from_sym"]), (hex(error), first)
+    assert re.match(rf"{via}\+0x0/", first["to_sym"]), first
+    assert re.match(rf"{function}\+0x0/", second["to_sym"]), second
+    assert re.match(rf"{caller}\+0x[0-9a-f]+/", second["from_sym"]), second
+
+
+def test_ubsan_report_prints_the_snapshot_of_its_handler_entry(r):
     # lkdtm ARRAY_BOUNDS: an out-of-bounds index that UBSAN_BOUNDS checks, reported by
-    # __ubsan_handle_out_of_bounds(). In 7.3, lib/ (UBSAN's handlers, the list checks) is built
-    # without ftrace's fentry, so no default name of UBSAN's can take the trampoline: arming
-    # says so in one line, and the report says in one line, inside it (before its stack and
-    # end line), that its function is not hooked. The report's own lines are as the kernel
-    # prints them: its stack begins dump_stack_lvl, ubsan_epilogue,
-    # __ubsan_handle_out_of_bounds, lkdtm_ARRAY_BOUNDS (the print point, a kprobe at
-    # dump_stack(), adds no frame; a kretprobe there showed its trampoline in ubsan_epilogue's
-    # place).
-    res = report_run("ubsan", ARM + f"echo ARRAY_BOUNDS > {LKDTM}\necho captures=$(cat {SYSFS}/captures)\n")
+    # __ubsan_handle_out_of_bounds(). 7.3 builds lib/ without ftrace's entry, so the handler
+    # gets an int3 (a kprobe that stays one) that lbr-dump's #BP stub captures. The report
+    # holds one snapshot, inside it before its stack, equal to the ground truth: the int3, from
+    # the handler's entry into the #BP stub, then the handler's call in lkdtm_ARRAY_BOUNDS. The
+    # report's own lines are as the kernel prints them: its stack begins dump_stack_lvl,
+    # ubsan_epilogue, __ubsan_handle_out_of_bounds, lkdtm_ARRAY_BOUNDS (the print point, a
+    # kprobe at dump_stack(), adds no frame; a kretprobe there showed its trampoline in
+    # ubsan_epilogue's place). A second hit at the same place, which UBSAN does not report,
+    # prints nothing.
+    res = report_run("ubsan", ARM + f"echo ARRAY_BOUNDS > {LKDTM}\necho ARRAY_BOUNDS > {LKDTM}\n"
+                     f"echo captures=$(cat {SYSFS}/captures)\n")
     con = res.console
     assert "lbr_dump: armed" in con, tail(con)
-    assert re.search(r"lbr_dump: reports: not hooked \(nothing ftrace can trace has that name here\): "
-                     r".*__ubsan_handle_\*", con), tail(con)
+    assert re.search(r"lbr_dump: reports: hooked by int3 \(vector 3 hooked for them\): .*"
+                     r"__ubsan_handle_out_of_bounds", con), tail(con)
     reps = blocks(con, UBSAN_START, END_TRACE)
     assert len(reps) == 1, f"{len(reps)} UBSAN reports:\n" + tail(con)
     rep = reps[0]
     assert "array-index-out-of-bounds" in rep, rep[:400]
-    nones = [ln for ln in kernel_lines(rep, "lbr_dump: v2 ") if " none: " in ln]
-    assert len(nones) == 1 and "its report function is not hooked" in nones[0], nones
-    assert not heads(con), heads(con)
-    assert rep.index(nones[0]) < rep.index("Call Trace:"), rep
+    head, block, printed = snapshot_in(rep)
+    assert_is_the_entry(head, printed, "__ubsan_handle_out_of_bounds", "lkdtm_ARRAY_BOUNDS", "lbr_dump_stub_3")
+    Freezes(res.emu_events()).match(head, printed)
+    assert rep.index(head) < rep.index("Call Trace:"), rep
     frames = re.findall(r"^(?:\[\s*\d+\.\d+\]\s)?\s+(\S+)\+0x", rep[rep.index("<TASK>"):], re.M)
     assert frames[:4] == ["dump_stack_lvl", "ubsan_epilogue", "__ubsan_handle_out_of_bounds",
                           "lkdtm_ARRAY_BOUNDS"], frames
-    assert re.search(r"captures=0\b", con), re.findall(r"captures=\d+", con)
+    assert len(heads(con)) == 1, heads(con)
+    assert re.search(r"captures=2\b", con), re.findall(r"captures=\d+", con)
+
+
+def test_list_corruption_warning_prints_the_check_entry_snapshot(r):
+    # lkdtm CORRUPT_LIST_ADD with CONFIG_LIST_HARDENED: __list_add_valid_or_report() (notrace
+    # under clang: an int3) finds the corruption and WARNs from inside. The warning's #UD
+    # snapshot would be the report's own printing (mem_dump_obj()); the WARNING report prints
+    # the check's entry snapshot instead, equal to the ground truth, whose records end with the
+    # call of the check in lkdtm_CORRUPT_LIST_ADD. The #UD's capture, taken while the report's
+    # was still provisional, did not take its slot.
+    res = report_run("list", ARM + f"echo CORRUPT_LIST_ADD > {LKDTM}\necho captures=$(cat {SYSFS}/captures)\n")
+    con = res.console
+    start = re.search(r"^(?:\[\s*\d+\.\d+\]\s)?WARNING: .*__list_add_valid_or_report.*$", con, re.M)
+    assert start, "no list corruption warning:\n" + tail(con)
+    rep = con[start.start():con.index(END_TRACE, start.end())]
+    head, block, printed = snapshot_in(rep)
+    assert_is_the_entry(head, printed, "__list_add_valid_or_report", "lkdtm_CORRUPT_LIST_ADD", "lbr_dump_stub_3")
+    Freezes(res.emu_events()).match(head, printed)
+    assert len(heads(con)) == 1, heads(con)
+    assert re.search(r"captures=2\b", con), re.findall(r"captures=\d+", con)
 
 
 def test_kfence_fault_report_prints_the_snapshot_of_its_fault(r):
@@ -82,7 +119,7 @@ def test_kfence_fault_report_prints_the_snapshot_of_its_fault(r):
                      f"echo KFENCE_READ_AFTER_FREE > {LKDTM}\necho kfence-done\n", timeout=300)
     con = res.console
     assert "kfence-done" in con, tail(con)
-    assert re.search(r"lbr_dump: reports: hooked: .*kfence_report_error", con), tail(con)
+    assert re.search(r"lbr_dump: reports: hooked by direct call: .*kfence_report_error", con), tail(con)
     reps = blocks(con, KFENCE_START, KFENCE_END)
     assert len(reps) == 1, f"{len(reps)} KFENCE reports:\n" + tail(con)
     rep = reps[0]
@@ -108,7 +145,7 @@ def test_a_storm_of_reports_never_printed_keeps_one_slot_per_cpu(r):
                      f"echo captures=$(cat {SYSFS}/captures)\necho cpus=$(nproc)\necho storm-done\nsleep 600\n",
                      dump_after="storm-done", timeout=400)
     con = res.console
-    assert "lbr_dump: reports: hooked: lkdtm_do_action" in con, tail(con)
+    assert "lbr_dump: reports: hooked by direct call: lkdtm_do_action" in con, tail(con)
     assert re.search(r"captures=150\b", con), re.findall(r"captures=\d+", con)
     cpus = int(re.search(r"^cpus=(\d+)\s*$", con, re.M)[1])
     code, out, err = decode(*symbols(), res.dump)
@@ -130,8 +167,8 @@ def test_reports_parameter_refusals_and_disarm(r):
     # A bad list is refused by the parameter (insmod fails, nothing loaded); a name the user
     # gave that ftrace cannot trace refuses arming with the reason. Armed, the trampoline is
     # a direct call at kfence_report_error()'s entry (enabled_functions) and UBSAN's print
-    # point a kprobe at dump_stack() that stays an int3 (kprobes/list: `k`, not OPTIMIZED);
-    # disarmed, nothing of either.
+    # point a kprobe at dump_stack() that stays an int3 (kprobes/list: `k`, not OPTIMIZED), as
+    # the kprobe at __ubsan_handle_out_of_bounds() past its ENDBR does; disarmed, nothing.
     script = (f"insmod {MODULE_KO} 'reports=default,*' || echo glob=$?\n"
               f"insmod {MODULE_KO} reports=none,kasan_report || echo none=$?\n"
               f"insmod {MODULE_KO} enable=1 reports=no_such_report_function || echo unknown=$?\n"
@@ -139,20 +176,21 @@ def test_reports_parameter_refusals_and_disarm(r):
               "mount -t tracefs none /sys/kernel/tracing 2>/dev/null || true\n"
               f"insmod {MODULE_KO} enable=1\n"
               "echo armed: $(grep -c 'kfence_report_error.*direct' /sys/kernel/tracing/enabled_functions)\n"
-              "echo ==probes==; grep dump_stack /sys/kernel/debug/kprobes/list; echo ==\n"
+              "echo ==probes==; grep -E 'dump_stack|ubsan_handle_out' /sys/kernel/debug/kprobes/list; echo ==\n"
               f"echo 0 > {SYSFS}/enabled\n"
               "echo disarmed: $(grep -c . /sys/kernel/tracing/enabled_functions)"
-              " $(grep -c dump_stack /sys/kernel/debug/kprobes/list)\n")
+              " $(grep -cE 'dump_stack|ubsan_handle' /sys/kernel/debug/kprobes/list)\n")
     res = report_run("param", script)
     con = res.console
     lines = kernel_lines(con, "lbr_dump")
     assert re.search(r"glob=[1-9]", con) and any(
         "reports=default,*: *: a wildcard needs at least 4 characters before it" in ln for ln in lines), "\n".join(lines)
     assert re.search(r"none=[1-9]", con) and any("'none' with other names" in ln for ln in lines), "\n".join(lines)
-    assert any("refusing to arm: reports: no_such_report_function: nothing ftrace can trace has that name" in ln
+    assert any("refusing to arm: reports: no_such_report_function (not in this kernel)" in ln
                for ln in lines), "\n".join(lines)
     assert re.search(r"unknown=[1-9]", con) and re.search(r"^loaded=0\s*$", con, re.M), tail(con)
     assert re.search(r"^armed: 1\s*$", con, re.M), tail(con)
     probes = con.split("==probes==")[1].split("==")[0]
     assert re.search(r" k +dump_stack\+0x", probes) and "OPTIMIZED" not in probes, probes
+    assert re.search(r" k +__ubsan_handle_out_of_bounds\+0x4 ", probes), probes
     assert re.search(r"^disarmed: 0 0\s*$", con, re.M), tail(con)

@@ -19,7 +19,7 @@ fn default_expands_in_place_and_marks_its_names() {
     assert_eq!(got.len(), 2 + DEFAULT.len());
     assert_eq!(got[0], ("kfree_sensitive".into(), false));
     assert_eq!(got[1], ("kasan_report".into(), true));
-    assert_eq!(got[4], ("__ubsan_handle_*".into(), true));
+    assert_eq!(got[12], ("__ubsan_handle_out_of_bounds".into(), true));
     assert_eq!(
         got.last().unwrap(),
         &("refcount_warn_saturate".into(), false)

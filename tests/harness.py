@@ -18,6 +18,14 @@ from vm import (FRED_LINE, GUEST_GUARDS, REPO, RESTORED_LINE, TARGET, BochsVm, R
                 kernel_dir, prepare_initramfs, scenario_cpio, sh)
 
 # Paths and commands inside the test VM, one definition for every scenario.
+# syzkaller pkg/report/linux.go, linuxSymbolizeRe, verbatim: every line's first match is
+# symbolized (file:line appended, computed for pc-1; inlined frames become extra lines), and the
+# symbolized report is searched for the guilty file.
+SYZ_SYMBOLIZE = re.compile(r"(?:\[\<(?:[0-9a-f]+)\>\])?[ \t]+(?:[0-9]+:)?([a-zA-Z0-9_.]+)\+0x([0-9a-f]+)/0x([0-9a-f]+)")
+# What report parsers (syzkaller's, KernelCI's) take for the start or type of a kernel report.
+OOPS_KEYWORDS = ("BUG:", "WARNING:", "INFO:", "Call Trace", "Backtrace:", "Kernel panic",
+                 "general protection fault", "invalid opcode:", "int3:", "panic:", " ? ")
+
 MODULE_KO = "/lib/lbr-dump/lbr_dump.ko"
 # What a scenario loads: with print_all=1 every printed snapshot has all its records and a panic
 # prints every CPU's (what most scenarios compare with the emulator's ground truth); the default,

@@ -11,17 +11,8 @@ import re
 import tempfile
 from pathlib import Path
 
-from harness import LKDTM, MODULE_KO, boot, decode, in_root, kernel_lines, symbols, tail
+from harness import LKDTM, MODULE_KO, OOPS_KEYWORDS, SYZ_SYMBOLIZE, boot, decode, in_root, kernel_lines, symbols, tail
 from vm import REPO, kernel_dir
-
-# syzkaller pkg/report/linux.go, linuxSymbolizeRe, verbatim: every line's first match is
-# symbolized (file:line appended, computed for pc-1; inlined frames become extra lines), and the
-# symbolized report is searched for the guilty file.
-SYZ_SYMBOLIZE = re.compile(r"(?:\[\<(?:[0-9a-f]+)\>\])?[ \t]+(?:[0-9]+:)?([a-zA-Z0-9_.]+)\+0x([0-9a-f]+)/0x([0-9a-f]+)")
-# What report parsers (syzkaller's, KernelCI's) take for the start or type of a kernel report.
-OOPS_KEYWORDS = ("BUG:", "WARNING:", "INFO:", "Call Trace", "Backtrace:", "Kernel panic",
-                 "general protection fault", "invalid opcode:", "int3:", "panic:", " ? ")
-
 
 @functools.cache
 def crashed():

@@ -2,18 +2,21 @@
 """Reports that are calls: the snapshot of a report function's entry, printed inside the report.
 
 UBSAN, KFENCE's reports from kfree(), KASAN and the hardened list checks do not oops: the check
-calls a report function, which prints a report and returns. lbr-dump's report trampoline, an
-ftrace direct call at that function's entry (the `reports` parameter), freezes the recorder with
-one record of its own, and the snapshot is printed inside the report, before its end line
+calls a report function, which prints a report and returns. lbr-dump freezes the recorder at that
+function's entry with one record of its own (the call of its report trampoline, an ftrace direct
+call, or, for a function ftrace cannot trace, the int3 of a kprobe into its #BP stub: the
+`reports` parameter), and the snapshot is printed inside the report
 (Documentation/lbr-dump/admin-guide.rst "Reports"). Each printed snapshot equals the emulator's
-record stack at that freeze; its newest record is the trampoline's call, from the report
-function's entry, and the one before it the call of the report function at the check that fired.
+record stack at that freeze and leaves the report's title and lines as report parsers read them;
+its newest record leaves the report function's entry, and the one before it is the call of the
+report function at the check that fired.
 """
 
 import json
 import re
 
-from harness import ARM, LKDTM, MODULE_KO, SYSFS, boot, decode, kernel_lines, symbols, tail
+from harness import (ARM, LKDTM, MODULE_KO, OOPS_KEYWORDS, SYZ_SYMBOLIZE, SYSFS, boot, decode, kernel_lines,
+                     symbols, tail)
 from records import Freezes, emulated, freeze_records, heads, snapshot_in
 
 # The test kernel's emulated recorder: Intel legacy LBR, format 5 (32 records with LBR_INFO).
@@ -24,6 +27,21 @@ UBSAN_START = re.compile(r"^(?:\[\s*\d+\.\d+\]\s)?UBSAN: .*$", re.M)
 KFENCE_START = re.compile(r"^(?:\[\s*\d+\.\d+\]\s)?BUG: KFENCE: .*$", re.M)
 END_TRACE = "---[ end trace"
 KFENCE_END = "=" * 60
+
+
+def assert_parsers_read_the_kernels_report(rep, title):
+    """The report still reads as the kernel's to report parsers: its first line is the kernel's
+    title line (syzkaller and KernelCI take the report's title from it), and no line of
+    lbr-dump's inside it holds an oops keyword (a report start to a parser) or a symbol that
+    syzkaller's symbolizer would rewrite."""
+    first = rep.splitlines()[0]
+    assert re.search(title, first), (title, first)
+    ours = kernel_lines(rep, "lbr_dump: ")
+    assert ours, "no line of lbr-dump's in the report"
+    bad = [(k, ln) for ln in ours for k in OOPS_KEYWORDS if k in ln]
+    assert not bad, bad[:3]
+    hit = [ln for ln in ours if SYZ_SYMBOLIZE.search(ln)]
+    assert not hit, hit[:3]
 
 
 def report_run(name, script, timeout=240, **kw):
@@ -76,7 +94,7 @@ def test_ubsan_report_prints_the_snapshot_of_its_handler_entry(r):
     reps = blocks(con, UBSAN_START, END_TRACE)
     assert len(reps) == 1, f"{len(reps)} UBSAN reports:\n" + tail(con)
     rep = reps[0]
-    assert "array-index-out-of-bounds" in rep, rep[:400]
+    assert_parsers_read_the_kernels_report(rep, r"UBSAN: array-index-out-of-bounds in .*lkdtm/bugs\.c")
     head, block, printed = snapshot_in(rep)
     assert_is_the_entry(head, printed, "__ubsan_handle_out_of_bounds", "lkdtm_ARRAY_BOUNDS", "lbr_dump_stub_3")
     Freezes(res.emu_events()).match(head, printed)
@@ -100,6 +118,7 @@ def test_list_corruption_warning_prints_the_check_entry_snapshot(r):
     start = re.search(r"^(?:\[\s*\d+\.\d+\]\s)?WARNING: .*__list_add_valid_or_report.*$", con, re.M)
     assert start, "no list corruption warning:\n" + tail(con)
     rep = con[start.start():con.index(END_TRACE, start.end())]
+    assert_parsers_read_the_kernels_report(rep, r"WARNING: lib/list_debug\.c:\d+ at __list_add_valid_or_report")
     head, block, printed = snapshot_in(rep)
     assert_is_the_entry(head, printed, "__list_add_valid_or_report", "lkdtm_CORRUPT_LIST_ADD", "lbr_dump_stub_3")
     Freezes(res.emu_events()).match(head, printed)
@@ -123,7 +142,7 @@ def test_kfence_fault_report_prints_the_snapshot_of_its_fault(r):
     reps = blocks(con, KFENCE_START, KFENCE_END)
     assert len(reps) == 1, f"{len(reps)} KFENCE reports:\n" + tail(con)
     rep = reps[0]
-    assert "use-after-free read in lkdtm_KFENCE_READ_AFTER_FREE" in rep, rep[:400]
+    assert_parsers_read_the_kernels_report(rep, r"BUG: KFENCE: use-after-free read in lkdtm_KFENCE_READ_AFTER_FREE")
     head, block, printed = snapshot_in(rep)
     # (The report hashes the address it names; the printer chose the #PF snapshot whose CR2 is
     # the address the tracepoint passed, over the trampoline's newer capture.)

@@ -15,7 +15,7 @@ report function at the check that fired.
 import json
 import re
 
-from harness import (ARM, LKDTM, MODULE_KO, OOPS_KEYWORDS, SYZ_SYMBOLIZE, SYSFS, boot, decode, kernel_lines,
+from harness import (ARM, CRASH, LKDTM, MODULE_KO, OOPS_KEYWORDS, SYZ_SYMBOLIZE, SYSFS, boot, decode, kernel_lines,
                      symbols, tail)
 from records import Freezes, emulated, freeze_records, heads, snapshot_in
 
@@ -149,6 +149,28 @@ def test_kfence_fault_report_prints_the_snapshot_of_its_fault(r):
     assert " vector=14 (#PF) " in head and "state=complete" in head, head
     assert re.match(r"lkdtm_KFENCE_READ_AFTER_FREE\+", printed[0]["from_sym"]), printed[0]
     assert re.match(r"lbr_dump_stub_14\+0x0/", printed[0]["to_sym"]), printed[0]
+    Freezes(res.emu_events()).match(head, printed)
+    assert len(heads(con)) == 1, heads(con)
+
+
+def test_kfence_corruption_at_free_prints_the_direct_call_snapshot(r):
+    # KFENCE finds an object's canary written when the object is freed (lbr_crash
+    # crash=kfence_corrupt), and reports it from kfree() by calling kfence_report_error(), which
+    # ftrace traces: lbr-dump's report trampoline is a direct call at its entry. The report
+    # holds one snapshot before its closing line, equal to the ground truth: the trampoline's
+    # call from kfence_report_error()'s entry, then the call of kfence_report_error() in
+    # KFENCE's free path (the report names lbr_crash_kfence_corrupt(): the free is a tail call).
+    res = report_run("kfence-free", "echo 1 > /sys/module/kfence/parameters/sample_interval\n" + ARM +
+                     f"insmod {CRASH} crash=kfence_corrupt\necho kfence-done\n", timeout=300)
+    con = res.console
+    assert "kfence_corrupt: object=yes" in con and "kfence-done" in con, tail(con)
+    reps = blocks(con, KFENCE_START, KFENCE_END)
+    assert len(reps) == 1, f"{len(reps)} KFENCE reports:\n" + tail(con)
+    rep = reps[0]
+    assert_parsers_read_the_kernels_report(rep, r"BUG: KFENCE: memory corruption in lbr_crash_kfence_(corrupt|free)\+")
+    head, block, printed = snapshot_in(rep)
+    assert_is_the_entry(head, printed, "kfence_report_error", r"[a-z_]*(kfence|canary)[a-z_.]*",
+                        "lbr_dump_report_hook")
     Freezes(res.emu_events()).match(head, printed)
     assert len(heads(con)) == 1, heads(con)
 

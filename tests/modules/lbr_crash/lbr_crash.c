@@ -287,6 +287,14 @@
  *   insmod lbr_crash.ko crash=warn_irqs_off
  *                                     no crash: a WARN_ON() (lbr_crash_warn()) with interrupts
  *                                     off in process context. Prints `warn_irqs_off: irqs_off=1`
+ *   insmod lbr_crash.ko crash=kfence_corrupt
+ *                                     no crash: with KFENCE sampling on, kmalloc() until an
+ *                                     object comes from KFENCE's pool, write its canary (the
+ *                                     byte past it, or before it when it ends its page) and
+ *                                     free it (lbr_crash_kfence_free()): KFENCE reports the
+ *                                     corruption from kfree(), by a call of
+ *                                     kfence_report_error(), without an exception. Prints
+ *                                     `kfence_corrupt: object=yes` (`no`: none in 10 s)
  *   insmod lbr_crash.ko crash=warn_storm rounds=N
  *                                     a warning storm, then an oops: N times a WARN_ON() and a
  *                                     WARN_ON_ONCE() (lbr_crash_warn(), lbr_crash_warn_once(): the
@@ -311,6 +319,7 @@
 #include <linux/hw_breakpoint.h>
 #include <linux/kallsyms.h>
 #include <linux/kdebug.h>
+#include <linux/kfence.h>
 #include <linux/kprobes.h>
 #include <linux/kthread.h>
 #include <linux/math64.h>
@@ -2588,6 +2597,39 @@ static int lbr_crash_warn_storm(void)
 	return lbr_crash_gp();
 }
 
+/* crash=kfence_corrupt: the free that makes KFENCE check the canary. */
+static noinline void lbr_crash_kfence_free(char *p)
+{
+	kfree(p);
+}
+
+static int lbr_crash_kfence_corrupt(void)
+{
+	unsigned long timeout = jiffies + 10 * HZ;
+	char *p = NULL;
+
+	while (time_before(jiffies, timeout)) {
+		p = kmalloc(32, GFP_KERNEL);
+		if (!p)
+			return -ENOMEM;
+		if (is_kfence_address(p))
+			break;
+		kfree(p);
+		p = NULL;
+		usleep_range(500, 1000);
+	}
+	pr_info("kfence_corrupt: object=%s\n", p ? "yes" : "no");
+	if (!p)
+		return 0;
+	/* KFENCE puts the object at its page's start or end; the canary fills the rest. */
+	if (offset_in_page(p))
+		WRITE_ONCE(p[-1], 0x2a);
+	else
+		WRITE_ONCE(p[32], 0x2a);
+	lbr_crash_kfence_free(p);
+	return 0;
+}
+
 /*
  * The crash types, in one list: X(NAME, FUNCTION, HELP) is crash=NAME, done by FUNCTION (whose
  * return value is the load's) and described by HELP. The list makes both the table that
@@ -2645,7 +2687,8 @@ static int lbr_crash_warn_storm(void)
 	X(warn_once, lbr_crash_warn_once_twice, "no crash: a WARN_ON_ONCE() hit twice") \
 	X(warn_irq, lbr_crash_warn_irq, "no crash: a WARN_ON() in hard interrupt context") \
 	X(warn_irqs_off, lbr_crash_warn_irqs_off, "no crash: a WARN_ON() with interrupts off") \
-	X(warn_storm, lbr_crash_warn_storm, "rounds= WARN_ON()s and WARN_ON_ONCE()s, then crash as gp and warn as many again in the oops")
+	X(warn_storm, lbr_crash_warn_storm, "rounds= WARN_ON()s and WARN_ON_ONCE()s, then crash as gp and warn as many again in the oops") \
+	X(kfence_corrupt, lbr_crash_kfence_corrupt, "no crash: free a KFENCE object whose canary was written")
 
 struct lbr_crash_type {
 	const char *name;

@@ -123,7 +123,7 @@ rmmod lbr_dump
     assert "loaded=0" in vm.console and "final=0" in vm.console
     assert vm.console.count("state=1") == 2 + len(bad), "bad writes must leave the state armed"
     kernel, armed, disarmed = gates(vm.console, "kernel"), gates(vm.console, "armed"), gates(vm.console, "disarmed")
-    assert len(kernel) == 12
+    assert len(kernel) == 13
     assert disarmed == kernel, f"IDT after disarming differs from the kernel's: {disarmed} vs {kernel}"
     # The panic path's gates (NMI, REBOOT_VECTOR) are the kernel's while armed: only a panic
     # switches them (tests/scenarios/panic.py).
@@ -131,7 +131,8 @@ rmmod lbr_dump
     stubs = re.findall(r"lbr_crash: gate (\d+) [0-9a-f]{16} (\S+)", vm.console.split("==armed==")[1].split("==")[0])
     want = lambda v: "lbr_dump_rearm_1" if v == "1" else f"lbr_dump_stub_{v}"  # noqa: E731
     hooked = [(v, sym) for v, sym in stubs if v not in ("2", "248")]
-    assert all(sym == want(v) for v, sym in hooked) and len(hooked) == 10, stubs
+    # The nine vectors and #BP, for the report functions' int3s (the reports parameter).
+    assert all(sym == want(v) for v, sym in hooked) and len(hooked) == 11, stubs
     assert_clean(vm.console)
 
 
@@ -265,7 +266,8 @@ echo ==unloaded== >/dev/kmsg; {IDT}; echo == >/dev/kmsg
     assert "lbr_dump: vectors=0x4: not a set of hookable vectors" in vm.console, "no reason given for vectors=0x4"
     assert "vectors=[14(#PF)]" in vm.console, "the vectors attribute does not show the chosen set"
     kernel, armed, unloaded = gates(vm.console, "kernel"), gates(vm.console, "armed"), gates(vm.console, "unloaded")
-    assert len(kernel) == 12
-    assert {v for v in kernel if armed[v] != kernel[v]} == {"14"}, f"hooked: {armed} vs the kernel's {kernel}"
+    assert len(kernel) == 13
+    # #PF, and #BP for the report functions' int3s (the reports parameter, not `vectors`).
+    assert {v for v in kernel if armed[v] != kernel[v]} == {"3", "14"}, f"hooked: {armed} vs the kernel's {kernel}"
     assert unloaded == kernel, f"IDT after unloading differs from the kernel's: {unloaded} vs {kernel}"
     assert_clean(vm.console)

@@ -1262,7 +1262,7 @@ static int lbr_crash_nmi_lockup(void)
 
 static int lbr_crash_idt(void)
 {
-	static const int vectors[] = { 0, 1, 2, 6, 8, 11, 12, 13, 14, 17, 21, 248 };
+	static const int vectors[] = { 0, 1, 2, 3, 6, 8, 11, 12, 13, 14, 17, 21, 248 };
 	struct desc_ptr idtr;
 	gate_desc *idt;
 	int i;

@@ -386,9 +386,10 @@ unsafe extern "C" {
     pub(crate) fn lbr_dump_report_attach() -> c_int;
 
     /// src/glue.c: places a kprobe (an int3, never optimized) at the entry of the function
-    /// `name` (`len` bytes); 0 and `*ip` = the address after its int3, or -errno (-ENOENT no
-    /// such symbol, -EINVAL kprobes refuse it, -EBUSY an ftrace site, -EAGAIN kprobes disarmed, -ENOSPC
-    /// [`REPORT_KPROBES`] placed, -ENODEV no kprobes). May sleep.
+    /// `name` (`len` bytes), past ENDBR and past its ftrace site if it has one; 0 and `*ip` =
+    /// the address after its int3, or -errno (-ENOENT no such symbol, -EINVAL kprobes refuse
+    /// it, -EAGAIN kprobes disarmed, -ENOSPC [`REPORT_KPROBES`] placed, -ENODEV no kprobes).
+    /// May sleep.
     pub(crate) fn lbr_dump_report_kprobe(
         name: *const c_char,
         len: usize,

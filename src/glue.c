@@ -1230,16 +1230,25 @@ int lbr_dump_report_detach(void)
 }
 
 /*
- * Report functions ftrace cannot trace (7.3 builds lib/ and mm/kasan's reports without fentry):
- * a kprobe at each one's entry, an int3 after ENDBR that lbr-dump's #BP stub captures
- * (asm/stubs.S lbr_dump_stub_3) when its address is in the configuration's table, and passes
- * on to the kernel, whose kprobe handler runs these empty handlers and goes on. The post handler
- * keeps the kprobe an int3: an optimized kprobe is a jump, which the #BP stub never sees. Placed
- * while armed, before gate 3 points at the stub, and removed before it is restored.
+ * The report functions' int3s (IDT only: FRED delivers #BP as a software exception, which
+ * lbr-dump's FRED entry does not capture): a kprobe at each one's entry, an int3 after ENDBR, or
+ * after the ftrace site (fentry's 5-byte nop) of a function ftrace can trace, that lbr-dump's
+ * #BP stub captures (asm/stubs.S lbr_dump_stub_3) when its address is in the configuration's
+ * table, and passes on to the kernel, whose kprobe handler runs these empty handlers and goes
+ * on. Nothing branches between the entry and the int3 (the fentry nop is a nop while nothing
+ * traces the function), so the records are those of the entry. Not a kprobe on the ftrace site
+ * itself: that is a call through ftrace, and arming and disarming it costs ftrace's text
+ * updates and grace periods at every arming. The post handler keeps the kprobe an int3: an
+ * optimized kprobe is a jump, which the #BP stub never sees. Placed while armed, before gate 3
+ * points at the stub, and removed before it is restored.
+ *
+ * Each name takes one kprobe, two for a traceable function: the first, registered disabled
+ * (nothing is written), only finds the entry and whether it is an ftrace site; it stays
+ * registered until lbr_dump_report_unkprobe() so that all go in one grace period.
  */
-static struct kprobe lbr_dump_report_kprobes[LBR_DUMP_REPORT_KPROBES];
+static struct kprobe lbr_dump_report_kprobes[2 * LBR_DUMP_REPORT_KPROBES];
 static char lbr_dump_report_kprobe_names[LBR_DUMP_REPORT_KPROBES][KSYM_NAME_LEN];
-static unsigned int lbr_dump_report_nr_kprobes;
+static unsigned int lbr_dump_report_nr_kprobes, lbr_dump_report_nr_names;
 
 static int lbr_dump_report_kprobe_pre(struct kprobe *kp, struct pt_regs *regs)
 {
@@ -1253,46 +1262,77 @@ static void lbr_dump_report_kprobe_post(struct kprobe *kp, struct pt_regs *regs,
 }
 NOKPROBE_SYMBOL(lbr_dump_report_kprobe_post);
 
+/* Unregisters lbr_dump_report_kprobes[first, end), all in one grace period. */
+static void lbr_dump_unregister_kprobes(unsigned int first, unsigned int end)
+{
+	struct kprobe *kps[2 * LBR_DUMP_REPORT_KPROBES];
+	unsigned int i;
+
+	for (i = first; i < end; i++)
+		kps[i - first] = &lbr_dump_report_kprobes[i];
+	if (end > first)
+		unregister_kprobes(kps, end - first);
+}
+
 /*
- * Places a kprobe at the entry of `name` (`len` bytes, a function name): 0 and *ip = the
- * address after its int3, or -errno (-ENOENT: no such symbol; -EINVAL: kprobes refuse it, such as
- * a NOKPROBE function; -EBUSY: the entry is an ftrace site, where a kprobe is no int3; -EAGAIN:
- * kprobes are disarmed; -ENOSPC: LBR_DUMP_REPORT_KPROBES placed already; -ENODEV: no
- * CONFIG_KPROBES). (Kprobes disarmed later through debugfs take the int3s away: no capture.)
+ * Places a kprobe at the entry of `name` (`len` bytes, a function name), past its ftrace site if
+ * it has one: 0 and *ip = the address after its int3, or -errno (-ENOENT: no such symbol;
+ * -EINVAL: kprobes refuse it, such as a NOKPROBE function; -EAGAIN: kprobes are disarmed;
+ * -ENOSPC: LBR_DUMP_REPORT_KPROBES placed already; -ENODEV: no CONFIG_KPROBES). (Kprobes
+ * disarmed later through debugfs take the int3s away: no capture.)
  */
 int lbr_dump_report_kprobe(const char *name, size_t len, unsigned long *ip)
 {
+	unsigned int first = lbr_dump_report_nr_kprobes, n = first;
 	struct kprobe *kp;
 	u8 op;
 	int ret;
 
 	if (!IS_ENABLED(CONFIG_KPROBES))
 		return -ENODEV;
-	if (lbr_dump_report_nr_kprobes == LBR_DUMP_REPORT_KPROBES)
+	if (lbr_dump_report_nr_names == LBR_DUMP_REPORT_KPROBES)
 		return -ENOSPC;
 	if (len >= KSYM_NAME_LEN)
 		return -ENOENT;
-	kp = &lbr_dump_report_kprobes[lbr_dump_report_nr_kprobes];
+	memcpy(lbr_dump_report_kprobe_names[lbr_dump_report_nr_names], name, len);
+	lbr_dump_report_kprobe_names[lbr_dump_report_nr_names][len] = '\0';
+	kp = &lbr_dump_report_kprobes[n];
 	memset(kp, 0, sizeof(*kp));
-	memcpy(lbr_dump_report_kprobe_names[lbr_dump_report_nr_kprobes], name, len);
-	lbr_dump_report_kprobe_names[lbr_dump_report_nr_kprobes][len] = '\0';
-	kp->symbol_name = lbr_dump_report_kprobe_names[lbr_dump_report_nr_kprobes];
+	kp->symbol_name = lbr_dump_report_kprobe_names[lbr_dump_report_nr_names];
 	kp->pre_handler = lbr_dump_report_kprobe_pre;
 	kp->post_handler = lbr_dump_report_kprobe_post;
+	kp->flags = KPROBE_FLAG_DISABLED;
 	ret = register_kprobe(kp);
 	if (ret)
 		return ret;
 	if (kp->flags & KPROBE_FLAG_FTRACE) {
-		unregister_kprobe(kp);
-		return -EBUSY;
+		/* The disabled one at the ftrace site stays until lbr_dump_report_unkprobe(). */
+		n++;
+		kp = &lbr_dump_report_kprobes[n];
+		memset(kp, 0, sizeof(*kp));
+		kp->addr = lbr_dump_report_kprobes[n - 1].addr + MCOUNT_INSN_SIZE;
+		kp->pre_handler = lbr_dump_report_kprobe_pre;
+		kp->post_handler = lbr_dump_report_kprobe_post;
+		ret = register_kprobe(kp);
+		if (ret) {
+			lbr_dump_unregister_kprobes(first, n);
+			return ret;
+		}
+	} else {
+		ret = enable_kprobe(kp);
+		if (ret) {
+			unregister_kprobe(kp);
+			return ret;
+		}
 	}
 	/* Registered but not armed: kprobes are disarmed (debugfs kprobes/enabled 0). */
 	if (copy_from_kernel_nofault(&op, kp->addr, 1) || op != INT3_INSN_OPCODE) {
-		unregister_kprobe(kp);
+		lbr_dump_unregister_kprobes(first, n + 1);
 		return -EAGAIN;
 	}
 	*ip = (unsigned long)kp->addr + INT3_INSN_SIZE;
-	lbr_dump_report_nr_kprobes++;
+	lbr_dump_report_nr_kprobes = n + 1;
+	lbr_dump_report_nr_names++;
 	return 0;
 }
 
@@ -1309,14 +1349,9 @@ bool lbr_dump_list_checks_always_called(void)
 /* Removes every kprobe lbr_dump_report_kprobe() placed, all at once (one RCU grace period). */
 void lbr_dump_report_unkprobe(void)
 {
-	struct kprobe *kps[LBR_DUMP_REPORT_KPROBES];
-	unsigned int i;
-
-	for (i = 0; i < lbr_dump_report_nr_kprobes; i++)
-		kps[i] = &lbr_dump_report_kprobes[i];
-	if (lbr_dump_report_nr_kprobes)
-		unregister_kprobes(kps, lbr_dump_report_nr_kprobes);
+	lbr_dump_unregister_kprobes(0, lbr_dump_report_nr_kprobes);
 	lbr_dump_report_nr_kprobes = 0;
+	lbr_dump_report_nr_names = 0;
 }
 
 /*

@@ -5,12 +5,13 @@
 //! (src/reports.rs), and a report's provisional capture made permanent once printed.
 //!
 //! KASAN, KFENCE's reports from kfree(), UBSAN and the hardened list checks do not oops: their
-//! check calls a report function, which prints the report and returns. The trampoline, an
-//! ftrace direct call at that function's entry, freezes the recorder with one own record (its
-//! call), after the call of the report function at the check that fired. All names share one
-//! ftrace_ops (src/glue.c says why): a name of `default` that this kernel lacks or cannot trace
-//! is left out with one line; a name the user gave that cannot be hooked refuses arming, with
-//! the reason.
+//! check calls a report function, which prints the report and returns. At that function's
+//! entry lbr-dump freezes the recorder with one own record, after the call of the report
+//! function at the check that fired: with the IDT, an int3 (a kprobe past ENDBR and past the
+//! ftrace site) that the #BP stub captures; under FRED, for a glob of names and for what kprobes
+//! refuse, the report trampoline as an ftrace direct call, all names in one ftrace_ops (src/glue.c
+//! says why). A name of `default` that this kernel lacks or cannot hook is left out with one
+//! line; a name the user gave that cannot be hooked refuses arming, with the reason.
 //!
 //! The capture is provisional (asm/stubs.S): it does not advance its CPU's count, so the next
 //! capture on that CPU takes the same slot. When the report's snapshot is printed inside the
@@ -66,9 +67,10 @@ impl Armed {
 pub(super) struct ReportPlan {
     /// Names in the report trampoline's ftrace filter.
     direct: KVec<u8>,
-    /// Names that got an int3 (a kprobe), and how many.
+    /// Names that got an int3 (a kprobe), and how many; the addresses after their int3s.
     int3: KVec<u8>,
     nr_int3: usize,
+    ips: [u64; ffi::REPORT_KPROBES],
     /// Names of `default` this kernel cannot hook, with the reason.
     left: KVec<u8>,
     /// Whether the user named any function (then a failure to attach refuses arming).
@@ -79,6 +81,12 @@ impl ReportPlan {
     /// Whether the #BP gate must point at its stub.
     pub(super) fn needs_int3(&self) -> bool {
         self.nr_int3 > 0
+    }
+
+    /// Writes the #BP stub's table (after `configure_stubs`, which empties it, and before
+    /// `hook_gates`).
+    pub(super) fn configure_ips(&self) {
+        configure_report_ips(&self.ips[..self.nr_int3]);
     }
 }
 
@@ -96,7 +104,6 @@ fn add(list: &mut KVec<u8>, name: &str, note: &str) -> Result {
 fn kprobe_refusal(errno: c_int) -> &'static str {
     match errno {
         -2 => " (not in this kernel)",
-        -16 => " (an ftrace site)",
         -28 => " (more than 32 int3s)",
         -11 => " (kprobes are disarmed: debugfs kprobes/enabled)",
         -19 => " (no kprobes)",
@@ -104,17 +111,19 @@ fn kprobe_refusal(errno: c_int) -> &'static str {
     }
 }
 
-/// Before the gates are hooked: the names of the `reports` parameter that ftrace can trace go
-/// into the report trampoline's filter; each other one gets a kprobe whose int3 the #BP stub
-/// will capture (with the IDT: FRED delivers #BP as a software exception, which lbr-dump's FRED
-/// entry does not capture), and the #BP stub's table is written. A name of `default` that can
-/// be hooked neither way is left out, one line saying so at [`attach_reports`]; a name the user
-/// gave refuses arming.
+/// Before recording goes on: each name of the `reports` parameter gets a kprobe whose int3 the
+/// #BP stub will capture (with the IDT: FRED delivers #BP as a software exception, which
+/// lbr-dump's FRED entry does not capture; [`ReportPlan::configure_ips`] writes the #BP stub's
+/// table before the gates are hooked); a glob, a name
+/// under FRED and a name kprobes refuse go into the report trampoline's filter if ftrace can
+/// trace them. A name of `default` that can be hooked neither way is left out, one line saying
+/// so at [`attach_reports`]; a name the user gave refuses arming.
 pub(super) fn prepare_reports(armed: &mut Armed) -> Result<ReportPlan> {
     let mut plan = ReportPlan {
         direct: KVec::new(),
         int3: KVec::new(),
         nr_int3: 0,
+        ips: [0; ffi::REPORT_KPROBES],
         left: KVec::new(),
         user: false,
     };
@@ -129,23 +138,18 @@ pub(super) fn prepare_reports(armed: &mut Armed) -> Result<ReportPlan> {
         pr_err!("refusing to arm: reports: the parameter does not parse\n");
         return Err(EINVAL);
     };
-    let mut ips = [0u64; ffi::REPORT_KPROBES];
+    // SAFETY: no preconditions.
+    let every_list_op = unsafe { ffi::lbr_dump_list_checks_always_called() };
     for &(name, default) in list.names() {
         plan.user |= !default;
-        // SAFETY: `name` is `name.len()` bytes; sleeps (ftrace), under the state lock.
-        if unsafe { ffi::lbr_dump_report_filter(name.as_ptr().cast(), name.len()) } == 0 {
-            // The filter is emptied, or the trampoline detached, by `detach_panic_path`.
-            armed.panic.reports = true;
-            add(&mut plan.direct, name, "")?;
+        if default && every_list_op && name.starts_with("__list_") {
+            // An int3 or a call at every list operation: left out of `default`.
+            let note = " (CONFIG_DEBUG_LIST calls it at every list operation)";
+            add(&mut plan.left, name, note)?;
             continue;
         }
-        // SAFETY: no preconditions.
-        let every_list_op = unsafe { ffi::lbr_dump_list_checks_always_called() };
         let note = if crate::fred::active() {
             " (FRED: no int3 hook)"
-        } else if default && every_list_op && name.starts_with("__list_") {
-            // An int3 at every list operation: left out of `default`.
-            " (CONFIG_DEBUG_LIST calls it at every list operation)"
         } else if name.contains('*') {
             // Kprobes take exact names.
             " (a glob matching nothing ftrace can trace)"
@@ -157,21 +161,28 @@ pub(super) fn prepare_reports(armed: &mut Armed) -> Result<ReportPlan> {
                 unsafe { ffi::lbr_dump_report_kprobe(name.as_ptr().cast(), name.len(), &mut ip) };
             if r == 0 {
                 armed.panic.kprobes = true;
-                ips[plan.nr_int3] = ip as u64;
+                plan.ips[plan.nr_int3] = ip as u64;
                 plan.nr_int3 += 1;
                 add(&mut plan.int3, name, "")?;
                 continue;
             }
             kprobe_refusal(r)
         };
+        // The direct call: under FRED, for globs, and for what kprobes refuse (a NOKPROBE
+        // function ftrace traces). Not otherwise: its ftrace_ops costs two RCU-tasks grace
+        // periods at every disarming, where the kprobes' removal costs one RCU grace period.
+        // SAFETY: `name` is `name.len()` bytes; sleeps (ftrace), under the state lock.
+        if unsafe { ffi::lbr_dump_report_filter(name.as_ptr().cast(), name.len()) } == 0 {
+            // The filter is emptied, or the trampoline detached, by `detach_panic_path`.
+            armed.panic.reports = true;
+            add(&mut plan.direct, name, "")?;
+            continue;
+        }
         if !default {
             pr_err!("refusing to arm: reports: {name}{note}\n");
             return Err(ENODEV);
         }
         add(&mut plan.left, name, note)?;
-    }
-    if plan.nr_int3 > 0 {
-        configure_report_ips(&ips[..plan.nr_int3]);
     }
     Ok(plan)
 }

@@ -15,8 +15,8 @@ report function at the check that fired.
 import json
 import re
 
-from harness import (ARM, CRASH, LKDTM, MODULE_KO, OOPS_KEYWORDS, SYZ_SYMBOLIZE, SYSFS, boot, decode, kernel_lines,
-                     symbols, tail)
+from harness import (ARM, CRASH, LKDTM, MODULE, MODULE_KO, OOPS_KEYWORDS, SYZ_SYMBOLIZE, SYSFS, boot, decode,
+                     kernel_lines, symbols, tail)
 from records import Freezes, emulated, freeze_records, heads, snapshot_in
 
 # The test kernel's emulated recorder: Intel legacy LBR, format 5 (32 records with LBR_INFO).
@@ -59,16 +59,22 @@ def blocks(con, start, end):
     return out
 
 
-def assert_is_the_entry(head, printed, function, caller, via):
+# Where the report hook is, past the function's first address: ENDBR (4 bytes) for an int3 in a
+# function ftrace cannot trace and for the direct call (its call is the ftrace site); ENDBR and
+# the ftrace site's 5-byte nop for an int3 in a function ftrace can trace.
+PAST_ENDBR, PAST_FENTRY = 0x4, 0x9
+
+
+def assert_is_the_entry(head, printed, function, caller, via, at=PAST_ENDBR):
     """The snapshot is a complete report capture whose newest record goes from `function`'s
-    entry (past ENDBR: the header's error) into lbr-dump's `via` (the #BP stub for an int3, the
-    report trampoline for a direct call), and whose next is the call of `function` in
+    entry (`at` bytes into it: the header's error) into lbr-dump's `via` (the #BP stub for an
+    int3, the report trampoline for a direct call), and whose next is the call of `function` in
     `caller`."""
     assert " vector=257 (report) " in head and "state=complete" in head, head
     error = int(re.search(r" error=0x([0-9a-f]+) ", head)[1], 16)
     assert len(printed) > 1, "fewer than two record lines: " + head
     first, second = printed[0], printed[1]
-    assert first["from"] == error and re.match(rf"{function}\+0x4/", first["from_sym"]), (hex(error), first)
+    assert first["from"] == error and re.match(rf"{function}\+{at:#x}/", first["from_sym"]), (hex(error), first)
     assert re.match(rf"{via}\+0x0/", first["to_sym"]), first
     assert re.match(rf"{function}\+0x0/", second["to_sym"]), second
     assert re.match(rf"{caller}\+0x[0-9a-f]+/", second["from_sym"]), second
@@ -132,13 +138,13 @@ def test_kfence_fault_report_prints_the_snapshot_of_its_fault(r):
     # one snapshot, before its closing line: the #PF's (the stub's capture at the fault), whose
     # CR2 is the address KFENCE reports, equal to the ground truth, whose newest record is the
     # fault itself, from lkdtm_KFENCE_READ_AFTER_FREE into the #PF stub. kfence_report_error()
-    # is hooked too (the trampoline captures its entry), but the fault's snapshot is the one
-    # printed.
+    # is hooked too (an int3 captures its entry), but the fault's snapshot is the one printed.
     res = report_run("kfence", "echo 1 > /sys/module/kfence/parameters/sample_interval\n" + ARM +
                      f"echo KFENCE_READ_AFTER_FREE > {LKDTM}\necho kfence-done\n", timeout=300)
     con = res.console
     assert "kfence-done" in con, tail(con)
-    assert re.search(r"lbr_dump: reports: hooked by direct call: .*kfence_report_error", con), tail(con)
+    assert re.search(r"lbr_dump: reports: hooked by int3 \(vector 3 hooked for them\): .*kfence_report_error",
+                     con), tail(con)
     reps = blocks(con, KFENCE_START, KFENCE_END)
     assert len(reps) == 1, f"{len(reps)} KFENCE reports:\n" + tail(con)
     rep = reps[0]
@@ -153,26 +159,34 @@ def test_kfence_fault_report_prints_the_snapshot_of_its_fault(r):
     assert len(heads(con)) == 1, heads(con)
 
 
-def test_kfence_corruption_at_free_prints_the_direct_call_snapshot(r):
+def test_kfence_corruption_at_free_prints_the_entry_snapshot_int3_and_direct_call(r):
     # KFENCE finds an object's canary written when the object is freed (lbr_crash
     # crash=kfence_corrupt), and reports it from kfree() by calling kfence_report_error(), which
-    # ftrace traces: lbr-dump's report trampoline is a direct call at its entry. The report
-    # holds one snapshot before its closing line, equal to the ground truth: the trampoline's
-    # call from kfence_report_error()'s entry, then the call of kfence_report_error() in
-    # KFENCE's free path (the report names lbr_crash_kfence_corrupt(): the free is a tail call).
-    res = report_run("kfence-free", "echo 1 > /sys/module/kfence/parameters/sample_interval\n" + ARM +
-                     f"insmod {CRASH} crash=kfence_corrupt\necho kfence-done\n", timeout=300)
+    # ftrace traces. Twice in one machine: with `default`, an int3 past its ftrace site that the
+    # #BP stub captures; then, reloaded with a glob of it, lbr-dump's report trampoline as an
+    # ftrace direct call at its entry. Each report holds one snapshot before its closing line,
+    # equal to the ground truth: the int3's delivery or the trampoline's call, from
+    # kfence_report_error()'s entry, then the call of kfence_report_error() in KFENCE's free
+    # path (the report names lbr_crash_kfence_corrupt(): the free is a tail call).
+    corrupt = (f"insmod {CRASH} crash=kfence_corrupt\nrmmod lbr_crash\n")
+    res = report_run("kfence-free", "echo 1 > /sys/module/kfence/parameters/sample_interval\n" + ARM + corrupt +
+                     f"rmmod lbr_dump\ninsmod {MODULE} enable=1 'reports=kfence_report_e*'\n" + corrupt +
+                     "echo kfence-done\n", timeout=400)
     con = res.console
-    assert "kfence_corrupt: object=yes" in con and "kfence-done" in con, tail(con)
+    assert con.count("kfence_corrupt: object=yes") == 2 and "kfence-done" in con, tail(con)
+    assert re.search(r"lbr_dump: reports: hooked by int3 \(vector 3 hooked for them\): .*kfence_report_error",
+                     con), tail(con)
+    assert "lbr_dump: reports: hooked by direct call: kfence_report_e*" in con, tail(con)
     reps = blocks(con, KFENCE_START, KFENCE_END)
-    assert len(reps) == 1, f"{len(reps)} KFENCE reports:\n" + tail(con)
-    rep = reps[0]
-    assert_parsers_read_the_kernels_report(rep, r"BUG: KFENCE: memory corruption in lbr_crash_kfence_(corrupt|free)\+")
-    head, block, printed = snapshot_in(rep)
-    assert_is_the_entry(head, printed, "kfence_report_error", r"[a-z_]*(kfence|canary)[a-z_.]*",
-                        "lbr_dump_report_hook")
-    Freezes(res.emu_events()).match(head, printed)
-    assert len(heads(con)) == 1, heads(con)
+    assert len(reps) == 2, f"{len(reps)} KFENCE reports:\n" + tail(con)
+    freezes = Freezes(res.emu_events())
+    title = r"BUG: KFENCE: memory corruption in lbr_crash_kfence_(corrupt|free)\+"
+    for rep, via, at in zip(reps, ("lbr_dump_stub_3", "lbr_dump_report_hook"), (PAST_FENTRY, PAST_ENDBR)):
+        assert_parsers_read_the_kernels_report(rep, title)
+        head, block, printed = snapshot_in(rep)
+        assert_is_the_entry(head, printed, "kfence_report_error", r"[a-z_]*(kfence|canary)[a-z_.]*", via, at)
+        freezes.match(head, printed)
+    assert len(heads(con)) == 2, heads(con)
 
 
 def test_a_storm_of_reports_never_printed_keeps_one_slot_per_cpu(r):
@@ -186,7 +200,7 @@ def test_a_storm_of_reports_never_printed_keeps_one_slot_per_cpu(r):
                      f"echo captures=$(cat {SYSFS}/captures)\necho cpus=$(nproc)\necho storm-done\nsleep 600\n",
                      dump_after="storm-done", timeout=400)
     con = res.console
-    assert "lbr_dump: reports: hooked by direct call: lkdtm_do_action" in con, tail(con)
+    assert "lbr_dump: reports: hooked by int3 (vector 3 hooked for them): lkdtm_do_action" in con, tail(con)
     assert re.search(r"captures=150\b", con), re.findall(r"captures=\d+", con)
     cpus = int(re.search(r"^cpus=(\d+)\s*$", con, re.M)[1])
     code, out, err = decode(*symbols(), res.dump)
@@ -206,21 +220,26 @@ def test_a_storm_of_reports_never_printed_keeps_one_slot_per_cpu(r):
 
 def test_reports_parameter_refusals_and_disarm(r):
     # A bad list is refused by the parameter (insmod fails, nothing loaded); a name the user
-    # gave that ftrace cannot trace refuses arming with the reason. Armed, the trampoline is
-    # a direct call at kfence_report_error()'s entry (enabled_functions) and UBSAN's print
-    # point a kprobe at dump_stack() that stays an int3 (kprobes/list: `k`, not OPTIMIZED), as
-    # the kprobe at __ubsan_handle_out_of_bounds() past its ENDBR does; disarmed, nothing.
+    # gave that cannot be hooked refuses arming with the reason. Armed with `default`, no
+    # direct call is attached (enabled_functions has no report function): kfence_report_error(), which ftrace
+    # traces, is a kprobe past its ftrace site, ENDBR's 4 bytes and fentry's 5, and
+    # __ubsan_handle_out_of_bounds(), which it does not, one past ENDBR; each stays an int3
+    # (kprobes/list: `k`, not OPTIMIZED, not FTRACE), as UBSAN's print point at dump_stack()
+    # does. Disarmed, nothing.
     script = (f"insmod {MODULE_KO} 'reports=default,*' || echo glob=$?\n"
               f"insmod {MODULE_KO} reports=none,kasan_report || echo none=$?\n"
               f"insmod {MODULE_KO} enable=1 reports=no_such_report_function || echo unknown=$?\n"
+              f"insmod {MODULE_KO} enable=1 'reports=no_such_report_fu*' || echo noglob=$?\n"
               f"echo loaded=$(grep -c ^lbr_dump /proc/modules)\n"
               "mount -t tracefs none /sys/kernel/tracing 2>/dev/null || true\n"
               f"insmod {MODULE_KO} enable=1\n"
-              "echo armed: $(grep -c 'kfence_report_error.*direct' /sys/kernel/tracing/enabled_functions)\n"
-              "echo ==probes==; grep -E 'dump_stack|ubsan_handle_out' /sys/kernel/debug/kprobes/list; echo ==\n"
+              "echo armed: $(grep -c kfence_report /sys/kernel/tracing/enabled_functions)\n"
+              "echo ==probes==\n"
+              "grep -E 'dump_stack|ubsan_handle_out|kfence_report_error' /sys/kernel/debug/kprobes/list\n"
+              "echo ==\n"
               f"echo 0 > {SYSFS}/enabled\n"
               "echo disarmed: $(grep -c . /sys/kernel/tracing/enabled_functions)"
-              " $(grep -cE 'dump_stack|ubsan_handle' /sys/kernel/debug/kprobes/list)\n")
+              " $(grep -cE 'dump_stack|ubsan_handle|kfence_report' /sys/kernel/debug/kprobes/list)\n")
     res = report_run("param", script)
     con = res.console
     lines = kernel_lines(con, "lbr_dump")
@@ -229,9 +248,16 @@ def test_reports_parameter_refusals_and_disarm(r):
     assert re.search(r"none=[1-9]", con) and any("'none' with other names" in ln for ln in lines), "\n".join(lines)
     assert any("refusing to arm: reports: no_such_report_function (not in this kernel)" in ln
                for ln in lines), "\n".join(lines)
-    assert re.search(r"unknown=[1-9]", con) and re.search(r"^loaded=0\s*$", con, re.M), tail(con)
-    assert re.search(r"^armed: 1\s*$", con, re.M), tail(con)
+    assert any("refusing to arm: reports: no_such_report_fu* (a glob matching nothing ftrace can trace)" in ln
+               for ln in lines), "\n".join(lines)
+    assert re.search(r"unknown=[1-9]", con) and re.search(r"noglob=[1-9]", con), tail(con)
+    assert re.search(r"^loaded=0\s*$", con, re.M), tail(con)
+    assert re.search(r"^armed: 0\s*$", con, re.M), tail(con)
     probes = con.split("==probes==")[1].split("==")[0]
     assert re.search(r" k +dump_stack\+0x", probes) and "OPTIMIZED" not in probes, probes
     assert re.search(r" k +__ubsan_handle_out_of_bounds\+0x4 ", probes), probes
+    assert re.search(rf" k +kfence_report_error\+{PAST_FENTRY:#x} ", probes), probes
+    # The kprobe registered disabled at the ftrace site, which only found it.
+    assert re.search(r" k +kfence_report_error\+0x4 .*\[DISABLED\]", probes), probes
+    assert "FTRACE]" not in probes.replace("[DISABLED][FTRACE]", ""), probes
     assert re.search(r"^disarmed: 0 0\s*$", con, re.M), tail(con)

@@ -3,22 +3,22 @@
 //! The `reports` parameter: which of the kernel's report functions get the report trampoline.
 //!
 //! Pure code: the parameter's text goes in, the list of function names (ftrace filter patterns,
-//! as `set_ftrace_filter` takes them) comes out, or why the text is refused. The module attaches
-//! one ftrace direct call per name when it arms (src/capture/report.rs).
+//! as `set_ftrace_filter` takes them) comes out, or why the text is refused. The module hooks
+//! each name when it arms (src/capture/report.rs).
 //!
 //! Syntax: a comma-separated list of names. `default` stands for [`DEFAULT`]; `none` alone
 //! hooks nothing. A name is a function name, or an ftrace glob (`__ubsan_handle_*`) whose part
 //! before the first wildcard is at least [`MIN_PREFIX`] characters long (so that no pattern can
-//! put a trampoline on most of the kernel). A function ftrace can trace gets the report
-//! trampoline as a direct call; one it cannot gets an int3 (a kprobe), by its exact name only:
-//! a glob reaches traceable functions alone. A trailing newline, as `echo` writes, is
-//! accepted.
+//! put a trampoline on most of the kernel). A name gets an int3 (a kprobe) at its entry; a glob
+//! gets the report trampoline as an ftrace direct call on every traceable function it matches
+//! (kprobes take exact names). A trailing newline, as `echo` writes, is accepted.
 
 /// What `default` stands for: every report function of the kernel's checks that report by a
-/// call (KASAN, KFENCE's calls from kfree(), UBSAN, the hardened list checks; not UBSAN's
+/// call (KASAN, KFENCE's calls from kfree(), UBSAN, the hardened list checks, refcount's
+/// saturation; not UBSAN's
 /// `__ubsan_handle_builtin_unreachable`, which panics: the panic trampoline captures it). A
 /// function this kernel does not have is left out with one line at arming.
-pub const DEFAULT: [&str; 17] = [
+pub const DEFAULT: [&str; 18] = [
     "kasan_report",
     "kasan_report_invalid_free",
     "kfence_report_error",
@@ -36,6 +36,7 @@ pub const DEFAULT: [&str; 17] = [
     "__ubsan_handle_alignment_assumption",
     "__list_add_valid_or_report",
     "__list_del_entry_valid_or_report",
+    "refcount_warn_saturate",
 ];
 
 /// The most names a list holds (after `default` is expanded).

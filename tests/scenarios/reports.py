@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0
 """Reports that are calls: the snapshot of a report function's entry, printed inside the report.
 
-UBSAN, KFENCE's reports from kfree(), KASAN and the hardened list checks do not oops: the check
-calls a report function, which prints a report and returns. lbr-dump freezes the recorder at that
-function's entry with one record of its own (the call of its report trampoline, an ftrace direct
-call, or, for a function ftrace cannot trace, the int3 of a kprobe into its #BP stub: the
-`reports` parameter), and the snapshot is printed inside the report
+UBSAN, KFENCE's reports from kfree(), KASAN, the hardened list checks and refcount_t's saturation
+do not oops: the check calls a report function, which prints a report and returns. lbr-dump
+freezes the recorder at that function's entry with one record of its own (the int3 of a kprobe
+into its #BP stub, or, for a glob of names, the call of its report trampoline, an ftrace direct
+call: the `reports` parameter), and the snapshot is printed inside the report
 (Documentation/lbr-dump/admin-guide.rst "Reports"). Each printed snapshot equals the emulator's
 record stack at that freeze and leaves the report's title and lines as report parsers read them;
 its newest record leaves the report function's entry, and the one before it is the call of the
@@ -130,6 +130,29 @@ def test_list_corruption_warning_prints_the_check_entry_snapshot(r):
     Freezes(res.emu_events()).match(head, printed)
     assert len(heads(con)) == 1, heads(con)
     assert re.search(r"captures=2\b", con), re.findall(r"captures=\d+", con)
+
+
+def test_refcount_saturation_warning_prints_the_entry_snapshot(r):
+    # lkdtm REFCOUNT_INC_OVERFLOW: refcount_inc() past REFCOUNT_MAX calls
+    # refcount_warn_saturate() (in `default`), which saturates the count and WARNs once. The
+    # WARNING report prints the function's entry snapshot in place of the #UD's (whose records
+    # would be the switch inside it), equal to the ground truth, ending with its call in
+    # lkdtm_REFCOUNT_INC_OVERFLOW (refcount_inc() is inline). The next increment calls it again:
+    # its WARN_ONCE() prints nothing, and neither does lbr-dump.
+    res = report_run("refcount", ARM + f"echo REFCOUNT_INC_OVERFLOW > {LKDTM}\n"
+                     f"echo captures=$(cat {SYSFS}/captures)\n")
+    con = res.console
+    assert re.search(r"lbr_dump: reports: hooked by int3 \(vector 3 hooked for them\): .*refcount_warn_saturate",
+                     con), tail(con)
+    start = re.search(r"^(?:\[\s*\d+\.\d+\]\s)?WARNING: .*refcount_warn_saturate.*$", con, re.M)
+    assert start, "no refcount warning:\n" + tail(con)
+    assert len(re.findall(r"WARNING: .*refcount_warn_saturate", con)) == 1, tail(con)
+    rep = con[start.start():con.index(END_TRACE, start.end())]
+    assert_parsers_read_the_kernels_report(rep, r"WARNING: lib/refcount\.c:\d+ at refcount_warn_saturate")
+    head, block, printed = snapshot_in(rep)
+    assert_is_the_entry(head, printed, "refcount_warn_saturate", "lkdtm_REFCOUNT_INC_OVERFLOW", "lbr_dump_stub_3")
+    Freezes(res.emu_events()).match(head, printed)
+    assert len(heads(con)) == 1, heads(con)
 
 
 def test_kfence_fault_report_prints_the_snapshot_of_its_fault(r):

@@ -15,14 +15,14 @@ fn names(text: &str) -> Vec<(String, bool)> {
 
 #[test]
 fn default_expands_in_place_and_marks_its_names() {
-    let got = names("kfree_sensitive,default,refcount_warn_saturate\n");
+    let got = names("kfree_sensitive,default,kmem_cache_free\n");
     assert_eq!(got.len(), 2 + DEFAULT.len());
     assert_eq!(got[0], ("kfree_sensitive".into(), false));
     assert_eq!(got[1], ("kasan_report".into(), true));
     assert_eq!(got[12], ("__ubsan_handle_out_of_bounds".into(), true));
     assert_eq!(
         got.last().unwrap(),
-        &("refcount_warn_saturate".into(), false)
+        &("kmem_cache_free".into(), false)
     );
 }
 

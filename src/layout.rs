@@ -74,7 +74,7 @@
 //! 0x00    8     sequence number (0: never written); order within the CPU's ring
 //! 0x08    4     vector: the exception vector; VECTOR_PANIC (0x100) for a capture at panic
 //!               entry, VECTOR_REPORT (0x101) at a report function's entry (its error code:
-//!               that function's address past ENDBR), VECTOR_NMI / VECTOR_REBOOT for a CPU
+//!               where the capture's own record leaves it), VECTOR_NMI / VECTOR_REBOOT for a CPU
 //!               stopped in a panic
 //! 0x0c    4     state (SNAP_*)
 //! 0x10    8     error code (0 for vectors without one)
@@ -341,8 +341,12 @@ pub mod stop {
 pub const VECTOR_PANIC: u32 = 0x100;
 /// The snapshot `vector` of a capture at the entry of one of the kernel's report functions
 /// (the `reports` parameter: kasan_report(), the UBSAN handlers, ...); its `error` field holds
-/// the report function's call site of the trampoline (the function's address, past its ENDBR).
+/// where the capture's own record leaves the function (its int3, past ENDBR and any ftrace
+/// site; or its call of the report trampoline, past ENDBR).
 pub const VECTOR_REPORT: u32 = 0x101;
+/// The snapshot `vector` of a warning's capture: #UD (a ud2, or the ud1 of WARN() with a
+/// message; a CFI failure with `cfi=warn`).
+pub const VECTOR_UD: u32 = 0x6;
 /// The snapshot `vector` of a CPU stopped by an NMI (the NMI vector).
 pub const VECTOR_NMI: u32 = 0x2;
 /// The snapshot `vector` of a CPU stopped by the stop IPI (REBOOT_VECTOR).

@@ -62,7 +62,7 @@ use kernel::{
 use crate::area::{self, Memory, SnapshotView};
 use crate::capture::{Area, Armed};
 use crate::ffi;
-use crate::layout::{self, snap};
+use crate::layout::{self, snap, VECTOR_UD as UD};
 use crate::live::Live;
 use crate::record;
 use crate::report::{EndLine, Header, Kind, LerLine, RecordLine};
@@ -268,10 +268,6 @@ fn print_for(a: &Armed, regs: *const bindings::pt_regs) {
         print_snapshot(a, &s, Some(nest));
     }
 }
-
-/// The #UD vector: a warning's (a ud2, or the ud1 of WARN() with a message; a CFI failure
-/// with `cfi=warn`).
-const UD: u32 = 6;
 
 /// The #CP vector: `ibt=warn`'s warning for an indirect branch to a missing ENDBR
 /// (arch/x86/kernel/cet.c do_kernel_cp_fault() calls __warn() itself).

@@ -26,9 +26,7 @@
 //! buffer it kept; a warning whose report moved to another CPU keeps its slot, as any capture.
 
 use super::*;
-
-/// The #UD vector.
-const UD: u32 = 6;
+use crate::layout::VECTOR_UD as UD;
 
 impl Armed {
     /// Gives back the capture of the warning whose #UD frame is `regs` (src/glue.c's kretprobe

@@ -400,6 +400,9 @@ unsafe extern "C" {
     /// is in its handlers.
     pub(crate) fn lbr_dump_report_unkprobe();
 
+    /// src/glue.c: the kernel's UBSAN options, as bits of `crate::reports::ubsan`.
+    pub(crate) fn lbr_dump_ubsan_config() -> c_uint;
+
     /// src/glue.c: whether the list checks' report functions run at every list operation
     /// (CONFIG_DEBUG_LIST).
     pub(crate) fn lbr_dump_list_checks_always_called() -> bool;

@@ -1346,6 +1346,22 @@ bool lbr_dump_list_checks_always_called(void)
 	return IS_ENABLED(CONFIG_DEBUG_LIST);
 }
 
+/*
+ * The kernel's UBSAN options, as bits of src/reports.rs `ubsan` (which handlers anything in this
+ * kernel calls).
+ */
+unsigned int lbr_dump_ubsan_config(void)
+{
+	return (IS_ENABLED(CONFIG_UBSAN_TRAP) ? BIT(0) : 0) |
+	       (IS_ENABLED(CONFIG_UBSAN_ALIGNMENT) ? BIT(1) : 0) |
+	       (IS_ENABLED(CONFIG_UBSAN_BOUNDS) ? BIT(2) : 0) |
+	       (IS_ENABLED(CONFIG_UBSAN_SHIFT) ? BIT(3) : 0) |
+	       (IS_ENABLED(CONFIG_UBSAN_DIV_ZERO) ? BIT(4) : 0) |
+	       (IS_ENABLED(CONFIG_UBSAN_BOOL) ? BIT(5) : 0) |
+	       (IS_ENABLED(CONFIG_UBSAN_ENUM) ? BIT(6) : 0) |
+	       (IS_ENABLED(CONFIG_UBSAN_INTEGER_WRAP) ? BIT(7) : 0);
+}
+
 /* Removes every kprobe lbr_dump_report_kprobe() placed, all at once (one RCU grace period). */
 void lbr_dump_report_unkprobe(void)
 {

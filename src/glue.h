@@ -75,6 +75,7 @@ int lbr_dump_report_detach(void);
 int lbr_dump_report_kprobe(const char *name, size_t len, unsigned long *ip);
 void lbr_dump_report_unkprobe(void);
 bool lbr_dump_list_checks_always_called(void);
+unsigned int lbr_dump_ubsan_config(void);
 unsigned int lbr_dump_report_watch(void (*print)(unsigned int detector, unsigned long id));
 void lbr_dump_report_unwatch(void);
 const char *lbr_dump_reports_text(void);

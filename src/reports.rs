@@ -151,3 +151,56 @@ pub fn parse(text: &str) -> Result<Reports<'_>, Refusal<'_>> {
     }
     Ok(r)
 }
+
+/// The kernel options that decide whether the kernel's code calls a UBSAN handler at all
+/// (scripts/Makefile.ubsan's sanitizers), as bits of the mask [`uncalled`] takes.
+pub mod ubsan {
+    /// CONFIG_UBSAN_TRAP: every check traps (a ud1), no handler is called.
+    pub const TRAP: u32 = 1 << 0;
+    /// CONFIG_UBSAN_ALIGNMENT (-fsanitize=alignment).
+    pub const ALIGNMENT: u32 = 1 << 1;
+    /// CONFIG_UBSAN_BOUNDS (-fsanitize=array-bounds or bounds-strict).
+    pub const BOUNDS: u32 = 1 << 2;
+    /// CONFIG_UBSAN_SHIFT (-fsanitize=shift).
+    pub const SHIFT: u32 = 1 << 3;
+    /// CONFIG_UBSAN_DIV_ZERO (-fsanitize=integer-divide-by-zero).
+    pub const DIV_ZERO: u32 = 1 << 4;
+    /// CONFIG_UBSAN_BOOL (-fsanitize=bool).
+    pub const BOOL: u32 = 1 << 5;
+    /// CONFIG_UBSAN_ENUM (-fsanitize=enum).
+    pub const ENUM: u32 = 1 << 6;
+    /// CONFIG_UBSAN_INTEGER_WRAP (signed and unsigned overflow, implicit truncation).
+    pub const INTEGER_WRAP: u32 = 1 << 7;
+}
+
+/// Why nothing in this kernel calls the `default` name `name`, given the kernel's UBSAN options
+/// (`config`, bits of [`ubsan`]), or `None` if something may: a UBSAN handler whose sanitizer
+/// the kernel is built without would cost an int3 at every arming for nothing. (A handler of a
+/// sanitizer this kernel lacks is only called by code built otherwise, such as a module built
+/// with its own flags: name it to hook it.)
+pub fn uncalled(name: &str, config: u32) -> Option<&'static str> {
+    use ubsan::*;
+    let handler = name.strip_prefix("__ubsan_handle_")?;
+    if config & TRAP != 0 {
+        return Some("CONFIG_UBSAN_TRAP: UBSAN's checks trap instead");
+    }
+    let (needs, why) = match handler {
+        "add_overflow"
+        | "sub_overflow"
+        | "mul_overflow"
+        | "negate_overflow"
+        | "implicit_conversion" => (INTEGER_WRAP, "no CONFIG_UBSAN_INTEGER_WRAP"),
+        "divrem_overflow" => (
+            DIV_ZERO | INTEGER_WRAP,
+            "no CONFIG_UBSAN_DIV_ZERO or CONFIG_UBSAN_INTEGER_WRAP",
+        ),
+        "type_mismatch" | "type_mismatch_v1" | "alignment_assumption" => {
+            (ALIGNMENT, "no CONFIG_UBSAN_ALIGNMENT")
+        }
+        "out_of_bounds" => (BOUNDS, "no CONFIG_UBSAN_BOUNDS"),
+        "shift_out_of_bounds" => (SHIFT, "no CONFIG_UBSAN_SHIFT"),
+        "load_invalid_value" => (BOOL | ENUM, "no CONFIG_UBSAN_BOOL or CONFIG_UBSAN_ENUM"),
+        _ => return None,
+    };
+    (config & needs == 0).then_some(why)
+}

@@ -140,12 +140,21 @@ pub(super) fn prepare_reports(armed: &mut Armed) -> Result<ReportPlan> {
     };
     // SAFETY: no preconditions.
     let every_list_op = unsafe { ffi::lbr_dump_list_checks_always_called() };
+    // SAFETY: no preconditions.
+    let ubsan = unsafe { ffi::lbr_dump_ubsan_config() };
     for &(name, default) in list.names() {
         plan.user |= !default;
         if default && every_list_op && name.starts_with("__list_") {
             // An int3 or a call at every list operation: left out of `default`.
             let note = " (CONFIG_DEBUG_LIST calls it at every list operation)";
             add(&mut plan.left, name, note)?;
+            continue;
+        }
+        if let Some(why) = crate::reports::uncalled(name, ubsan).filter(|_| default) {
+            // Its sanitizer is not in this kernel: an int3 for nothing.
+            add(&mut plan.left, name, " (")?;
+            plan.left.extend_from_slice(why.as_bytes(), GFP_KERNEL)?;
+            plan.left.extend_from_slice(b")", GFP_KERNEL)?;
             continue;
         }
         let note = if crate::fred::active() {

@@ -20,10 +20,7 @@ fn default_expands_in_place_and_marks_its_names() {
     assert_eq!(got[0], ("kfree_sensitive".into(), false));
     assert_eq!(got[1], ("kasan_report".into(), true));
     assert_eq!(got[12], ("__ubsan_handle_out_of_bounds".into(), true));
-    assert_eq!(
-        got.last().unwrap(),
-        &("kmem_cache_free".into(), false)
-    );
+    assert_eq!(got.last().unwrap(), &("kmem_cache_free".into(), false));
 }
 
 #[test]
@@ -62,4 +59,49 @@ fn refusals_say_what_is_wrong() {
         "*: a wildcard needs at least 4 characters before it"
     );
     assert_eq!(Refusal::Twice("x").to_string(), "x named twice");
+}
+
+#[test]
+fn ubsan_handlers_of_sanitizers_the_kernel_lacks_are_uncalled() {
+    use lbr_core::reports::{ubsan::*, uncalled};
+    // The test kernels' UBSAN: bounds, bool and enum (scripts/kconfig/test-kernel.config).
+    let test_kernel = BOUNDS | BOOL | ENUM;
+    let called: Vec<&str> = DEFAULT
+        .iter()
+        .copied()
+        .filter(|n| uncalled(n, test_kernel).is_none())
+        .collect();
+    assert_eq!(
+        called,
+        [
+            "kasan_report",
+            "kasan_report_invalid_free",
+            "kfence_report_error",
+            "__ubsan_handle_out_of_bounds",
+            "__ubsan_handle_load_invalid_value",
+            "__list_add_valid_or_report",
+            "__list_del_entry_valid_or_report",
+            "refcount_warn_saturate",
+        ]
+    );
+    assert_eq!(
+        uncalled("__ubsan_handle_shift_out_of_bounds", test_kernel),
+        Some("no CONFIG_UBSAN_SHIFT")
+    );
+    // Division by zero and overflow both call divrem_overflow.
+    assert_eq!(uncalled("__ubsan_handle_divrem_overflow", DIV_ZERO), None);
+    assert_eq!(
+        uncalled("__ubsan_handle_divrem_overflow", INTEGER_WRAP),
+        None
+    );
+    assert_eq!(uncalled("__ubsan_handle_load_invalid_value", ENUM), None);
+    // Trapping UBSAN calls no handler, whatever it checks.
+    assert!(DEFAULT
+        .iter()
+        .filter(|n| n.starts_with("__ubsan_handle_"))
+        .all(|n| uncalled(n, !0) == Some("CONFIG_UBSAN_TRAP: UBSAN's checks trap instead")));
+    // Every UBSAN handler of `default` has its sanitizer: all are called with all on.
+    assert!(DEFAULT.iter().all(|n| uncalled(n, !TRAP).is_none()));
+    // Names outside UBSAN are never judged.
+    assert_eq!(uncalled("kasan_report", 0), None);
 }
